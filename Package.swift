@@ -1,0 +1,51 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "marfafs",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "marfafs", targets: ["marfafs"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+    ],
+    targets: [
+        .target(name: "MarfaModel"),
+        .target(name: "MarfaLayout", dependencies: ["MarfaModel", "Yams"]),
+        .target(name: "MarfaStore", dependencies: [
+            "MarfaModel", "MarfaLayout",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "MarfaFS", dependencies: [
+            "MarfaModel", "MarfaLayout", "MarfaStore",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .systemLibrary(name: "CFuse", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
+        .target(name: "MarfaFUSE", dependencies: [
+            "MarfaFS", "CFuse",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "marfafs", dependencies: [
+            "MarfaModel", "MarfaLayout", "MarfaStore", "MarfaFS", "MarfaFUSE",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "MarfaTestSupport", dependencies: ["MarfaModel"]),
+        .testTarget(name: "MarfaLayoutTests", dependencies: [
+            "MarfaLayout", "MarfaModel",
+            .product(name: "PropertyBased", package: "swift-property-based"),
+        ]),
+        .testTarget(name: "MarfaStoreTests", dependencies: ["MarfaStore", "MarfaModel", "MarfaLayout"]),
+        .testTarget(name: "MarfaFSTests", dependencies: ["MarfaFS", "MarfaStore", "MarfaModel", "MarfaLayout"]),
+        .testTarget(name: "MountTests", dependencies: ["MarfaTestSupport", "MarfaModel"]),
+    ]
+)

@@ -1,0 +1,189 @@
+import Foundation
+import MarfaModel
+import Yams
+
+/// Why a file body could not be read as properties (FS-10).
+public enum FrontMatterError: Error, Equatable, CustomStringConvertible {
+    case invalidYAML(String)
+    case notAMapping
+    case invalidUTF8
+
+    public var description: String {
+        switch self {
+        case .invalidYAML(let m): return "front matter is not valid YAML: \(m)"
+        case .notAMapping: return "front matter is not a mapping of keys to values"
+        case .invalidUTF8: return "the file is not valid UTF-8"
+        }
+    }
+}
+
+/// Markdown with optional YAML front matter ⇄ properties (FS-8). Pure.
+public enum FrontMatter {
+    /// The result of parsing a text file: its properties and whether it named its own title.
+    public struct Parsed: Equatable, Sendable {
+        public var properties: [String: JSONValue]
+        public var hasTitleKey: Bool
+    }
+
+    /// Parses file bytes into properties: front matter keys plus the body field.
+    /// The title is not set here unless the front matter writes it.
+    public static func parse(_ bytes: [UInt8], bodyField: String = "body", titleField: String = "title") throws -> Parsed {
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw FrontMatterError.invalidUTF8 }
+        return try parse(text, bodyField: bodyField, titleField: titleField)
+    }
+
+    public static func parse(_ text: String, bodyField: String = "body", titleField: String = "title") throws -> Parsed {
+        guard let (yaml, body) = split(text) else {
+            return Parsed(properties: [bodyField: .string(text)], hasTitleKey: false)
+        }
+        var props: [String: JSONValue] = [:]
+        if !yaml.allSatisfy({ $0.isWhitespace }) {
+            let node: Node?
+            do { node = try Yams.compose(yaml: yaml) } catch {
+                throw FrontMatterError.invalidYAML(String(describing: error).split(separator: "\n").first.map(String.init) ?? "error")
+            }
+            if let node {
+                guard case .mapping(let m) = node else { throw FrontMatterError.notAMapping }
+                for (k, v) in m {
+                    guard let key = scalarKey(k) else { throw FrontMatterError.notAMapping }
+                    props[key] = json(v)
+                }
+            }
+        }
+        let hasTitle = props[titleField] != nil
+        props[bodyField] = .string(body)
+        return Parsed(properties: props, hasTitleKey: hasTitle)
+    }
+
+    /// Splits `---\n<yaml>---\n<body>`; nil when the text has no complete front matter block.
+    static func split(_ text: String) -> (String, String)? {
+        let u = Array(text.utf8)
+        func lineEnd(_ i: Int) -> Int { var j = i; while j < u.count && u[j] != 10 { j += 1 }; return j }
+        let first = lineEnd(0)
+        var firstLine = u[0..<first]
+        if firstLine.last == 13 { firstLine = firstLine.dropLast() }
+        guard Array(firstLine) == Array("---".utf8), first < u.count else { return nil }
+        var i = first + 1
+        let yamlStart = i
+        while i <= u.count {
+            let e = lineEnd(i)
+            var line = u[i..<e]
+            if line.last == 13 { line = line.dropLast() }
+            if Array(line) == Array("---".utf8) || Array(line) == Array("...".utf8) {
+                let yaml = String(decoding: u[yamlStart..<i], as: UTF8.self)
+                let bodyStart = min(e + 1, u.count)
+                return (yaml, String(decoding: u[bodyStart...], as: UTF8.self))
+            }
+            if e >= u.count { break }
+            i = e + 1
+        }
+        return nil
+    }
+
+    static func scalarKey(_ n: Node) -> String? {
+        if case .scalar(let s) = n { return s.string }
+        return nil
+    }
+
+    static func json(_ n: Node) -> JSONValue {
+        switch n {
+        case .scalar(let s):
+            switch Tag.Name(rawValue: n.tag.rawValue) {
+            case .null: return .null
+            case .bool: return n.bool.map(JSONValue.bool) ?? .string(s.string)
+            case .int: return n.int.map { .int(Int64($0)) } ?? .string(s.string)
+            case .float: return n.float.map(JSONValue.double) ?? .string(s.string)
+            default: return .string(s.string)
+            }
+        case .mapping(let m):
+            var o: [String: JSONValue] = [:]
+            for (k, v) in m { o[scalarKey(k) ?? String(describing: k)] = json(v) }
+            return .object(o)
+        case .sequence(let seq):
+            return .array(seq.map(json))
+        case .alias:
+            return .null
+        }
+    }
+
+    // MARK: rendering
+
+    /// Renders properties as a text file (FS-8): front matter of every property but the title and
+    /// the body (the title too when `includeTitle`), then the body verbatim. Title + body only: bare body.
+    public static func render(_ properties: [String: JSONValue], bodyField: String = "body",
+                              titleField: String = "title", includeTitle: Bool = false) -> String {
+        let body: String
+        switch properties[bodyField] {
+        case .string(let s)?: body = s
+        case nil, .null?: body = ""
+        case let other?: body = flow(other)
+        }
+        let keys = properties.keys.filter { $0 != bodyField && (includeTitle || $0 != titleField) }.sorted()
+        if keys.isEmpty { return body }
+        var out = "---\n"
+        for k in keys { out += plainOrQuoted(k, inFlow: false) + ": " + block(properties[k]!) + "\n" }
+        out += "---\n"
+        return out + body
+    }
+
+    static func block(_ v: JSONValue) -> String {
+        switch v {
+        case .string(let s): return plainOrQuoted(s, inFlow: false)
+        default: return flow(v)
+        }
+    }
+
+    static func flow(_ v: JSONValue) -> String {
+        switch v {
+        case .null: return "null"
+        case .bool(let b): return b ? "true" : "false"
+        case .int(let i): return String(i)
+        case .double(let d):
+            if d.isNaN { return ".nan" }
+            if d.isInfinite { return d < 0 ? "-.inf" : ".inf" }
+            let s = "\(d)"
+            return s.contains(".") || s.contains("e") ? s : s + ".0"
+        case .string(let s): return quoted(s)
+        case .array(let a): return "[" + a.map(flow).joined(separator: ", ") + "]"
+        case .object(let o):
+            return "{" + o.keys.sorted().map { quoted($0) + ": " + flow(o[$0]!) }.joined(separator: ", ") + "}"
+        }
+    }
+
+    /// A YAML double-quoted scalar (JSON string syntax, which YAML reads the same way).
+    static func quoted(_ s: String) -> String {
+        var out = "\""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\t": out += "\\t"
+            case "\r": out += "\\r"
+            default:
+                if u.value < 0x20 || u.value == 0x7f || (u.value >= 0x80 && u.value < 0xa0) || u.value == 0xfeff
+                    || u.value == 0x2028 || u.value == 0x2029 {
+                    out += String(format: "\\u%04x", u.value)
+                } else { out.unicodeScalars.append(u) }
+            }
+        }
+        return out + "\""
+    }
+
+    /// Plain when YAML reads it back as exactly this string, else double-quoted (FS-8 keeps JSON types).
+    static func plainOrQuoted(_ s: String, inFlow: Bool) -> String {
+        isSafePlain(s) ? s : quoted(s)
+    }
+
+    static func isSafePlain(_ s: String) -> Bool {
+        guard let f = s.unicodeScalars.first, let l = s.unicodeScalars.last else { return false }
+        if f == " " || l == " " { return false }
+        if "-?:,[]{}#&*!|>'\"%@`~=".unicodeScalars.contains(f) { return false }
+        for u in s.unicodeScalars {
+            if u.value < 0x20 || u.value == 0x7f || (u.value >= 0x80 && u.value < 0xa0) || u.value == 0xfeff { return false }
+            if u.value == 0x2028 || u.value == 0x2029 || u.value == 0x85 { return false }
+        }
+        if s.contains(": ") || s.contains(" #") || s.hasSuffix(":") || s.contains("\t") { return false }
+        return Resolver.default.resolveTag(of: Node(s)) == .str
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import GRDBSQLite
+import MarfaModel
+
+/// Reads ranges of cached blobs (FS-11) through SQLite's incremental blob I/O on a read-only
+/// connection of its own, keeping a few blob handles open so sequential reads of a large blob
+/// cost one seek each. Thread-safe.
+public final class BlobReader: @unchecked Sendable {
+    private let lock = NSLock()
+    private var db: OpaquePointer?
+    private var open: [(hash: String, handle: OpaquePointer, size: Int64, used: UInt64)] = []
+    private var tick: UInt64 = 0
+    private let path: String
+
+    init(path: String) throws {
+        self.path = path
+    }
+
+    deinit {
+        for h in open { sqlite3_blob_close(h.handle) }
+        if let db { sqlite3_close_v2(db) }
+    }
+
+    private func connection() -> OpaquePointer? {
+        if let db { return db }
+        var c: OpaquePointer?
+        guard sqlite3_open_v2(path, &c, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK else {
+            if let c { sqlite3_close_v2(c) }
+            return nil
+        }
+        sqlite3_exec(c, "PRAGMA mmap_size = 4294967296", nil, nil, nil)
+        db = c
+        return c
+    }
+
+    /// Bytes `offset..<offset+count` of the blob `hash`; nil when the blob is not cached.
+    public func read(hash: String, offset: Int64, count: Int) -> [UInt8]? {
+        lock.lock(); defer { lock.unlock() }
+        tick += 1
+        guard let entry = handle(hash) else { return nil }
+        if offset >= entry.size { return [] }
+        let n = Int(min(Int64(count), entry.size - offset))
+        var buf = [UInt8](repeating: 0, count: n)
+        let rc = buf.withUnsafeMutableBytes { sqlite3_blob_read(entry.handle, $0.baseAddress, Int32(n), Int32(offset)) }
+        if rc != SQLITE_OK { dropAll(); return nil }
+        return buf
+    }
+
+    public func size(hash: String) -> Int64? {
+        lock.lock(); defer { lock.unlock() }
+        return handle(hash)?.size
+    }
+
+    /// Closes every open handle (their read snapshots end), e.g. after the cache changed.
+    public func reset() {
+        lock.lock(); defer { lock.unlock() }
+        dropAll()
+    }
+
+    private func dropAll() {
+        for h in open { sqlite3_blob_close(h.handle) }
+        open.removeAll()
+    }
+
+    private func handle(_ hash: String) -> (handle: OpaquePointer, size: Int64)? {
+        if let found = lookup(hash) { return found }
+        // Open handles pin an older read snapshot; a blob cached since then needs a fresh one.
+        guard !open.isEmpty else { return nil }
+        dropAll()
+        return lookup(hash)
+    }
+
+    private func lookup(_ hash: String) -> (handle: OpaquePointer, size: Int64)? {
+        if let i = open.firstIndex(where: { $0.hash == hash }) {
+            open[i].used = tick
+            return (open[i].handle, open[i].size)
+        }
+        guard let c = connection() else { return nil }
+        var stmt: OpaquePointer?
+        guard sqlite3_prepare_v2(c, "SELECT rowid, sz, length(data) FROM sqlar WHERE name = ?", -1, &stmt, nil) == SQLITE_OK else { return nil }
+        defer { sqlite3_finalize(stmt) }
+        let t = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+        sqlite3_bind_text(stmt, 1, hash, -1, t)
+        guard sqlite3_step(stmt) == SQLITE_ROW else { return nil }
+        let rowid = sqlite3_column_int64(stmt, 0)
+        let sz = sqlite3_column_int64(stmt, 1)
+        guard sqlite3_column_int64(stmt, 2) == sz else { return nil }  // compressed entries are not written here
+        sqlite3_reset(stmt)
+        var h: OpaquePointer?
+        guard sqlite3_blob_open(c, "main", "sqlar", "data", rowid, 0, &h) == SQLITE_OK, let h else { return nil }
+        if open.count >= 8, let lru = open.indices.min(by: { open[$0].used < open[$1].used }) {
+            sqlite3_blob_close(open[lru].handle); open.remove(at: lru)
+        }
+        open.append((hash, h, sz, tick))
+        return (h, sz)
+    }
+}

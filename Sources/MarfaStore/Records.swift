@@ -1,0 +1,97 @@
+import Foundation
+import GRDB
+import MarfaModel
+
+/// What the filesystem needs of an item to name and stat it, without its content.
+public struct ItemSummary: Hashable, Sendable {
+    public var rowid: Int64
+    public var id: String
+    public var type: String
+    public var stem: String
+    public var ext: String
+    public var size: Int64
+    public var mtimeNs: Int64
+    public var createdAt: String
+    public var state: ItemState
+
+    init(row: Row) {
+        rowid = row["rowid"]; id = row["id"]; type = row["type"]; stem = row["stem"]; ext = row["ext"]
+        size = row["size"]; mtimeNs = row["mtime_ns"]; createdAt = row["created_at"]
+        state = ItemState(rawValue: row["state"]) ?? .active
+    }
+    static let columns = "rowid, id, type, stem, ext, size, mtime_ns, created_at, state"
+}
+
+/// An item with everything the store keeps about it.
+public struct StoredItem: Sendable {
+    public var rowid: Int64
+    public var item: Item
+    public var raw: [UInt8]?
+    public var fileName: String?
+    public var size: Int64
+    public var mtimeNs: Int64
+    public var sync: SyncState
+    public var syncError: String?
+    public var xattrs: [String: [UInt8]]
+
+    init(row: Row) {
+        rowid = row["rowid"]
+        let props = JSONCoding.object(from: row["properties"])
+        item = Item(id: row["id"], type: row["type"], properties: props, version: row["version"],
+                    schemaVersion: row["schema_version"], source: row["source"], sourceID: row["source_id"],
+                    timestamp: row["timestamp"], createdAt: row["created_at"], updatedAt: row["updated_at"],
+                    state: ItemState(rawValue: row["state"]) ?? .active, tier: Tier(rawValue: row["tier"]) ?? .library)
+        if let d: Data = row["raw"] { raw = [UInt8](d) } else { raw = nil }
+        fileName = row["file_name"]; size = row["size"]; mtimeNs = row["mtime_ns"]
+        sync = SyncState(rawValue: row["sync"]) ?? .pending; syncError = row["sync_error"]
+        xattrs = Xattrs.decode(row["xattrs"])
+    }
+
+    public var summary: ItemSummary {
+        ItemSummary(rowid: rowid, id: item.id, type: item.type, stem: "", ext: "", size: size, mtimeNs: mtimeNs,
+                    createdAt: item.createdAt, state: item.state)
+    }
+}
+
+extension ItemSummary {
+    init(rowid: Int64, id: String, type: String, stem: String, ext: String, size: Int64, mtimeNs: Int64,
+         createdAt: String, state: ItemState) {
+        self.rowid = rowid; self.id = id; self.type = type; self.stem = stem; self.ext = ext; self.size = size
+        self.mtimeNs = mtimeNs; self.createdAt = createdAt; self.state = state
+    }
+}
+
+public struct EdgeRecord: Hashable, Sendable {
+    public var rowid: Int64
+    public var edge: Edge
+    init(row: Row) {
+        rowid = row["rowid"]
+        edge = Edge(id: row["id"], sourceID: row["source_id"], targetID: row["target_id"], edgeType: row["edge_type"],
+                    properties: JSONCoding.object(from: row["properties"]), createdAt: row["created_at"],
+                    updatedAt: row["updated_at"])
+    }
+}
+
+/// `fs.xattr`: other `user.*` attributes kept with an item, as JSON name → base64 (FS-17).
+enum Xattrs {
+    static func decode(_ text: String?) -> [String: [UInt8]] {
+        guard let text else { return [:] }
+        var out: [String: [UInt8]] = [:]
+        for (k, v) in JSONCoding.object(from: text) {
+            if let s = v.stringValue, let d = Data(base64Encoded: s) { out[k] = [UInt8](d) }
+        }
+        return out
+    }
+    static func encode(_ x: [String: [UInt8]]) -> String {
+        JSONCoding.encode(x.mapValues { JSONValue.string(Data($0).base64EncodedString()) })
+    }
+}
+
+extension Mutation {
+    init(row: Row) {
+        self.init(seq: row["seq"], id: row["id"], idempotencyKey: row["idempotency_key"],
+                  kind: MutationKind(rawValue: row["kind"]) ?? .update, itemID: row["item_id"],
+                  payload: JSONCoding.object(from: row["payload"]), createdAt: row["created_at"],
+                  state: row["state"], attempts: row["attempts"], lastError: row["last_error"])
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import GRDB
+import MarfaModel
+
+/// Schema and migrations of the local store. The `items.rowid` is the item's inode number (FS-3).
+enum Schema {
+    static func migrator() -> DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1") { db in
+            try db.execute(sql: """
+            CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            CREATE TABLE types(id TEXT PRIMARY KEY, json TEXT NOT NULL);
+            CREATE TABLE items(
+              rowid INTEGER PRIMARY KEY AUTOINCREMENT,
+              id TEXT NOT NULL UNIQUE,
+              type TEXT NOT NULL,
+              properties TEXT NOT NULL,
+              raw BLOB,
+              file_name TEXT,
+              stem TEXT NOT NULL,
+              ext TEXT NOT NULL,
+              size INTEGER NOT NULL,
+              version INTEGER NOT NULL DEFAULT 1,
+              schema_version INTEGER NOT NULL DEFAULT 1,
+              source TEXT NOT NULL,
+              source_id TEXT,
+              timestamp TEXT NOT NULL,
+              created_at TEXT NOT NULL,
+              updated_at TEXT NOT NULL,
+              mtime_ns INTEGER NOT NULL,
+              state TEXT NOT NULL,
+              tier TEXT NOT NULL,
+              sync TEXT NOT NULL,
+              sync_error TEXT,
+              xattrs TEXT NOT NULL DEFAULT '{}'
+            );
+            CREATE INDEX items_by_type ON items(type, state);
+            CREATE TABLE tags(item_id TEXT NOT NULL, tag TEXT NOT NULL, PRIMARY KEY(item_id, tag)) WITHOUT ROWID;
+            CREATE INDEX tags_by_tag ON tags(tag);
+            CREATE TABLE local_tags(tag TEXT PRIMARY KEY) WITHOUT ROWID;
+            CREATE TABLE edges(
+              rowid INTEGER PRIMARY KEY AUTOINCREMENT,
+              id TEXT NOT NULL UNIQUE,
+              source_id TEXT NOT NULL,
+              target_id TEXT NOT NULL,
+              edge_type TEXT NOT NULL,
+              properties TEXT NOT NULL DEFAULT '{}',
+              created_at TEXT NOT NULL,
+              updated_at TEXT NOT NULL
+            );
+            CREATE INDEX edges_by_source ON edges(source_id);
+            CREATE INDEX edges_by_target ON edges(target_id);
+            CREATE TABLE edge_dirs(item_id TEXT NOT NULL, edge_type TEXT NOT NULL, PRIMARY KEY(item_id, edge_type)) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS sqlar(name TEXT PRIMARY KEY, mode INT, mtime INT, sz INT, data BLOB);
+            CREATE TABLE mutations(
+              seq INTEGER PRIMARY KEY AUTOINCREMENT,
+              id TEXT NOT NULL UNIQUE,
+              idempotency_key TEXT NOT NULL UNIQUE,
+              kind TEXT NOT NULL,
+              item_id TEXT NOT NULL,
+              payload TEXT NOT NULL,
+              created_at TEXT NOT NULL,
+              state TEXT NOT NULL DEFAULT 'pending',
+              attempts INTEGER NOT NULL DEFAULT 0,
+              last_error TEXT
+            );
+            CREATE INDEX mutations_by_item ON mutations(item_id, seq);
+            """)
+            for t in TypeSchema.builtIns {
+                try db.execute(sql: "INSERT INTO types(id, json) VALUES (?, ?)", arguments: [t.id, JSONCoding.encode(t)])
+            }
+        }
+        return m
+    }
+}

@@ -1,0 +1,386 @@
+import Foundation
+import GRDB
+import MarfaLayout
+import MarfaModel
+
+/// A new item as the filesystem or an import makes it.
+public struct NewItem: Sendable {
+    public var id: String?
+    public var type: String
+    public var fileName: String
+    public var content: [UInt8]
+    public var tags: [String]
+    public var state: ItemState
+    public var sourceID: String?
+    public init(id: String? = nil, type: String, fileName: String, content: [UInt8] = [], tags: [String] = [],
+                state: ItemState = .active, sourceID: String? = nil) {
+        self.id = id; self.type = type; self.fileName = fileName; self.content = content; self.tags = tags
+        self.state = state; self.sourceID = sourceID
+    }
+}
+
+extension Store {
+    // MARK: items
+
+    /// Creates an item and queues its create, in one transaction. Its id is minted here (FS-22).
+    public func createItem(_ n: NewItem) throws -> StoredItem {
+        let id = n.id ?? ItemID.make()
+        let t = type(n.type)
+        let now = Date()
+        let ts = Timestamp.format(now)
+        return try write { db in
+            if try Int.fetchOne(db, sql: "SELECT 1 FROM items WHERE id = ?", arguments: [id]) != nil { throw StoreError.exists(id) }
+            try db.execute(sql: """
+                INSERT INTO items(id, type, properties, raw, file_name, stem, ext, size, version, source, source_id,
+                  timestamp, created_at, updated_at, mtime_ns, state, tier, sync)
+                VALUES (?, ?, '{}', NULL, ?, '', '', 0, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'library', 'pending')
+                """, arguments: [id, n.type, n.fileName, n.sourceID, ts, ts, ts, Self.ns(now), n.state.rawValue])
+            let rowid = db.lastInsertedRowID
+            for tag in Set(n.tags) { try db.execute(sql: "INSERT OR IGNORE INTO tags(item_id, tag) VALUES (?, ?)", arguments: [id, tag]) }
+            let base = Self.titleFromFileName(n.fileName, type: t)
+            var props: [String: JSONValue] = [t.titleField: .string(base)]
+            if TypeSchema.isBlobType(t.id) {
+                props["filename"] = .string(n.fileName)
+                props["mime_type"] = .string(Names.mimeType(forExtension: Names.split(n.fileName).ext))
+            }
+            try db.execute(sql: "UPDATE items SET properties = ? WHERE rowid = ?", arguments: [JSONCoding.encode(props), rowid])
+            try applyContent(db, rowid: rowid, bytes: n.content, now: now, created: true)
+            return try Self.fetchItem(db, rowid: rowid)!
+        }
+    }
+
+    /// Replaces an item's file bytes (FS-9): text is parsed into properties; a blob goes to `sqlar`.
+    public func writeContent(rowid: Int64, bytes: [UInt8]) throws -> StoredItem {
+        try write { db in
+            try applyContent(db, rowid: rowid, bytes: bytes, now: Date(), created: false)
+            return try Self.fetchItem(db, rowid: rowid)!
+        }
+    }
+
+    /// Reads the current bytes, lets `edit` change them, and stores the result, in one transaction.
+    public func modifyContent(rowid: Int64, _ edit: (inout [UInt8]) throws -> Void) throws -> StoredItem {
+        try write { db in
+            guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+            var bytes = try currentBytes(db, cur)
+            try edit(&bytes)
+            try applyContent(db, rowid: rowid, bytes: bytes, now: Date(), created: false)
+            return try Self.fetchItem(db, rowid: rowid)!
+        }
+    }
+
+    func currentBytes(_ db: Database, _ cur: StoredItem) throws -> [UInt8] {
+        let t = type(cur.item.type)
+        if TypeSchema.isBlobType(t.id) {
+            guard let h = cur.item.properties["blob_ref"]?.stringValue else { return [] }
+            guard let d = try Data.fetchOne(db, sql: "SELECT data FROM sqlar WHERE name = ?", arguments: [h]) else {
+                throw StoreError.notFound("blob \(h) is not cached")
+            }
+            return [UInt8](d)
+        }
+        if let raw = cur.raw { return raw }
+        return Array(render(type: t, properties: cur.item.properties).utf8)
+    }
+
+    private func applyContent(_ db: Database, rowid: Int64, bytes: [UInt8], now: Date, created: Bool) throws {
+        guard var cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+        let t = type(cur.item.type)
+        let ts = Timestamp.format(now)
+        if TypeSchema.isBlobType(t.id) {
+            guard Int64(bytes.count) <= Self.maxBlobBytes else { throw StoreError.tooLarge("blob of \(bytes.count) bytes") }
+            let hash = try putBlob(db, bytes)
+            cur.item.properties["blob_ref"] = .string(hash)
+            try db.execute(sql: "UPDATE items SET properties = ?, raw = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL WHERE rowid = ?",
+                           arguments: [JSONCoding.encode(cur.item.properties), bytes.count, ts, Self.ns(now), rowid])
+            try Self.enqueue(db, kind: .uploadBlob, itemID: cur.item.id,
+                             payload: ["hash": .string(hash), "size": .int(Int64(bytes.count)),
+                                       "mime_type": cur.item.properties["mime_type"] ?? .null], coalesce: false)
+            cur.item.updatedAt = ts
+            try enqueueItemChange(db, cur.item)
+            try refreshName(db, rowid: rowid)
+            return
+        }
+        guard bytes.count <= Self.maxTextBytes else { throw StoreError.tooLarge("text file of \(bytes.count) bytes") }
+        do {
+            let parsed = try FrontMatter.parse(bytes, bodyField: t.bodyField, titleField: t.titleField)
+            var props = parsed.properties
+            if !parsed.hasTitleKey {
+                props[t.titleField] = cur.fileName.map { .string(Self.titleFromFileName($0, type: t)) }
+                    ?? cur.item.properties[t.titleField]
+                if props[t.titleField] == nil { props.removeValue(forKey: t.titleField) }
+            }
+            let keepRaw = Array(render(type: t, properties: props).utf8) != bytes || cur.fileName != nil
+            try db.execute(sql: "UPDATE items SET properties = ?, raw = ?, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL WHERE rowid = ?",
+                           arguments: [JSONCoding.encode(props), keepRaw ? Data(bytes) : nil, bytes.count, ts, Self.ns(now), rowid])
+            cur.item.properties = props
+            cur.item.updatedAt = ts
+            try enqueueItemChange(db, cur.item)
+        } catch let e as FrontMatterError {
+            // FS-10: kept byte for byte, marked invalid, not queued until it parses again.
+            try db.execute(sql: "UPDATE items SET raw = ?, size = ?, updated_at = ?, mtime_ns = ?, sync = 'invalid', sync_error = ? WHERE rowid = ?",
+                           arguments: [Data(bytes), bytes.count, ts, Self.ns(now), e.description, rowid])
+        }
+        try refreshName(db, rowid: rowid)
+    }
+
+    func putBlob(_ db: Database, _ bytes: [UInt8]) throws -> String {
+        let hash = BlobHash.of(bytes)
+        try db.execute(sql: "INSERT OR IGNORE INTO sqlar(name, mode, mtime, sz, data) VALUES (?, 33188, ?, ?, ?)",
+                       arguments: [hash, Int(Date().timeIntervalSince1970), bytes.count, Data(bytes)])
+        return hash
+    }
+
+    /// Stores blob bytes in the cache and returns their hash.
+    public func cacheBlob(_ bytes: [UInt8]) throws -> String { try write { db in try putBlob(db, bytes) } }
+
+    /// Renames an item's file (FS-5, FS-6): the chosen name is kept; a `.md` name also sets the title,
+    /// unless the file's own front matter names the title.
+    public func rename(rowid: Int64, to fileName: String) throws -> StoredItem {
+        try write { db in
+            guard var cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+            let t = type(cur.item.type)
+            var titleInFile = false
+            if let raw = cur.raw, let p = try? FrontMatter.parse(raw, bodyField: t.bodyField, titleField: t.titleField) {
+                titleInFile = p.hasTitleKey
+            }
+            if !titleInFile { cur.item.properties[t.titleField] = .string(Self.titleFromFileName(fileName, type: t)) }
+            if TypeSchema.isBlobType(t.id) { cur.item.properties["filename"] = .string(fileName) }
+            let now = Date()
+            cur.item.updatedAt = Timestamp.format(now)
+            try db.execute(sql: "UPDATE items SET file_name = ?, properties = ?, updated_at = ?, sync = CASE WHEN sync = 'invalid' THEN sync ELSE 'pending' END WHERE rowid = ?",
+                           arguments: [fileName, JSONCoding.encode(cur.item.properties), cur.item.updatedAt, rowid])
+            if cur.sync != .invalid { try enqueueItemChange(db, cur.item) }
+            try refreshName(db, rowid: rowid)
+            return try Self.fetchItem(db, rowid: rowid)!
+        }
+    }
+
+    /// Moves an item between `active`, `archived` and `trashed` and queues the transition.
+    public func setState(rowid: Int64, _ state: ItemState) throws -> StoredItem {
+        try write { db in
+            guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+            if cur.item.state == state { return cur }
+            let now = Date()
+            try db.execute(sql: "UPDATE items SET state = ?, updated_at = ?, mtime_ns = ? WHERE rowid = ?",
+                           arguments: [state.rawValue, Timestamp.format(now), Self.ns(now), rowid])
+            if cur.item.version == 0, try Self.pendingCreate(db, cur.item.id) {
+                var c = cur.item; c.state = state
+                try enqueueItemChange(db, c)
+            } else {
+                try Self.enqueue(db, kind: .transition, itemID: cur.item.id, payload: ["state": .string(state.rawValue)], coalesce: false)
+            }
+            return try Self.fetchItem(db, rowid: rowid)!
+        }
+    }
+
+    public func setTier(rowid: Int64, _ tier: Tier) throws -> StoredItem {
+        try write { db in
+            guard var cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+            if cur.item.tier == tier { return cur }
+            cur.item.tier = tier
+            try db.execute(sql: "UPDATE items SET tier = ?, updated_at = ? WHERE rowid = ?", arguments: [tier.rawValue, Timestamp.now(), rowid])
+            try enqueueItemChange(db, cur.item)
+            return try Self.fetchItem(db, rowid: rowid)!
+        }
+    }
+
+    /// Sets (or with nil removes) one property (`user.marfa.prop.<name>`); the file is rendered anew.
+    public func setProperty(rowid: Int64, name: String, value: JSONValue?) throws -> StoredItem {
+        try write { db in
+            guard var cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+            let t = type(cur.item.type)
+            if value == nil && cur.item.properties[name] == nil { throw StoreError.notFound("property \(name)") }
+            cur.item.properties[name] = value
+            let isBlob = TypeSchema.isBlobType(t.id)
+            let size = isBlob ? cur.size : Int64(render(type: t, properties: cur.item.properties).utf8.count)
+            let now = Date()
+            cur.item.updatedAt = Timestamp.format(now)
+            try db.execute(sql: "UPDATE items SET properties = ?, raw = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL WHERE rowid = ?",
+                           arguments: [JSONCoding.encode(cur.item.properties), size, cur.item.updatedAt, Self.ns(now), rowid])
+            try enqueueItemChange(db, cur.item)
+            try refreshName(db, rowid: rowid)
+            return try Self.fetchItem(db, rowid: rowid)!
+        }
+    }
+
+    /// Sets (nil: removes) an extra `user.*` attribute kept with the item as `fs.xattr` (FS-17).
+    public func setXattr(rowid: Int64, name: String, value: [UInt8]?) throws {
+        try write { db in
+            guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+            var x = cur.xattrs
+            if value == nil && x[name] == nil { throw StoreError.notFound("attribute \(name)") }
+            x[name] = value
+            let enc = Xattrs.encode(x)
+            try db.execute(sql: "UPDATE items SET xattrs = ? WHERE rowid = ?", arguments: [enc, rowid])
+            let ext: JSONValue = .object(["fs.xattr": .object(x.mapValues { .string(Data($0).base64EncodedString()) })])
+            try Self.enqueue(db, kind: .update, itemID: cur.item.id,
+                             payload: ["extensions": ext, "base_version": .int(Int64(cur.item.version))], coalesce: true)
+        }
+    }
+
+    // MARK: tags
+
+    /// Replaces an item's tag set and queues it (consecutive tag changes coalesce).
+    public func setTags(rowid: Int64, _ tags: Set<String>) throws {
+        try write { db in
+            guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+            try setTags(db, cur, tags)
+        }
+    }
+
+    func setTags(_ db: Database, _ cur: StoredItem, _ tags: Set<String>) throws {
+        let old = Set(try Self.tags(db, cur.item.id))
+        if old == tags { return }
+        for t in old.subtracting(tags) { try db.execute(sql: "DELETE FROM tags WHERE item_id = ? AND tag = ?", arguments: [cur.item.id, t]) }
+        for t in tags.subtracting(old) { try db.execute(sql: "INSERT INTO tags(item_id, tag) VALUES (?, ?)", arguments: [cur.item.id, t]) }
+        try db.execute(sql: "UPDATE items SET updated_at = ? WHERE rowid = ?", arguments: [Timestamp.now(), cur.rowid])
+        if cur.item.version == 0, try Self.pendingCreate(db, cur.item.id) {
+            try enqueueItemChange(db, cur.item)
+        } else {
+            try Self.enqueue(db, kind: .setTags, itemID: cur.item.id,
+                             payload: ["tags": .array(tags.sorted().map(JSONValue.string))], coalesce: true)
+        }
+    }
+
+    public func addLocalTag(_ tag: String) throws {
+        try write { db in try db.execute(sql: "INSERT OR IGNORE INTO local_tags(tag) VALUES (?)", arguments: [tag]) }
+    }
+
+    public func removeLocalTag(_ tag: String) throws {
+        try write { db in
+            if try Int.fetchOne(db, sql: "SELECT 1 FROM tags WHERE tag = ? LIMIT 1", arguments: [tag]) != nil { throw StoreError.notEmpty(tag) }
+            try db.execute(sql: "DELETE FROM local_tags WHERE tag = ?", arguments: [tag])
+        }
+    }
+
+    /// Renames a tag on every item that has it; returns the rowids of those items.
+    public func renameTag(_ from: String, to: String) throws -> [Int64] {
+        try write { db in
+            let rows = try Int64.fetchAll(db, sql: "SELECT items.rowid FROM items JOIN tags ON tags.item_id = items.id WHERE tags.tag = ?", arguments: [from])
+            for r in rows {
+                guard let cur = try Self.fetchItem(db, rowid: r) else { continue }
+                var set = Set(try Self.tags(db, cur.item.id)); set.remove(from); set.insert(to)
+                try setTags(db, cur, set)
+            }
+            if try Int.fetchOne(db, sql: "SELECT 1 FROM local_tags WHERE tag = ?", arguments: [from]) != nil || rows.isEmpty {
+                try db.execute(sql: "DELETE FROM local_tags WHERE tag = ?", arguments: [from])
+                try db.execute(sql: "INSERT OR IGNORE INTO local_tags(tag) VALUES (?)", arguments: [to])
+            }
+            return rows
+        }
+    }
+
+    // MARK: edges
+
+    public func createEdge(sourceID: String, targetID: String, edgeType: String) throws -> EdgeRecord {
+        try write { db in
+            if let existing = try Row.fetchOne(db, sql: "SELECT * FROM edges WHERE source_id = ? AND target_id = ? AND edge_type = ?",
+                                               arguments: [sourceID, targetID, edgeType]) {
+                throw StoreError.exists("edge \(EdgeRecord(row: existing).edge.id)")
+            }
+            let ts = Timestamp.now()
+            let id = ItemID.make()
+            try db.execute(sql: "INSERT INTO edges(id, source_id, target_id, edge_type, properties, created_at, updated_at) VALUES (?, ?, ?, ?, '{}', ?, ?)",
+                           arguments: [id, sourceID, targetID, edgeType, ts, ts])
+            let rec = try Row.fetchOne(db, sql: "SELECT * FROM edges WHERE rowid = ?", arguments: [db.lastInsertedRowID]).map(EdgeRecord.init(row:))!
+            try Self.enqueue(db, kind: .createEdge, itemID: sourceID, payload: [
+                "id": .string(id), "source_id": .string(sourceID), "target_id": .string(targetID), "edge_type": .string(edgeType),
+            ], coalesce: false)
+            return rec
+        }
+    }
+
+    public func deleteEdge(rowid: Int64) throws {
+        try write { db in
+            guard let rec = try Row.fetchOne(db, sql: "SELECT * FROM edges WHERE rowid = ?", arguments: [rowid]).map(EdgeRecord.init(row:)) else {
+                throw StoreError.notFound("edge \(rowid)")
+            }
+            try db.execute(sql: "DELETE FROM edges WHERE rowid = ?", arguments: [rowid])
+            // An edge the server never saw is simply forgotten.
+            try db.execute(sql: "DELETE FROM mutations WHERE kind = 'create_edge' AND state = 'pending' AND json_extract(payload, '$.id') = ?",
+                           arguments: [rec.edge.id])
+            if db.changesCount == 0 {
+                try Self.enqueue(db, kind: .deleteEdge, itemID: rec.edge.sourceID, payload: [
+                    "id": .string(rec.edge.id), "edge_type": .string(rec.edge.edgeType),
+                    "source_id": .string(rec.edge.sourceID), "target_id": .string(rec.edge.targetID),
+                ], coalesce: false)
+            }
+        }
+    }
+
+    public func addEdgeDir(itemID: String, edgeType: String) throws {
+        try write { db in try db.execute(sql: "INSERT OR IGNORE INTO edge_dirs(item_id, edge_type) VALUES (?, ?)", arguments: [itemID, edgeType]) }
+    }
+
+    public func removeEdgeDir(itemID: String, edgeType: String) throws {
+        try write { db in
+            if try Int.fetchOne(db, sql: "SELECT 1 FROM edges WHERE source_id = ? AND edge_type = ?", arguments: [itemID, edgeType]) != nil {
+                throw StoreError.notEmpty("\(edgeType)")
+            }
+            try db.execute(sql: "DELETE FROM edge_dirs WHERE item_id = ? AND edge_type = ?", arguments: [itemID, edgeType])
+        }
+    }
+
+    // MARK: queue
+
+    func enqueueItemChange(_ db: Database, _ item: Item) throws {
+        let tags = try Self.tags(db, item.id)
+        if item.version == 0 {
+            let create: [String: JSONValue] = [
+                "id": .string(item.id), "type": .string(item.type), "properties": .object(item.properties),
+                "tier": .string(item.tier.rawValue), "state": .string(item.state.rawValue),
+                "tags": .array(tags.map(JSONValue.string)),
+            ]
+            if let last = try Self.lastMutation(db, item.id), last.kind == .create, last.state == "pending" {
+                try db.execute(sql: "UPDATE mutations SET payload = ? WHERE seq = ?", arguments: [JSONCoding.encode(create), last.seq])
+                return
+            }
+            if try Int.fetchOne(db, sql: "SELECT 1 FROM mutations WHERE item_id = ? AND kind = 'create'", arguments: [item.id]) == nil {
+                try Self.enqueue(db, kind: .create, itemID: item.id, payload: create, coalesce: false)
+                return
+            }
+        }
+        try Self.enqueue(db, kind: .update, itemID: item.id, payload: [
+            "properties": .object(item.properties), "tier": .string(item.tier.rawValue),
+            "base_version": .int(Int64(item.version)),
+        ], coalesce: true)
+    }
+
+    static func pendingCreate(_ db: Database, _ itemID: String) throws -> Bool {
+        guard let last = try lastMutation(db, itemID) else { return false }
+        return last.kind == .create && last.state == "pending"
+    }
+
+    static func lastMutation(_ db: Database, _ itemID: String) throws -> Mutation? {
+        try Row.fetchOne(db, sql: "SELECT * FROM mutations WHERE item_id = ? ORDER BY seq DESC LIMIT 1", arguments: [itemID]).map(Mutation.init(row:))
+    }
+
+    /// Appends a mutation with a fresh idempotency key, or folds it into the item's newest mutation
+    /// when that one is still pending and of the same kind (`coalesce`).
+    static func enqueue(_ db: Database, kind: MutationKind, itemID: String, payload: [String: JSONValue], coalesce: Bool) throws {
+        if coalesce, let last = try lastMutation(db, itemID), last.kind == kind, last.state == "pending" {
+            var merged = last.payload
+            for (k, v) in payload where k != "base_version" || merged[k] == nil { merged[k] = v }
+            try db.execute(sql: "UPDATE mutations SET payload = ? WHERE seq = ?", arguments: [JSONCoding.encode(merged), last.seq])
+            return
+        }
+        try db.execute(sql: "INSERT INTO mutations(id, idempotency_key, kind, item_id, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                       arguments: [ItemID.make(), UUID().uuidString.lowercased(), kind.rawValue, itemID, JSONCoding.encode(payload), Timestamp.now()])
+    }
+
+    // MARK: helpers
+
+    func refreshName(_ db: Database, rowid: Int64) throws {
+        guard let cur = try Self.fetchItem(db, rowid: rowid) else { return }
+        let (stem, ext) = Naming.stemAndExt(id: cur.item.id, type: type(cur.item.type), properties: cur.item.properties, fileName: cur.fileName)
+        try db.execute(sql: "UPDATE items SET stem = ?, ext = ? WHERE rowid = ?", arguments: [stem, ext, rowid])
+    }
+
+    /// The title a file name gives (FS-5): the name without `.md`; other names are kept whole.
+    static func titleFromFileName(_ name: String, type t: TypeSchema) -> String {
+        if TypeSchema.isBlobType(t.id) { return Names.unescape(Names.split(name).stem) }
+        let (stem, ext) = Names.split(name)
+        return Names.unescape(ext.lowercased() == ".md" ? stem : name)
+    }
+
+    static func ns(_ d: Date) -> Int64 { Int64(d.timeIntervalSince1970 * 1_000_000_000) }
+}

@@ -1,0 +1,209 @@
+import Crypto
+import Foundation
+import GRDB
+import Logging
+import MarfaLayout
+import MarfaModel
+
+/// Errors of the store, mapped to errno by the filesystem core.
+public enum StoreError: Error, Equatable, CustomStringConvertible {
+    case notFound(String)
+    case exists(String)
+    case invalid(String)
+    case tooLarge(String)
+    case notEmpty(String)
+
+    public var description: String {
+        switch self {
+        case .notFound(let s): return "not found: \(s)"
+        case .exists(let s): return "already exists: \(s)"
+        case .invalid(let s): return "invalid: \(s)"
+        case .tooLarge(let s): return "too large: \(s)"
+        case .notEmpty(let s): return "not empty: \(s)"
+        }
+    }
+}
+
+/// The local SQLite replica (GRDB, WAL). Owns items, metadata, edges, types, the `sqlar` blob cache
+/// and the mutation queue. Every local change is committed together with its queued mutation in one
+/// transaction. Never does network I/O; never imports the filesystem.
+public final class Store: Sendable {
+    public let path: String
+    let pool: DatabasePool
+    let typeCache: TypeCache
+    public let blobs: BlobReader
+    /// The largest text file accepted (a note is text, not a disk image).
+    public static let maxTextBytes = 64 << 20
+    /// The largest blob accepted through a write.
+    public static let maxBlobBytes: Int64 = 4 << 30
+
+    public init(path: String) throws {
+        self.path = path
+        let dir = (path as NSString).deletingLastPathComponent
+        if !dir.isEmpty { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+        var config = Configuration()
+        config.busyMode = .timeout(10)
+        config.maximumReaderCount = 6
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        pool = try DatabasePool(path: path, configuration: config)
+        try Schema.migrator().migrate(pool)
+        typeCache = TypeCache(try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT json FROM types").compactMap {
+                try? JSONCoding.decode(TypeSchema.self, from: $0["json"] as String)
+            }
+        })
+        blobs = try BlobReader(path: path)
+    }
+
+    // MARK: types
+
+    public func type(_ id: String) -> TypeSchema { typeCache.get(id) }
+    public func allTypes() -> [TypeSchema] { typeCache.all() }
+
+    public func registerType(_ t: TypeSchema) throws {
+        try pool.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO types(id, json) VALUES (?, ?)", arguments: [t.id, JSONCoding.encode(t)])
+        }
+        typeCache.put(t)
+    }
+
+    // MARK: reads
+
+    public func allSummaries() throws -> [ItemSummary] {
+        try pool.read { db in try Row.fetchAll(db, sql: "SELECT \(ItemSummary.columns) FROM items").map(ItemSummary.init(row:)) }
+    }
+
+    public func summary(rowid: Int64) throws -> ItemSummary? {
+        try pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT \(ItemSummary.columns) FROM items WHERE rowid = ?", arguments: [rowid]).map(ItemSummary.init(row:))
+        }
+    }
+
+    /// (item rowid, tag) for every tag of every item.
+    public func allTags() throws -> [(Int64, String)] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT items.rowid AS r, tags.tag AS t FROM tags JOIN items ON items.id = tags.item_id")
+                .map { ($0["r"], $0["t"]) }
+        }
+    }
+
+    public func localTags() throws -> [String] {
+        try pool.read { db in try String.fetchAll(db, sql: "SELECT tag FROM local_tags") }
+    }
+
+    public func allEdges() throws -> [EdgeRecord] {
+        try pool.read { db in try Row.fetchAll(db, sql: "SELECT * FROM edges").map(EdgeRecord.init(row:)) }
+    }
+
+    public func edgeDirs() throws -> [(String, String)] {
+        try pool.read { db in try Row.fetchAll(db, sql: "SELECT item_id, edge_type FROM edge_dirs").map { ($0[0], $0[1]) } }
+    }
+
+    public func item(rowid: Int64) throws -> StoredItem? {
+        try pool.read { db in try Self.fetchItem(db, rowid: rowid) }
+    }
+
+    public func item(id: String) throws -> StoredItem? {
+        try pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM items WHERE id = ?", arguments: [id]).map(StoredItem.init(row:)) }
+    }
+
+    public func tags(itemID: String) throws -> [String] {
+        try pool.read { db in try Self.tags(db, itemID) }
+    }
+
+    static func fetchItem(_ db: Database, rowid: Int64) throws -> StoredItem? {
+        try Row.fetchOne(db, sql: "SELECT * FROM items WHERE rowid = ?", arguments: [rowid]).map(StoredItem.init(row:))
+    }
+
+    static func tags(_ db: Database, _ itemID: String) throws -> [String] {
+        try String.fetchAll(db, sql: "SELECT tag FROM tags WHERE item_id = ? ORDER BY tag", arguments: [itemID])
+    }
+
+    /// The bytes of a text item's file: what was written (FS-9), else the rendering (FS-8).
+    public func textContent(rowid: Int64) throws -> [UInt8] {
+        try pool.read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT raw, properties, type FROM items WHERE rowid = ?", arguments: [rowid]) else {
+                throw StoreError.notFound("item \(rowid)")
+            }
+            if let d: Data = row["raw"] { return [UInt8](d) }
+            return Array(render(type: type(row["type"]), properties: JSONCoding.object(from: row["properties"])).utf8)
+        }
+    }
+
+    func render(type: TypeSchema, properties: [String: JSONValue]) -> String {
+        FrontMatter.render(properties, bodyField: type.bodyField, titleField: type.titleField)
+    }
+
+    public func mutations() throws -> [Mutation] {
+        try pool.read { db in try Row.fetchAll(db, sql: "SELECT * FROM mutations ORDER BY seq").map(Mutation.init(row:)) }
+    }
+
+    public func queueDepth() throws -> Int {
+        try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM mutations") ?? 0 }
+    }
+
+    public func count(sync: SyncState) throws -> Int {
+        try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM items WHERE sync = ?", arguments: [sync.rawValue]) ?? 0 }
+    }
+
+    public func itemCount() throws -> Int {
+        try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM items") ?? 0 }
+    }
+
+    public func invalidItems() throws -> [(String, String?)] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, sync_error FROM items WHERE sync IN ('invalid','rejected') ORDER BY rowid").map { ($0[0], $0[1]) }
+        }
+    }
+
+    public func item(sourceID: String) throws -> StoredItem? {
+        try pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM items WHERE source_id = ?", arguments: [sourceID]).map(StoredItem.init(row:)) }
+    }
+
+    /// Makes every committed change durable on local disk (FS-15 `fsync`).
+    public func syncDurably() throws {
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            defer { try? db.execute(sql: "PRAGMA synchronous = NORMAL") }
+            try db.inTransaction {
+                try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_fsync', ?)", arguments: [Timestamp.now()])
+                return .commit
+            }
+        }
+    }
+
+    func write<T>(_ body: (Database) throws -> T) throws -> T {
+        try pool.write(body)
+    }
+}
+
+/// Registered types, read on every naming decision; guarded for use from FUSE threads.
+final class TypeCache: @unchecked Sendable {
+    private let lock = NSLock()
+    private var types: [String: TypeSchema]
+    init(_ list: [TypeSchema]) { types = Dictionary(list.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a }) }
+    func get(_ id: String) -> TypeSchema {
+        lock.lock(); defer { lock.unlock() }
+        if let t = types[id] { return t }
+        // Unknown types name items like notes; a subtype inherits its parent's hints.
+        if let dot = id.lastIndex(of: "."), let parent = types[String(id[..<dot])] {
+            var t = parent; t.id = id; t.parent = parent.id; return t
+        }
+        return TypeSchema(id: id, label: id, fields: [:])
+    }
+    func all() -> [TypeSchema] { lock.lock(); defer { lock.unlock() }; return Array(types.values) }
+    func put(_ t: TypeSchema) { lock.lock(); types[t.id] = t; lock.unlock() }
+}
+
+public enum BlobHash {
+    public static func of(_ bytes: [UInt8]) -> String {
+        "sha256:" + SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+    }
+    public static func isValid(_ s: String) -> Bool {
+        guard s.hasPrefix("sha256:") else { return false }
+        let hex = s.dropFirst(7)
+        return hex.count == 64 && hex.allSatisfy { $0.isHexDigit && !$0.isUppercase }
+    }
+}
