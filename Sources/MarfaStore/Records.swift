@@ -13,13 +13,16 @@ public struct ItemSummary: Hashable, Sendable {
     public var mtimeNs: Int64
     public var createdAt: String
     public var state: ItemState
+    /// `properties.blob_ref` of blob items (FS-11).
+    public var blobRef: String?
 
     init(row: Row) {
         rowid = row["rowid"]; id = row["id"]; type = row["type"]; stem = row["stem"]; ext = row["ext"]
         size = row["size"]; mtimeNs = row["mtime_ns"]; createdAt = row["created_at"]
         state = ItemState(rawValue: row["state"]) ?? .active
+        blobRef = row["blob_ref"]
     }
-    static let columns = "rowid, id, type, stem, ext, size, mtime_ns, created_at, state"
+    static let columns = "rowid, id, type, stem, ext, size, mtime_ns, created_at, state, json_extract(properties, '$.blob_ref') AS blob_ref"
 }
 
 /// An item with everything the store keeps about it.
@@ -57,7 +60,7 @@ extension ItemSummary {
     init(rowid: Int64, id: String, type: String, stem: String, ext: String, size: Int64, mtimeNs: Int64,
          createdAt: String, state: ItemState) {
         self.rowid = rowid; self.id = id; self.type = type; self.stem = stem; self.ext = ext; self.size = size
-        self.mtimeNs = mtimeNs; self.createdAt = createdAt; self.state = state
+        self.mtimeNs = mtimeNs; self.createdAt = createdAt; self.state = state; self.blobRef = nil
     }
 }
 

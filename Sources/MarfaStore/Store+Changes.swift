@@ -384,3 +384,34 @@ extension Store {
 
     static func ns(_ d: Date) -> Int64 { Int64(d.timeIntervalSince1970 * 1_000_000_000) }
 }
+
+extension Store {
+    /// An editor's atomic save (FS-13): `target` takes `source`'s bytes and keeps its identity;
+    /// `source` disappears (forgotten if the server never saw it, else trashed). One transaction.
+    public func absorb(source: Int64, into target: Int64) throws -> StoredItem {
+        try write { db in
+            guard let src = try Self.fetchItem(db, rowid: source) else { throw StoreError.notFound("item \(source)") }
+            let bytes = try currentBytes(db, src)
+            try applyContent(db, rowid: target, bytes: bytes, now: Date(), created: false)
+            try forgetOrTrash(db, src)
+            return try Self.fetchItem(db, rowid: target)!
+        }
+    }
+
+    func forgetOrTrash(_ db: Database, _ src: StoredItem) throws {
+        let sentBefore = try Int.fetchOne(db, sql: "SELECT 1 FROM mutations WHERE item_id = ? AND state != 'pending'", arguments: [src.item.id]) != nil
+        if src.item.version == 0 && !sentBefore {
+            try db.execute(sql: "DELETE FROM mutations WHERE item_id = ?", arguments: [src.item.id])
+            try db.execute(sql: "DELETE FROM tags WHERE item_id = ?", arguments: [src.item.id])
+            try db.execute(sql: "DELETE FROM edges WHERE source_id = ? OR target_id = ?", arguments: [src.item.id, src.item.id])
+            try db.execute(sql: "DELETE FROM items WHERE rowid = ?", arguments: [src.rowid])
+        } else {
+            try db.execute(sql: "UPDATE items SET state = 'trashed', updated_at = ? WHERE rowid = ?", arguments: [Timestamp.now(), src.rowid])
+            try Self.enqueue(db, kind: .transition, itemID: src.item.id, payload: ["state": "trashed"], coalesce: false)
+        }
+    }
+}
+
+extension JSONValue: ExpressibleByStringLiteral {
+    public init(stringLiteral value: String) { self = .string(value) }
+}

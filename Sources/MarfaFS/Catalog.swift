@@ -1,0 +1,100 @@
+import Foundation
+import MarfaLayout
+import MarfaModel
+import MarfaStore
+
+/// The in-memory index the hot path answers from: item summaries, tags, edges, and one name
+/// table per `types|archive|trash/<type>` directory and per tag directory in use.
+struct Catalog {
+    var items: [Int64: ItemSummary] = [:]
+    var byID: [String: Int64] = [:]
+    var typeTables: [StateView: [String: NameTable]] = [:]
+    var tagsOf: [Int64: Set<String>] = [:]
+    var tagMembers: [String: Set<Int64>] = [:]
+    var tagTables: [String: NameTable] = [:]
+    var localTags: Set<String> = []
+    var edges: [Int64: EdgeRecord] = [:]
+    var outEdges: [Int64: Set<Int64>] = [:]
+    var inEdges: [Int64: Set<Int64>] = [:]
+    var edgeDirs: [Int64: Set<String>] = [:]
+    var registeredTypes: Set<String> = []
+
+    init(store: Store) throws {
+        for s in try store.allSummaries() { items[s.rowid] = s; byID[s.id] = s.rowid }
+        var claims: [StateView: [String: [NameClaim]]] = [:]
+        for s in items.values { claims[StateView.of(s.state), default: [:]][s.type, default: []].append(Self.claim(s)) }
+        for (v, byType) in claims { for (t, c) in byType { typeTables[v, default: [:]][t] = NameTable(c) } }
+        for (r, tag) in try store.allTags() { tagsOf[r, default: []].insert(tag); tagMembers[tag, default: []].insert(r) }
+        localTags = Set(try store.localTags())
+        for e in try store.allEdges() { addEdge(e) }
+        for (itemID, et) in try store.edgeDirs() { if let r = byID[itemID] { edgeDirs[r, default: []].insert(et) } }
+        registeredTypes = Set(store.allTypes().map(\.id))
+    }
+
+    static func claim(_ s: ItemSummary, key: Int64? = nil) -> NameClaim {
+        NameClaim(key: key ?? s.rowid, stem: s.stem, ext: s.ext, createdAt: s.createdAt, id: s.id)
+    }
+
+    mutating func addEdge(_ e: EdgeRecord) {
+        guard let s = byID[e.edge.sourceID], let t = byID[e.edge.targetID] else { edges[e.rowid] = e; return }
+        edges[e.rowid] = e
+        outEdges[s, default: []].insert(e.rowid)
+        inEdges[t, default: []].insert(e.rowid)
+    }
+
+    mutating func removeEdge(_ rowid: Int64) {
+        guard let e = edges.removeValue(forKey: rowid) else { return }
+        if let s = byID[e.edge.sourceID] { outEdges[s]?.remove(rowid) }
+        if let t = byID[e.edge.targetID] { inEdges[t]?.remove(rowid) }
+    }
+
+    func typeTable(_ v: StateView, _ t: String) -> NameTable? { typeTables[v]?[t] }
+
+    /// The name an item shows in its own state view.
+    func name(of r: Int64) -> String? {
+        guard let s = items[r] else { return nil }
+        return typeTables[StateView.of(s.state)]?[s.type]?.nameOf[r]
+    }
+
+    /// Tag directories list active items only; archived and trashed items keep their tags.
+    mutating func tagTable(_ tag: String) -> NameTable {
+        if let t = tagTables[tag] { return t }
+        let members = (tagMembers[tag] ?? []).compactMap { items[$0] }.filter { $0.state == .active }
+        let t = NameTable(members.map { Self.claim($0) })
+        tagTables[tag] = t
+        return t
+    }
+
+    /// Names in a `links|backlinks/.../<edge_type>` directory: the far item of each edge (FS-7 applies).
+    func edgeTable(backlinks: Bool, item r: Int64, edgeType: String) -> NameTable {
+        let ids = (backlinks ? inEdges[r] : outEdges[r]) ?? []
+        var claims: [NameClaim] = []
+        for e in ids {
+            guard let rec = edges[e], rec.edge.edgeType == edgeType else { continue }
+            guard let far = byID[backlinks ? rec.edge.sourceID : rec.edge.targetID], let s = items[far] else { continue }
+            claims.append(Self.claim(s, key: e))
+        }
+        return NameTable(claims)
+    }
+
+    func edgeTypes(backlinks: Bool, item r: Int64) -> Set<String> {
+        var out = Set(((backlinks ? inEdges[r] : outEdges[r]) ?? []).compactMap { edges[$0]?.edge.edgeType })
+        if !backlinks { out.formUnion(edgeDirs[r] ?? []) }
+        return out
+    }
+
+    func hasEdges(backlinks: Bool, item r: Int64) -> Bool {
+        if !((backlinks ? inEdges[r] : outEdges[r]) ?? []).isEmpty { return true }
+        return !backlinks && !(edgeDirs[r] ?? []).isEmpty
+    }
+
+    func allTags() -> Set<String> {
+        Set(tagMembers.filter { !$0.value.isEmpty }.keys).union(localTags)
+    }
+
+    func typesIn(_ v: StateView) -> Set<String> {
+        var out = Set((typeTables[v] ?? [:]).filter { $0.value.count > 0 }.keys)
+        if v == .types { out.formUnion(registeredTypes) }
+        return out
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+import MarfaStore
+
+/// What went wrong in a filesystem operation; `errno` is the one table that maps it (architecture.md).
+public struct FSError: Error, CustomStringConvertible {
+    public enum Code: Sendable, CaseIterable {
+        case notFound, exists, notEmpty, badName, nameTooLong, readOnly, notPermitted, crossView, stale
+        case noSpace, noData, invalid, tooLarge, notDirectory, isDirectory, io, noAttributeSpace, rangeError
+    }
+    public var code: Code
+    public var message: String
+    public init(_ code: Code, _ message: String) { self.code = code; self.message = message }
+    public var description: String { "\(code): \(message)" }
+
+    /// The errno for a condition. Exhaustive on purpose: no `default`.
+    public static func errno(_ code: Code) -> Int32 {
+        switch code {
+        case .notFound: return ENOENT
+        case .exists: return EEXIST
+        case .notEmpty: return ENOTEMPTY
+        case .badName: return EINVAL
+        case .nameTooLong: return ENAMETOOLONG
+        case .readOnly: return EROFS
+        case .notPermitted: return EPERM
+        case .crossView: return EXDEV
+        case .stale: return ESTALE
+        case .noSpace: return ENOSPC
+        case .noData: return ENODATA
+        case .invalid: return EINVAL
+        case .tooLarge: return EFBIG
+        case .notDirectory: return ENOTDIR
+        case .isDirectory: return EISDIR
+        case .io: return EIO
+        case .noAttributeSpace: return E2BIG
+        case .rangeError: return ERANGE
+        }
+    }
+
+    public var errno: Int32 { Self.errno(code) }
+
+    /// Store errors in filesystem terms; anything unexpected is EIO (logged once at the boundary).
+    static func from(_ error: Error) -> FSError {
+        if let e = error as? FSError { return e }
+        if let e = error as? StoreError {
+            switch e {
+            case .notFound(let m): return FSError(.notFound, m)
+            case .exists(let m): return FSError(.exists, m)
+            case .invalid(let m): return FSError(.invalid, m)
+            case .tooLarge(let m): return FSError(.tooLarge, m)
+            case .notEmpty(let m): return FSError(.notEmpty, m)
+            }
+        }
+        let text = String(describing: error)
+        if text.contains("SQLITE_FULL") || text.contains("database or disk is full") { return FSError(.noSpace, text) }
+        return FSError(.io, text)
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import MarfaModel
+import MarfaStore
+
+extension FileSystem {
+    /// The text of a control file (§7). Called with the lock held.
+    func controlContent(_ name: String) -> String {
+        switch ControlFile(rawValue: name) {
+        case .status?: return statusJSON() + "\n"
+        case .pending?: return pendingText()
+        case .conflicts?: return ""
+        case .events?: return ""
+        case .flush?: return flushAnswer()
+        case nil: return ""
+        }
+    }
+
+    /// `.marfafs/status` and `marfafs status --json`.
+    public func statusJSON() -> String {
+        let muts = (try? store.mutations()) ?? []
+        let oldest = muts.first.flatMap { Timestamp.parse($0.createdAt) }.map { Date().timeIntervalSince1970 - $0 }
+        let invalid = (try? store.invalidItems()) ?? []
+        let obj: [String: JSONValue] = [
+            "mode": "local",
+            "server": .null,
+            "connection": "none",
+            "last_event_id": .null,
+            "store": .string(store.path),
+            "items": .int(Int64(catalog.items.count)),
+            "queue_depth": .int(Int64(muts.count)),
+            "oldest_pending_age_seconds": oldest.map { .double(($0 * 1000).rounded() / 1000) } ?? .null,
+            "conflicts": .int(0),
+            "invalid": .array(invalid.map { .object(["id": .string($0.0), "error": $0.1.map(JSONValue.string) ?? .null]) }),
+            "last_error": .null,
+        ]
+        return JSONCoding.encode(obj)
+    }
+
+    func pendingText() -> String {
+        let muts = (try? store.mutations()) ?? []
+        return muts.map { m in "\(m.id) \(m.kind.rawValue) \(m.itemID) \(m.createdAt) \(m.state == "pending" && m.attempts > 0 ? "retrying \(m.attempts): \(m.lastError ?? "")" : m.state)\n" }.joined()
+    }
+
+    /// `.marfafs/flush`: with no server configured, the queue waits for one; say so instead of blocking.
+    func flushAnswer() -> String {
+        let depth = (try? store.queueDepth()) ?? 0
+        if depth == 0 { return "ok: the queue is empty\n" }
+        return "local: \(depth) mutations are kept for a server; none is configured (mount --server)\n"
+    }
+}

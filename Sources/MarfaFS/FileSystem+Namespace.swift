@@ -1,0 +1,362 @@
+import Foundation
+import MarfaLayout
+import MarfaModel
+import MarfaStore
+
+extension FileSystem {
+    // MARK: catalog upkeep
+
+    /// Re-reads an item's summary and tags from the store into the catalog and returns what the
+    /// kernel must forget: names that appeared, vanished or moved, and the directories listing them.
+    func refreshItem(_ r: Int64, contentChanged: Bool = false) throws -> [Invalidation] {
+        let old = catalog.items[r]
+        let new = try store.summary(rowid: r)
+        var dirs: [Node: Set<String>] = [:]
+        // Edge directories that name this item, before the change.
+        let touching = Array(catalog.outEdges[r] ?? []) + Array(catalog.inEdges[r] ?? [])
+        var edgeDirsBefore: [(Node, String)] = []
+        for e in touching {
+            guard let rec = catalog.edges[e], let s = catalog.byID[rec.edge.sourceID], let t = catalog.byID[rec.edge.targetID] else { continue }
+            if t == r, let n = catalog.edgeTable(backlinks: false, item: s, edgeType: rec.edge.edgeType).nameOf[e] {
+                edgeDirsBefore.append((.linkEdgeDir(false, s, rec.edge.edgeType), n))
+            }
+            if s == r, let n = catalog.edgeTable(backlinks: true, item: t, edgeType: rec.edge.edgeType).nameOf[e] {
+                edgeDirsBefore.append((.linkEdgeDir(true, t, rec.edge.edgeType), n))
+            }
+        }
+        let oldTags = catalog.tagsOf[r] ?? []
+        let newTags = new == nil ? Set<String>() : Set(try store.tags(itemID: new!.id))
+        let oldTypes = Set(StateView.allCases.map { catalog.typesIn($0).count })
+
+        if let old {
+            let v = StateView.of(old.state)
+            if new == nil || StateView.of(new!.state) != v || new!.type != old.type {
+                dirs[.typeDir(v, old.type), default: []].formUnion(catalog.typeTables[v]?[old.type]?.remove(r) ?? [])
+            }
+        }
+        if let new {
+            catalog.items[r] = new
+            catalog.byID[new.id] = r
+            let v = StateView.of(new.state)
+            let table = catalog.typeTables[v]?[new.type] ?? { let t = NameTable(); catalog.typeTables[v, default: [:]][new.type] = t; return t }()
+            dirs[.typeDir(v, new.type), default: []].formUnion(table.upsert(Catalog.claim(new)))
+        } else if let old {
+            catalog.items.removeValue(forKey: r)
+            catalog.byID.removeValue(forKey: old.id)
+            for e in touching { catalog.removeEdge(e) }
+            catalog.edgeDirs.removeValue(forKey: r)
+        }
+        // Tags.
+        for tag in oldTags.union(newTags) {
+            let member = newTags.contains(tag)
+            if member { catalog.tagMembers[tag, default: []].insert(r) } else { catalog.tagMembers[tag]?.remove(r) }
+            guard let table = catalog.tagTables[tag] else { dirs[.tagsRoot, default: []].insert(Self.tagName(tag)); continue }
+            let changed = (member && new?.state == .active) ? table.upsert(Catalog.claim(new!)) : table.remove(r)
+            dirs[.tagDir(tag), default: []].formUnion(changed)
+            dirs[.tagsRoot, default: []].insert(Self.tagName(tag))
+        }
+        catalog.tagsOf[r] = newTags.isEmpty ? nil : newTags
+        // links/ and backlinks/ show the same names as types/.
+        if let names = dirs.first(where: { if case .typeDir(.types, _) = $0.key { return true }; return false }) {
+            if case .typeDir(_, let t) = names.key {
+                dirs[.linkTypeDir(false, t), default: []].formUnion(names.value)
+                dirs[.linkTypeDir(true, t), default: []].formUnion(names.value)
+            }
+        }
+        for (d, n) in edgeDirsBefore { dirs[d, default: []].insert(n) }
+        for e in touching {
+            guard let rec = catalog.edges[e], let s = catalog.byID[rec.edge.sourceID], let t = catalog.byID[rec.edge.targetID] else { continue }
+            if t == r, let n = catalog.edgeTable(backlinks: false, item: s, edgeType: rec.edge.edgeType).nameOf[e] {
+                dirs[.linkEdgeDir(false, s, rec.edge.edgeType), default: []].insert(n)
+            }
+            if s == r, let n = catalog.edgeTable(backlinks: true, item: t, edgeType: rec.edge.edgeType).nameOf[e] {
+                dirs[.linkEdgeDir(true, t, rec.edge.edgeType), default: []].insert(n)
+            }
+        }
+        // A type directory that appeared or vanished.
+        if let old { for v in StateView.allCases { dirs[.viewRoot(v), default: []].insert(old.type) } }
+        if let new { for v in StateView.allCases { dirs[.viewRoot(v), default: []].insert(new.type) } }
+        _ = oldTypes
+        var inv = invalidations(dirs)
+        if contentChanged, let ino = knownIno(.item(r)) { inv.append(.inode(ino)) }
+        return inv
+    }
+
+    func invalidations(_ dirs: [Node: Set<String>]) -> [Invalidation] {
+        var out: [Invalidation] = []
+        for (d, names) in dirs {
+            guard let p = knownIno(d) else { continue }
+            out.append(.inode(p))
+            for n in names where !n.isEmpty { out.append(.entry(parent: p, name: n)) }
+        }
+        return out
+    }
+
+    func refreshEdges(_ r: Int64) throws -> [Invalidation] {
+        try refreshItem(r)
+    }
+
+    func wrap<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch { throw FSError.from(error) }
+    }
+
+    func checkName(_ name: String) throws {
+        if name.utf8.count > Names.maxNameBytes { throw FSError(.nameTooLong, name) }
+        guard Names.isValidComponent(name) else { throw FSError(.badName, name) }
+        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw FSError(.badName, "control characters in a name")
+        }
+    }
+
+    static func checkTag(_ tag: String) throws {
+        if tag.isEmpty || tag.count > 128 || tag.contains(",") || tag.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw FSError(.invalid, "not a valid tag: \(tag)")
+        }
+    }
+
+    func readOnlyOrNotPermitted(_ n: Node) -> FSError {
+        switch n {
+        case .backlinksRoot, .byIDRoot, .linkTypeDir(true, _), .linkItemDir(true, _), .linkEdgeDir(true, _, _), .linkEntry(true, _), .byIDEntry:
+            return FSError(.readOnly, "backlinks/ and by-id/ are read-only")
+        default:
+            return FSError(.notPermitted, "not an operation this directory supports")
+        }
+    }
+
+    // MARK: create
+
+    public func create(parent: UInt64, name: String) throws -> FileAttr {
+        let (a, inv): (FileAttr, [Invalidation]) = try locked {
+            let p = try node(parent)
+            try checkName(name)
+            if try childNode(p, name) != nil { throw FSError(.exists, name) }
+            let new: NewItem
+            switch p {
+            case .typeDir(.types, let t): new = NewItem(type: t, fileName: name)
+            case .tagDir(let tag): new = NewItem(type: "core.note", fileName: name, tags: [tag])
+            default: throw readOnlyOrNotPermitted(p)
+            }
+            let stored = try wrap { try store.createItem(new) }
+            let inv = try refreshItem(stored.rowid)
+            if case .tagDir(let tag) = p { _ = catalog.tagTable(tag) }
+            return (try attr(.item(stored.rowid)), inv.filter { if case .entry(let pp, let n) = $0 { return !(pp == parent && n == name) }; return true })
+        }
+        notify(inv)
+        return a
+    }
+
+    public func mkdir(parent: UInt64, name: String) throws -> FileAttr {
+        let (a, inv): (FileAttr, [Invalidation]) = try locked {
+            let p = try node(parent)
+            try checkName(name)
+            if try childNode(p, name) != nil { throw FSError(.exists, name) }
+            switch p {
+            case .tagsRoot:
+                let tag = Self.tag(fromName: name)
+                try Self.checkTag(tag)
+                try wrap { try store.addLocalTag(tag) }
+                catalog.localTags.insert(tag)
+                return (try attr(.tagDir(tag)), [])
+            case .linkItemDir(false, let r):
+                guard let s = catalog.items[r] else { throw FSError(.notFound, name) }
+                try wrap { try store.addEdgeDir(itemID: s.id, edgeType: name) }
+                catalog.edgeDirs[r, default: []].insert(name)
+                let inv = invalidations([.linkTypeDir(false, s.type): [catalog.name(of: r) ?? ""], .linksRoot: [s.type]])
+                return (try attr(.linkEdgeDir(false, r, name)), inv)
+            default:
+                throw readOnlyOrNotPermitted(p)
+            }
+        }
+        notify(inv)
+        return a
+    }
+
+    // MARK: remove
+
+    public func unlink(parent: UInt64, name: String) throws {
+        let inv: [Invalidation] = try locked {
+            let p = try node(parent)
+            guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
+            switch (p, child) {
+            case (.typeDir(.trash, _), _):
+                throw FSError(.notPermitted, "nothing is purged in v1: trash/ keeps every item")
+            case (.typeDir, .item(let r)):
+                _ = try wrap { try store.setState(rowid: r, .trashed) }   // FS §4: unlink moves to trash
+                return try refreshItem(r)
+            case (.tagDir(let tag), .tagEntry(_, let r)):
+                var tags = catalog.tagsOf[r] ?? []
+                tags.remove(tag)
+                try wrap { try store.setTags(rowid: r, tags) }
+                return try refreshItem(r)
+            case (.linkEdgeDir(false, let r, _), .linkEntry(false, let e)):
+                try wrap { try store.deleteEdge(rowid: e) }
+                let far = catalog.edges[e].flatMap { catalog.byID[$0.edge.targetID] }
+                catalog.removeEdge(e)
+                var dirs: [Node: Set<String>] = [.linkEdgeDir(false, r, catalog.edges[e]?.edge.edgeType ?? ""): [name]]
+                if let far, let s = catalog.items[far] {
+                    dirs[.linkTypeDir(true, s.type)] = [catalog.name(of: far) ?? ""]
+                    dirs[.backlinksRoot] = [s.type]
+                }
+                return invalidations(dirs) + (far.map { farItemEdgeInvalidations($0) } ?? [])
+            default:
+                if case .controlFile = child { throw FSError(.notPermitted, "control files cannot be removed") }
+                throw readOnlyOrNotPermitted(p)
+            }
+        }
+        notify(inv)
+    }
+
+    func farItemEdgeInvalidations(_ r: Int64) -> [Invalidation] {
+        var out: [Invalidation] = []
+        if let i = knownIno(.linkItemDir(true, r)) { out.append(.inode(i)) }
+        return out
+    }
+
+    public func rmdir(parent: UInt64, name: String) throws {
+        try locked {
+            let p = try node(parent)
+            guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
+            switch child {
+            case .tagDir(let tag):
+                if !(catalog.tagMembers[tag] ?? []).isEmpty { throw FSError(.notEmpty, "tag \(tag) is in use") }
+                try wrap { try store.removeLocalTag(tag) }
+                catalog.localTags.remove(tag)
+            case .linkEdgeDir(false, let r, let et):
+                guard let s = catalog.items[r] else { throw FSError(.notFound, name) }
+                let out = (catalog.outEdges[r] ?? []).contains { catalog.edges[$0]?.edge.edgeType == et }
+                if out { throw FSError(.notEmpty, "edges of type \(et) remain") }
+                try wrap { try store.removeEdgeDir(itemID: s.id, edgeType: et) }
+                catalog.edgeDirs[r]?.remove(et)
+            case .item, .tagEntry, .linkEntry, .byIDEntry, .controlFile:
+                throw FSError(.notDirectory, name)
+            default:
+                throw readOnlyOrNotPermitted(p)
+            }
+        }
+    }
+
+    // MARK: rename
+
+    public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, noReplace: Bool = false, exchange: Bool = false) throws {
+        let inv: [Invalidation] = try locked {
+            let p = try node(parent), np = try node(newParent)
+            guard let src = try childNode(p, name) else { throw FSError(.notFound, name) }
+            try checkName(newName)
+            if exchange { throw FSError(.invalid, "RENAME_EXCHANGE is not supported") }
+            let dst = try childNode(np, newName)
+            if dst != nil && noReplace { throw FSError(.exists, newName) }
+            if src == dst { return [] }
+            switch (p, src, np) {
+            case (.typeDir(let v1, let t1), .item(let r), .typeDir(let v2, let t2)):
+                if t1 != t2 { throw FSError(.crossView, "changing an item's type is a copy and a delete") }
+                return try moveItem(r, to: v2, newName: newName, over: dst)
+            case (.tagDir, .tagEntry(_, let r), .tagDir(let tag2)):
+                if case .tagEntry(_, let t)? = dst { return try absorb(r, into: t) }
+                guard case .tagDir(let tag1) = p else { return [] }
+                var tags = catalog.tagsOf[r] ?? []
+                if tag1 != tag2 { tags.remove(tag1); tags.insert(tag2); try wrap { try store.setTags(rowid: r, tags) } }
+                if newName != name { _ = try wrap { try store.rename(rowid: r, to: newName) } }
+                return try refreshItem(r)
+            case (.tagDir, .tagEntry(_, let r), .typeDir(.types, _)):
+                if case .item(let t)? = dst { return try absorb(r, into: t) }
+                throw FSError(.notPermitted, "moving a tag entry into types/ is not an operation")
+            case (.typeDir(.types, _), .item(let r), .tagDir):
+                if case .tagEntry(_, let t)? = dst { return try absorb(r, into: t) }
+                throw FSError(.notPermitted, "use ln -s to tag an item")
+            case (.tagsRoot, .tagDir(let from), .tagsRoot):
+                let to = Self.tag(fromName: newName)
+                try Self.checkTag(to)
+                if case .tagDir(let existing)? = dst, !(catalog.tagMembers[existing] ?? []).isEmpty {
+                    throw FSError(.notEmpty, "tag \(to) is in use")
+                }
+                let rows = try wrap { try store.renameTag(from, to: to) }
+                var inv: [Invalidation] = []
+                for r in rows { inv += try refreshItem(r) }
+                if catalog.localTags.remove(from) != nil || rows.isEmpty { catalog.localTags.insert(to) }
+                catalog.tagTables.removeValue(forKey: from)
+                catalog.tagTables.removeValue(forKey: to)
+                return inv + invalidations([.tagsRoot: [name, newName]])
+            default:
+                throw readOnlyOrNotPermitted(p == np ? p : np)
+            }
+        }
+        notify(inv)
+    }
+
+    func moveItem(_ r: Int64, to v2: StateView, newName: String, over dst: Node?) throws -> [Invalidation] {
+        if case .item(let t)? = dst { return try absorb(r, into: t) }
+        guard let s = catalog.items[r] else { throw FSError(.notFound, "item \(r)") }
+        if StateView.of(s.state) != v2 { _ = try wrap { try store.setState(rowid: r, v2.state) } }
+        if newName != catalog.name(of: r) { _ = try wrap { try store.rename(rowid: r, to: newName) } }
+        return try refreshItem(r)
+    }
+
+    func absorb(_ r: Int64, into t: Int64) throws -> [Invalidation] {
+        _ = try wrap { try store.absorb(source: r, into: t) }
+        return try refreshItem(r) + refreshItem(t, contentChanged: true)
+    }
+
+    // MARK: links
+
+    /// Finds the item a symlink target names: `…/types|archive|trash/<type>/<name>`, `…/by-id/<id>`,
+    /// or `…/tags/<tag>/<name>`.
+    func resolveTarget(_ target: String) throws -> Int64 {
+        let comps = target.split(separator: "/").map(String.init)
+        for i in stride(from: comps.count - 2, through: 0, by: -1) {
+            let c = comps[i]
+            if let v = StateView(rawValue: c), i + 2 < comps.count, i + 3 == comps.count,
+               let r = catalog.typeTable(v, comps[i + 1])?.keyOf[comps[i + 2]] { return r }
+            if c == "by-id", i + 2 == comps.count, let r = catalog.byID[comps[i + 1]] { return r }
+            if c == "tags", i + 3 == comps.count, let r = catalog.tagTable(Self.tag(fromName: comps[i + 1])).keyOf[comps[i + 2]] { return r }
+        }
+        throw FSError(.notFound, "\(target) does not name an item of this mount")
+    }
+
+    public func symlink(target: String, parent: UInt64, name: String) throws -> FileAttr {
+        let (a, inv): (FileAttr, [Invalidation]) = try locked {
+            let p = try node(parent)
+            try checkName(name)
+            let r = try resolveTarget(target)
+            return try addLink(p, item: r)
+        }
+        notify(inv)
+        return a
+    }
+
+    public func link(ino: UInt64, newParent: UInt64, newName: String) throws -> FileAttr {
+        let (a, inv): (FileAttr, [Invalidation]) = try locked {
+            let p = try node(newParent)
+            guard case .item(let r) = try node(ino) else { throw FSError(.notPermitted, "only item files can be linked") }
+            guard case .tagDir = p else {
+                if case .linkEdgeDir(false, _, _) = p { return try addLink(p, item: r) }
+                throw FSError(.notPermitted, "hard links are only for tagging (tags/<tag>/)")
+            }
+            let (_, inv) = try addLink(p, item: r)
+            // The kernel believes in a hard link to the item; it shows as a symlink from the next lookup on.
+            return (try attr(.item(r)), inv + (knownIno(p).map { [.entry(parent: $0, name: newName)] } ?? []))
+        }
+        notify(inv)
+        return a
+    }
+
+    func addLink(_ p: Node, item r: Int64) throws -> (FileAttr, [Invalidation]) {
+        switch p {
+        case .tagDir(let tag):
+            var tags = catalog.tagsOf[r] ?? []
+            if tags.contains(tag) { throw FSError(.exists, "already tagged \(tag)") }
+            tags.insert(tag)
+            try wrap { try store.setTags(rowid: r, tags) }
+            let inv = try refreshItem(r)
+            return (try attr(.tagEntry(tag, r)), inv)
+        case .linkEdgeDir(false, let src, let et):
+            guard let s = catalog.items[src], let t = catalog.items[r] else { throw FSError(.notFound, "item") }
+            let rec = try wrap { try store.createEdge(sourceID: s.id, targetID: t.id, edgeType: et) }
+            catalog.addEdge(rec)
+            let inv = invalidations([.linkEdgeDir(false, src, et): [], .linkTypeDir(true, t.type): [catalog.name(of: r) ?? ""],
+                                     .backlinksRoot: [t.type], .linkItemDir(true, r): [et]])
+            return (try attr(.linkEntry(false, rec.rowid)), inv)
+        default:
+            throw readOnlyOrNotPermitted(p)
+        }
+    }
+}

@@ -1,0 +1,232 @@
+import Foundation
+import Logging
+import MarfaLayout
+import MarfaModel
+import MarfaStore
+
+/// The filesystem core: every operation as a method that returns values or throws `FSError`.
+/// Owns the inode table, the in-memory catalog of names and the control files; knows nothing of
+/// libfuse. All state is guarded by one lock; content reads run outside it.
+public final class FileSystem: @unchecked Sendable {
+    public let store: Store
+    let log: Logger
+    let lock = NSLock()
+    var catalog: Catalog
+    var inodes = InodeTable()
+    public let mountedAt = Date()
+    /// Called (outside the lock) with what the kernel must forget after a change.
+    public var onInvalidate: (@Sendable ([Invalidation]) -> Void)?
+    /// Seconds the kernel may cache entries and attributes of items and directories.
+    public var cacheTimeout: Double = 86_400
+    let uid: UInt32
+    let gid: UInt32
+
+    public init(store: Store, logger: Logger) throws {
+        self.store = store
+        self.log = logger
+        self.catalog = try Catalog(store: store)
+        uid = getuid(); gid = getgid()
+    }
+
+    func locked<T>(_ body: () throws -> T) rethrows -> T {
+        lock.lock(); defer { lock.unlock() }
+        return try body()
+    }
+
+    // MARK: inodes
+
+    static let rootIno: UInt64 = 1
+    static let itemInoBase: UInt64 = 16
+
+    func ino(_ n: Node) -> UInt64 {
+        switch n {
+        case .root: return Self.rootIno
+        case .item(let r): return UInt64(r) + Self.itemInoBase
+        default: return inodes.ino(n)
+        }
+    }
+
+    func node(_ ino: UInt64) throws -> Node {
+        if ino == Self.rootIno { return .root }
+        if ino >= Self.itemInoBase && ino < InodeTable.dynamicBase {
+            let r = Int64(ino - Self.itemInoBase)
+            guard catalog.items[r] != nil else { throw FSError(.notFound, "inode \(ino)") }
+            return .item(r)
+        }
+        guard let n = inodes.node(ino) else { throw FSError(.stale, "inode \(ino) is unknown") }
+        return n
+    }
+
+    /// The inode of a node if the kernel may know it, for invalidations.
+    func knownIno(_ n: Node) -> UInt64? {
+        switch n {
+        case .root: return Self.rootIno
+        case .item(let r): return UInt64(r) + Self.itemInoBase
+        default: return inodes.existing(n)
+        }
+    }
+
+    // MARK: attributes
+
+    func attr(_ n: Node) throws -> FileAttr {
+        let i = ino(n)
+        switch n {
+        case .item(let r):
+            guard let s = catalog.items[r] else { throw FSError(.notFound, "item \(r)") }
+            return FileAttr(ino: i, kind: .file, size: s.size, mtimeNs: s.mtimeNs, nlink: 1, timeout: cacheTimeout)
+        case .controlFile(let name):
+            let size = Int64(controlContent(name).utf8.count)
+            return FileAttr(ino: i, kind: .file, size: size, mtimeNs: Int64(Date().timeIntervalSince1970 * 1e9), nlink: 1, timeout: 0)
+        case .tagEntry, .linkEntry, .byIDEntry:
+            let target = try readlinkLocked(n)
+            return FileAttr(ino: i, kind: .symlink, size: Int64(target.utf8.count), mtimeNs: mtimeOf(n), nlink: 1, timeout: cacheTimeout)
+        default:
+            return FileAttr(ino: i, kind: .directory, size: 4096, mtimeNs: Int64(mountedAt.timeIntervalSince1970 * 1e9), nlink: 2, timeout: cacheTimeout)
+        }
+    }
+
+    func mtimeOf(_ n: Node) -> Int64 {
+        switch n {
+        case .tagEntry(_, let r), .byIDEntry(let r): return catalog.items[r]?.mtimeNs ?? 0
+        case .linkEntry(_, let e):
+            return catalog.edges[e].flatMap { Timestamp.parse($0.edge.createdAt) }.map { Int64($0 * 1e9) } ?? 0
+        default: return 0
+        }
+    }
+
+    public func getattr(_ ino: UInt64) throws -> FileAttr {
+        try locked { try attr(try node(ino)) }
+    }
+
+    public func lookup(parent: UInt64, name: String) throws -> FileAttr {
+        try locked {
+            let p = try node(parent)
+            guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
+            return try attr(child)
+        }
+    }
+
+    public func readdir(_ ino: UInt64) throws -> [DirEntry] {
+        try locked {
+            let n = try node(ino)
+            guard n.kind == .directory else { throw FSError(.notDirectory, "inode \(ino)") }
+            var out: [DirEntry] = []
+            for (name, child) in try children(n) {
+                out.append(DirEntry(name: name, attr: try attr(child)))
+            }
+            return out
+        }
+    }
+
+    // MARK: content
+
+    public func readlink(_ ino: UInt64) throws -> String {
+        try locked { try readlinkLocked(try node(ino)) }
+    }
+
+    public func read(_ ino: UInt64, offset: Int64, size: Int) throws -> [UInt8] {
+        let (n, summary): (Node, ItemSummary?) = try locked {
+            let n = try node(ino)
+            if case .item(let r) = n { return (n, catalog.items[r]) }
+            return (n, nil)
+        }
+        switch n {
+        case .item(let r):
+            guard let s = summary else { throw FSError(.notFound, "item \(r)") }
+            if TypeSchema.isBlobType(s.type) {
+                guard let h = s.blobRef else { return [] }
+                guard let bytes = store.blobs.read(hash: h, offset: offset, count: size) else {
+                    log.error("blob is not in the local cache and no server is configured", metadata: ["item.id": "\(s.id)", "blob": "\(h)"])
+                    throw FSError(.io, "blob \(h) of \(s.id) is not cached")
+                }
+                return bytes
+            }
+            let bytes = try store.textContent(rowid: r)
+            return Self.slice(bytes, offset: offset, size: size)
+        case .controlFile(let name):
+            if name == ControlFile.flush.rawValue { return Self.slice(Array(flushAnswer().utf8), offset: offset, size: size) }
+            return Self.slice(Array(locked { controlContent(name) }.utf8), offset: offset, size: size)
+        default:
+            throw FSError(.isDirectory, "inode \(ino)")
+        }
+    }
+
+    static func slice(_ bytes: [UInt8], offset: Int64, size: Int) -> [UInt8] {
+        guard offset < bytes.count, offset >= 0 else { return [] }
+        let end = min(bytes.count, Int(offset) + size)
+        return Array(bytes[Int(offset)..<end])
+    }
+
+    /// Writes bytes at an offset of an item's file; the change and its mutation commit before return.
+    public func write(_ ino: UInt64, offset: Int64, data: [UInt8]) throws -> Int {
+        try mutateContent(ino) { bytes in
+            let end = Int(offset) + data.count
+            guard offset >= 0, end <= Store.maxTextBytes || end <= Int(Store.maxBlobBytes) else { throw FSError(.tooLarge, "write past the size limit") }
+            if bytes.count < end { bytes.append(contentsOf: repeatElement(0, count: end - bytes.count)) }
+            bytes.replaceSubrange(Int(offset)..<end, with: data)
+        }
+        return data.count
+    }
+
+    /// Changes a file's size (truncate); mode, owner and times are accepted and ignored (FS-16).
+    public func setattr(_ ino: UInt64, size: Int64?) throws -> FileAttr {
+        if let size {
+            guard size >= 0 else { throw FSError(.invalid, "negative size") }
+            let n = try locked { try node(ino) }
+            guard case .item = n else {
+                if case .controlFile = n { throw FSError(.notPermitted, "control files are read-only") }
+                throw FSError(.isDirectory, "not a file")
+            }
+            try mutateContent(ino) { bytes in
+                let s = Int(size)
+                if s > Store.maxTextBytes && s > Int(Store.maxBlobBytes) { throw FSError(.tooLarge, "size \(size)") }
+                if bytes.count > s { bytes.removeSubrange(s...) } else { bytes.append(contentsOf: repeatElement(0, count: s - bytes.count)) }
+            }
+        }
+        return try getattr(ino)
+    }
+
+    func mutateContent(_ ino: UInt64, _ edit: @escaping (inout [UInt8]) throws -> Void) throws {
+        let inv: [Invalidation] = try locked {
+            let n = try node(ino)
+            guard case .item(let r) = n else {
+                if case .controlFile = n { throw FSError(.notPermitted, "control files are read-only") }
+                throw FSError(.isDirectory, "not a file")
+            }
+            do {
+                let stored = try store.modifyContent(rowid: r, edit)
+                _ = stored
+                return try refreshItem(r)
+            } catch let e as StoreError {
+                if case .tooLarge = e { throw FSError(.tooLarge, e.description) }
+                throw FSError.from(e)
+            }
+        }
+        notify(inv)
+    }
+
+    public func fsync(_ ino: UInt64) throws {
+        do { try store.syncDurably() } catch { throw FSError.from(error) }
+    }
+
+    func notify(_ inv: [Invalidation]) {
+        if !inv.isEmpty, let cb = onInvalidate { cb(inv) }
+    }
+}
+
+/// Node ⇄ inode for everything but items (whose inode is their rowid), allocated on first sight.
+struct InodeTable {
+    static let dynamicBase: UInt64 = 1 << 40
+    private var byNode: [Node: UInt64] = [:]
+    private var byIno: [UInt64: Node] = [:]
+    private var next = dynamicBase
+
+    mutating func ino(_ n: Node) -> UInt64 {
+        if let i = byNode[n] { return i }
+        let i = next; next += 1
+        byNode[n] = i; byIno[i] = n
+        return i
+    }
+    func existing(_ n: Node) -> UInt64? { byNode[n] }
+    func node(_ i: UInt64) -> Node? { byIno[i] }
+}
