@@ -92,9 +92,11 @@ struct Catalog {
         Set(tagMembers.filter { !$0.value.isEmpty }.keys).union(localTags)
     }
 
+    /// Every view lists every known type: the registry's and any type an item has, so that
+    /// `mv types/T/N archive/T/` works before the first item of T is archived.
     func typesIn(_ v: StateView) -> Set<String> {
-        var out = Set((typeTables[v] ?? [:]).filter { $0.value.count > 0 }.keys)
-        if v == .types { out.formUnion(registeredTypes) }
+        var out = registeredTypes
+        for (_, byType) in typeTables { for (t, table) in byType where table.count > 0 { out.insert(t) } }
         return out
     }
 }

@@ -40,12 +40,11 @@ final class NameTable {
     func remove(_ key: Int64) -> [String] {
         guard let old = claims.removeValue(forKey: key) else { return [] }
         groups[old.baseName]?.remove(key)
-        if let n = nameOf.removeValue(forKey: key) { keyOf.removeValue(forKey: n) }
+        var changed: [String] = []
+        if let n = nameOf.removeValue(forKey: key) { keyOf.removeValue(forKey: n); changed.append(n) }
         sortedNames = nil
-        return [nameOf[key] ?? ""].filter { !$0.isEmpty } + reassign(bases: [old.baseName]) + [Self.name(old)]
+        return changed + reassign(bases: [old.baseName])
     }
-
-    private static func name(_ c: NameClaim) -> String { c.baseName }
 
     private func reassign(bases: Set<String>) -> [String] {
         var changed: [String] = []

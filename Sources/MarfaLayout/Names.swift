@@ -108,6 +108,7 @@ extension Names {
     /// Resolves FS-7 for a group of claims that share one base name: the oldest (created_at, then id)
     /// keeps it, the others get the id suffix. Returns key → name.
     public static func resolve(group: [NameClaim]) -> [(Int64, String)] {
+        if group.isEmpty { return [] }
         if group.count == 1 { return [(group[0].key, group[0].baseName)] }
         let sorted = group.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
         var out: [(Int64, String)] = [(sorted[0].key, sorted[0].baseName)]

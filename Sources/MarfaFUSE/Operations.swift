@@ -1,0 +1,263 @@
+import CFuse
+import Foundation
+import Logging
+import MarfaFS
+
+// C trampolines. They capture nothing (libfuse calls them as C function pointers from its worker
+// threads) and live outside main.swift so they are not main-actor isolated.
+
+@inline(__always)
+private func owner(_ req: fuse_req_t?) -> FuseMount {
+    Unmanaged<FuseMount>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+}
+
+/// Runs an operation and answers its errno if it throws. Unexpected errors are EIO and one log line.
+@inline(__always)
+private func guarded(_ req: fuse_req_t?, _ op: StaticString, _ body: (FuseMount) throws -> Void) {
+    let m = owner(req)
+    do { try body(m) } catch let e as FSError {
+        if e.code == .io { m.log.error("operation failed", metadata: ["op": "\(op)", "error": "\(e.message)"]) }
+        fuse_reply_err(req, e.errno)
+    } catch {
+        m.log.error("operation failed", metadata: ["op": "\(op)", "error": "\(error)"])
+        fuse_reply_err(req, EIO)
+    }
+}
+
+private func fill(_ st: inout stat, _ a: FileAttr, uid: uid_t, gid: gid_t) {
+    st = stat()
+    st.st_ino = UInt(a.ino)
+    switch a.kind {
+    case .directory: st.st_mode = S_IFDIR | 0o755; st.st_nlink = 2
+    case .file: st.st_mode = S_IFREG | 0o644; st.st_nlink = 1
+    case .symlink: st.st_mode = S_IFLNK | 0o777; st.st_nlink = 1
+    }
+    st.st_uid = uid; st.st_gid = gid
+    st.st_size = Int(a.size)
+    st.st_blksize = 4096
+    st.st_blocks = Int((a.size + 511) / 512)
+    let ts = timespec(tv_sec: Int(a.mtimeNs / 1_000_000_000), tv_nsec: Int(a.mtimeNs % 1_000_000_000))
+    st.st_mtim = ts; st.st_ctim = ts; st.st_atim = ts
+}
+
+private func entryParam(_ a: FileAttr) -> fuse_entry_param {
+    var e = fuse_entry_param()
+    e.ino = a.ino
+    e.generation = 1
+    fill(&e.attr, a, uid: getuid(), gid: getgid())
+    e.attr_timeout = a.timeout
+    e.entry_timeout = a.timeout
+    return e
+}
+
+private func name(_ p: UnsafePointer<CChar>?) -> String { p.map { String(cString: $0) } ?? "" }
+
+/// Negative lookups are cached briefly: editors and shells probe for missing names often.
+private let negativeTimeout = 1.0
+
+extension FuseMount {
+    func makeOperations() -> fuse_lowlevel_ops {
+        var ops = fuse_lowlevel_ops()
+        ops.`init` = { userdata, conn in
+            guard let userdata, let conn else { return }
+            let m = Unmanaged<FuseMount>.fromOpaque(userdata).takeUnretainedValue()
+            let cap = conn.pointee.capable
+            // Zero-message open: no OPEN/RELEASE round trips and the page cache is kept (performance.md).
+            m.noOpen = (cap & UInt32(FUSE_CAP_NO_OPEN_SUPPORT)) != 0 && (cap & UInt32(FUSE_CAP_NO_OPENDIR_SUPPORT)) != 0
+            conn.pointee.want &= ~UInt32(FUSE_CAP_WRITEBACK_CACHE)
+            conn.pointee.want &= ~UInt32(FUSE_CAP_READDIRPLUS_AUTO)
+            if (cap & UInt32(FUSE_CAP_READDIRPLUS)) != 0 { conn.pointee.want |= UInt32(FUSE_CAP_READDIRPLUS) }
+            if (cap & UInt32(FUSE_CAP_AUTO_INVAL_DATA)) != 0 { conn.pointee.want |= UInt32(FUSE_CAP_AUTO_INVAL_DATA) }
+            if (cap & UInt32(FUSE_CAP_PARALLEL_DIROPS)) != 0 { conn.pointee.want |= UInt32(FUSE_CAP_PARALLEL_DIROPS) }
+            m.log.info("fuse session ready", metadata: ["no_open": "\(m.noOpen)"])
+        }
+        ops.lookup = { req, parent, cname in
+            guarded(req, "lookup") { m in
+                do {
+                    var e = entryParam(try m.fs.lookup(parent: parent, name: name(cname)))
+                    fuse_reply_entry(req, &e)
+                } catch let err as FSError where err.code == .notFound {
+                    var e = fuse_entry_param()
+                    e.entry_timeout = negativeTimeout
+                    fuse_reply_entry(req, &e)
+                }
+            }
+        }
+        ops.forget = { req, _, _ in fuse_reply_none(req) }
+        ops.forget_multi = { req, _, _ in fuse_reply_none(req) }
+        ops.getattr = { req, ino, _ in
+            guarded(req, "getattr") { m in
+                let a = try m.fs.getattr(ino)
+                var st = stat(); fill(&st, a, uid: getuid(), gid: getgid())
+                fuse_reply_attr(req, &st, a.timeout)
+            }
+        }
+        ops.setattr = { req, ino, attr, toSet, _ in
+            guarded(req, "setattr") { m in
+                // Mode, owner and times are accepted and ignored (FS-16); size truncates.
+                let size: Int64? = (toSet & FUSE_SET_ATTR_SIZE) != 0 ? Int64(attr!.pointee.st_size) : nil
+                let a = try m.fs.setattr(ino, size: size)
+                var st = stat(); fill(&st, a, uid: getuid(), gid: getgid())
+                fuse_reply_attr(req, &st, a.timeout)
+            }
+        }
+        ops.readlink = { req, ino in
+            guarded(req, "readlink") { m in
+                let t = try m.fs.readlink(ino)
+                _ = t.withCString { fuse_reply_readlink(req, $0) }
+            }
+        }
+        ops.mknod = { req, parent, cname, mode, _ in
+            guarded(req, "mknod") { m in
+                guard (mode & S_IFMT) == S_IFREG else { throw FSError(.notPermitted, "only regular files can be made here") }
+                var e = entryParam(try m.fs.create(parent: parent, name: name(cname)))
+                fuse_reply_entry(req, &e)
+            }
+        }
+        ops.mkdir = { req, parent, cname, _ in
+            guarded(req, "mkdir") { m in
+                var e = entryParam(try m.fs.mkdir(parent: parent, name: name(cname)))
+                fuse_reply_entry(req, &e)
+            }
+        }
+        ops.unlink = { req, parent, cname in
+            guarded(req, "unlink") { m in try m.fs.unlink(parent: parent, name: name(cname)); fuse_reply_err(req, 0) }
+        }
+        ops.rmdir = { req, parent, cname in
+            guarded(req, "rmdir") { m in try m.fs.rmdir(parent: parent, name: name(cname)); fuse_reply_err(req, 0) }
+        }
+        ops.symlink = { req, target, parent, cname in
+            guarded(req, "symlink") { m in
+                var e = entryParam(try m.fs.symlink(target: name(target), parent: parent, name: name(cname)))
+                fuse_reply_entry(req, &e)
+            }
+        }
+        ops.rename = { req, parent, cname, newParent, newName, flags in
+            guarded(req, "rename") { m in
+                try m.fs.rename(parent: parent, name: name(cname), newParent: newParent, newName: name(newName),
+                                noReplace: (flags & 1) != 0, exchange: (flags & 2) != 0)
+                fuse_reply_err(req, 0)
+            }
+        }
+        ops.link = { req, ino, newParent, newName in
+            guarded(req, "link") { m in
+                var e = entryParam(try m.fs.link(ino: ino, newParent: newParent, newName: name(newName)))
+                fuse_reply_entry(req, &e)
+            }
+        }
+        ops.open = { req, ino, fi in
+            let m = owner(req)
+            if m.noOpen { fuse_reply_err(req, ENOSYS); return }
+            marfafs_fi_set_cache(fi, 0)
+            fuse_reply_open(req, fi)
+        }
+        ops.opendir = { req, ino, fi in
+            let m = owner(req)
+            if m.noOpen { fuse_reply_err(req, ENOSYS); return }
+            marfafs_fi_set_cache(fi, 1)
+            fuse_reply_open(req, fi)
+        }
+        ops.read = { req, ino, size, off, _ in
+            guarded(req, "read") { m in
+                let bytes = try m.fs.read(ino, offset: Int64(off), size: size)
+                _ = bytes.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+            }
+        }
+        ops.write = { req, ino, buf, size, off, _ in
+            guarded(req, "write") { m in
+                let data = [UInt8](UnsafeRawBufferPointer(start: buf, count: size))
+                let n = try m.fs.write(ino, offset: Int64(off), data: data)
+                fuse_reply_write(req, n)
+            }
+        }
+        ops.fsync = { req, ino, _, _ in
+            guarded(req, "fsync") { m in try m.fs.fsync(ino); fuse_reply_err(req, 0) }
+        }
+        ops.fsyncdir = { req, ino, _, _ in
+            guarded(req, "fsyncdir") { m in try m.fs.fsync(ino); fuse_reply_err(req, 0) }
+        }
+        ops.readdir = { req, ino, size, off, _ in
+            guarded(req, "readdir") { m in try m.replyDir(req, ino, size, off, plus: false) }
+        }
+        ops.readdirplus = { req, ino, size, off, _ in
+            guarded(req, "readdirplus") { m in try m.replyDir(req, ino, size, off, plus: true) }
+        }
+        ops.statfs = { req, _ in
+            guarded(req, "statfs") { m in
+                var sv = statvfs()
+                let dir = (m.fs.store.path as NSString).deletingLastPathComponent
+                if statvfs(dir.isEmpty ? "." : dir, &sv) != 0 { throw FSError(.io, "statvfs failed") }
+                sv.f_namemax = 255
+                fuse_reply_statfs(req, &sv)
+            }
+        }
+        ops.setxattr = { req, ino, cname, value, size, flags in
+            guarded(req, "setxattr") { m in
+                let v = value.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
+                try m.fs.setxattr(ino, name: name(cname), value: v, create: (Int(flags) & Int(XATTR_CREATE)) != 0,
+                                  replace: (Int(flags) & Int(XATTR_REPLACE)) != 0)
+                fuse_reply_err(req, 0)
+            }
+        }
+        ops.getxattr = { req, ino, cname, size in
+            guarded(req, "getxattr") { m in
+                let v = try m.fs.getxattr(ino, name: name(cname))
+                if size == 0 { fuse_reply_xattr(req, v.count); return }
+                if size < v.count { throw FSError(.rangeError, "buffer too small") }
+                _ = v.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+            }
+        }
+        ops.listxattr = { req, ino, size in
+            guarded(req, "listxattr") { m in
+                var bytes: [UInt8] = []
+                for n in try m.fs.listxattr(ino) { bytes += Array(n.utf8); bytes.append(0) }
+                if size == 0 { fuse_reply_xattr(req, bytes.count); return }
+                if size < bytes.count { throw FSError(.rangeError, "buffer too small") }
+                _ = bytes.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+            }
+        }
+        ops.removexattr = { req, ino, cname in
+            guarded(req, "removexattr") { m in try m.fs.removexattr(ino, name: name(cname)); fuse_reply_err(req, 0) }
+        }
+        ops.create = { req, parent, cname, mode, fi in
+            guarded(req, "create") { m in
+                guard (mode & S_IFMT) == S_IFREG || (mode & S_IFMT) == 0 else { throw FSError(.notPermitted, "only regular files") }
+                var e = entryParam(try m.fs.create(parent: parent, name: name(cname)))
+                marfafs_fi_set_cache(fi, 0)
+                fuse_reply_create(req, &e, fi)
+            }
+        }
+        return ops
+    }
+
+    func replyDir(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ off: off_t, plus: Bool) throws {
+        let entries = try listings.entries(ino, offset: Int(off)) { try fs.readdir(ino) }
+        var buf = [CChar](repeating: 0, count: size)
+        var used = 0
+        var i = Int(off)
+        // Offsets: 1 = ".", 2 = "..", 3… = entries.
+        while true {
+            let entryName: String
+            var a: FileAttr
+            if i == 0 { entryName = "."; a = FileAttr(ino: ino, kind: .directory, size: 4096, mtimeNs: 0, nlink: 2, timeout: 0) }
+            else if i == 1 { entryName = ".."; a = FileAttr(ino: ino, kind: .directory, size: 4096, mtimeNs: 0, nlink: 2, timeout: 0) }
+            else if i - 2 < entries.count { entryName = entries[i - 2].name; a = entries[i - 2].attr }
+            else { listings.done(ino); break }
+            let n: Int = buf.withUnsafeMutableBufferPointer { p in
+                let dst = p.baseAddress! + used
+                let room = size - used
+                if plus {
+                    var e = entryParam(a)
+                    if i < 2 { e = fuse_entry_param(); e.attr.st_ino = UInt(a.ino); e.attr.st_mode = S_IFDIR }
+                    return fuse_add_direntry_plus(req, dst, room, entryName, &e, off_t(i + 1))
+                }
+                var st = stat(); fill(&st, a, uid: getuid(), gid: getgid())
+                return fuse_add_direntry(req, dst, room, entryName, &st, off_t(i + 1))
+            }
+            if n > size - used { break }
+            used += n
+            i += 1
+        }
+        _ = buf.withUnsafeBufferPointer { fuse_reply_buf(req, $0.baseAddress, used) }
+    }
+}

@@ -1,0 +1,134 @@
+import ArgumentParser
+import Foundation
+import MarfaLayout
+import MarfaModel
+import MarfaStore
+
+/// FS-23: a folder of Markdown (an Obsidian vault, say) in and out of a store.
+enum Vault {
+    static let folderPrefix = "folder:"
+
+    /// Files under `dir`, relative, sorted; hidden files and folders (`.obsidian`, `.git`) are skipped.
+    static func files(in dir: String) throws -> [String] {
+        guard let e = FileManager.default.enumerator(atPath: dir) else { throw CLIError("cannot read \(dir)") }
+        var out: [String] = []
+        while let rel = e.nextObject() as? String {
+            let last = (rel as NSString).lastPathComponent
+            if last.hasPrefix(".") { e.skipDescendants(); continue }
+            var isDir: ObjCBool = false
+            if FileManager.default.fileExists(atPath: dir + "/" + rel, isDirectory: &isDir), !isDir.boolValue { out.append(rel) }
+        }
+        return out.sorted()
+    }
+}
+
+struct ImportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import", abstract: "Import a folder of Markdown: one note per .md file, other files as blobs.",
+        discussion: "Each file keeps its name and bytes; its folder becomes the tag folder:<path>. Running it again changes only what changed.")
+
+    @Argument(help: "The folder to import.")
+    var dir: String
+
+    @OptionGroup var storeOption: StoreOption
+
+    func run() throws {
+        do { try importAll() } catch let e as CLIError { fail(e) }
+    }
+
+    func importAll() throws {
+        let root = Paths.absolute(dir)
+        var isDir: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: root, isDirectory: &isDir), isDir.boolValue else { throw CLIError("\(root) is not a folder") }
+        let lock = try StoreLock(store: storeOption.path)
+        lock.record("import by pid \(getpid())")
+        let store = try Store(path: storeOption.path)
+        let files = try Vault.files(in: root)
+        var progress = Progress(label: "importing", total: files.count)
+        var created = 0, updated = 0, same = 0, failed = 0
+        for (i, rel) in files.enumerated() {
+            defer { progress.update(i + 1) }
+            let name = (rel as NSString).lastPathComponent
+            let folder = (rel as NSString).deletingLastPathComponent
+            guard let data = FileManager.default.contents(atPath: root + "/" + rel) else {
+                FileHandle.standardError.write(Data("\nmarfafs: cannot read \(rel)\n".utf8)); failed += 1; continue
+            }
+            let bytes = [UInt8](data)
+            let sourceID = "import:" + rel
+            do {
+                if let existing = try store.item(sourceID: sourceID) {
+                    let current = TypeSchema.isBlobType(existing.item.type) ? nil : try store.textContent(rowid: existing.rowid)
+                    let currentBlob = existing.item.properties["blob_ref"]?.stringValue
+                    if current == bytes || (current == nil && currentBlob == BlobHash.of(bytes)) { same += 1; continue }
+                    _ = try store.writeContent(rowid: existing.rowid, bytes: bytes)
+                    updated += 1
+                    continue
+                }
+                let ext = Names.split(name).ext.lowercased()
+                let type = ext == ".md" ? "core.note" : Names.fileType(forMime: Names.mimeType(forExtension: ext))
+                let tags = folder.isEmpty ? [] : [Vault.folderPrefix + folder]
+                _ = try store.createItem(NewItem(type: type, fileName: name, content: bytes, tags: tags, sourceID: sourceID))
+                created += 1
+            } catch {
+                FileHandle.standardError.write(Data("\nmarfafs: \(rel): \(error)\n".utf8)); failed += 1
+            }
+        }
+        try store.syncDurably()
+        print("imported \(files.count) files from \(root): \(created) new, \(updated) changed, \(same) unchanged\(failed > 0 ? ", \(failed) failed" : "")")
+        if failed > 0 { throw ExitCode(Exit.failure) }
+    }
+}
+
+struct ExportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export", abstract: "Write every active item into a folder: notes as Markdown, blobs as files.",
+        discussion: "An item goes into the folder its folder:<path> tag names (the top level if none), under the name it was imported or created with.")
+
+    @Argument(help: "The folder to write into (made if missing).")
+    var dir: String
+
+    @OptionGroup var storeOption: StoreOption
+
+    func run() throws {
+        do { try exportAll() } catch let e as CLIError { fail(e) }
+    }
+
+    func exportAll() throws {
+        let root = Paths.absolute(dir)
+        guard FileManager.default.fileExists(atPath: storeOption.path) else { throw CLIError("no store at \(storeOption.path)") }
+        let store = try Store(path: storeOption.path)
+        let items = try store.allSummaries().filter { $0.state == .active }.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
+        var progress = Progress(label: "exporting", total: items.count)
+        var used = Set<String>()
+        var failed = 0
+        for (i, s) in items.enumerated() {
+            defer { progress.update(i + 1) }
+            guard let full = try store.item(rowid: s.rowid) else { continue }
+            let folder = try store.tags(itemID: s.id).first { $0.hasPrefix(Vault.folderPrefix) }.map { String($0.dropFirst(Vault.folderPrefix.count)) } ?? ""
+            let safeFolder = folder.split(separator: "/").filter { $0 != ".." && $0 != "." }.joined(separator: "/")
+            var name = full.fileName ?? Names.compose(stem: s.stem, ext: s.ext)
+            var path = safeFolder.isEmpty ? name : safeFolder + "/" + name
+            if used.contains(path) {   // FS-7 across types: the younger item takes the id suffix
+                name = Names.compose(stem: Names.split(name).stem, suffix: Names.collisionSuffix(id: s.id), ext: Names.split(name).ext)
+                path = safeFolder.isEmpty ? name : safeFolder + "/" + name
+            }
+            used.insert(path)
+            let bytes: [UInt8]
+            if TypeSchema.isBlobType(s.type) {
+                guard let h = s.blobRef, let size = store.blobs.size(hash: h), let b = store.blobs.read(hash: h, offset: 0, count: Int(size)) else {
+                    FileHandle.standardError.write(Data("\nmarfafs: \(path): its blob is not cached\n".utf8)); failed += 1; continue
+                }
+                bytes = b
+            } else {
+                bytes = try store.textContent(rowid: s.rowid)
+            }
+            let target = root + "/" + path
+            try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            guard FileManager.default.createFile(atPath: target, contents: Data(bytes)) else {
+                throw CLIError("cannot write \(target)")
+            }
+        }
+        print("exported \(items.count - failed) items to \(root)\(failed > 0 ? " (\(failed) failed)" : "")")
+        if failed > 0 { throw ExitCode(Exit.failure) }
+    }
+}

@@ -1,0 +1,52 @@
+import ArgumentParser
+import Foundation
+
+/// The `marfafs` command line: the composition root of the project.
+@main
+struct Marfafs: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "marfafs",
+        abstract: "Mount a knowledge base as a filesystem.",
+        discussion: "See marfafs(1) for commands and exit codes, marfafs(7) for the layout.",
+        subcommands: [MountCommand.self, UnmountCommand.self, StatusCommand.self, PendingCommand.self,
+                      ImportCommand.self, ExportCommand.self])
+}
+
+/// Exit codes (marfafs(1)): 0 success, 1 failure, 2 usage error (ArgumentParser), 3 busy or in use.
+enum Exit {
+    static let failure: Int32 = 1
+    static let busy: Int32 = 3
+}
+
+struct CLIError: Error, CustomStringConvertible {
+    var description: String
+    var code: Int32 = Exit.failure
+    init(_ d: String, code: Int32 = Exit.failure) { description = d; self.code = code }
+}
+
+func fail(_ e: CLIError) -> Never {
+    FileHandle.standardError.write(Data("marfafs: \(e.description)\n".utf8))
+    exit(e.code)
+}
+
+enum Paths {
+    /// `$XDG_DATA_HOME/marfafs/default.sqlite` (XDG_DATA_HOME defaults to ~/.local/share).
+    static func defaultStore() -> String {
+        let env = ProcessInfo.processInfo.environment
+        let base = env["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ((env["HOME"] ?? NSHomeDirectory()) + "/.local/share")
+        return base + "/marfafs/default.sqlite"
+    }
+
+    static func absolute(_ p: String) -> String {
+        let url = URL(fileURLWithPath: p, relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
+        return url.standardizedFileURL.path
+    }
+}
+
+struct StoreOption: ParsableArguments {
+    @Option(name: .long, help: "The store (SQLite file). Default: $XDG_DATA_HOME/marfafs/default.sqlite.")
+    var store: String?
+
+    var path: String { Paths.absolute(store ?? Paths.defaultStore()) }
+}

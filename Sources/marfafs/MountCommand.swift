@@ -1,0 +1,170 @@
+import ArgumentParser
+import Foundation
+import Logging
+import MarfaFS
+import MarfaFUSE
+import MarfaStore
+
+struct MountCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mount", abstract: "Mount a knowledge base; returns once the mount is ready.")
+
+    @Argument(help: "The directory to mount on.")
+    var mountpoint: String
+
+    @OptionGroup var storeOption: StoreOption
+
+    @Flag(name: .long, help: "Stay in the foreground (logs to stderr) instead of starting a daemon.")
+    var foreground = false
+
+    @Option(name: .long, help: "Where the daemon writes its log. Default: <store>.log.")
+    var logFile: String?
+
+    @Flag(name: .long, help: "Log every operation that fails, and more.")
+    var verbose = false
+
+    func run() throws {
+        let mnt = Paths.absolute(mountpoint)
+        do {
+            try MountPoint.prepare(mnt)
+            if foreground { try serve(mnt) } else { try daemonize(mnt) }
+        } catch let e as CLIError { fail(e) }
+        catch { fail(CLIError("\(error)")) }
+    }
+
+    func serve(_ mnt: String) throws {
+        LoggingSystem.bootstrap { label in
+            var h = StreamLogHandler.standardError(label: label)
+            h.logLevel = verbose ? .debug : .info
+            return h
+        }
+        let log = Logger(label: "marfafs.fuse")
+        let lock = try StoreLock(store: storeOption.path)
+        lock.record("mounted on \(mnt) by pid \(getpid())")
+        let store = try Store(path: storeOption.path)
+        let fs = try FileSystem(store: store, logger: Logger(label: "marfafs.fs"))
+        let fuse = FuseMount(fs: fs, mountpoint: mnt, logger: log)
+        try fuse.mount()
+        let count = (try? store.itemCount()) ?? 0
+        log.info("mounted", metadata: ["mountpoint": "\(mnt)", "store": "\(storeOption.path)", "items": "\(count)"])
+        // SIGTERM and SIGINT unmount cleanly: end the loop, then wake a worker so it notices.
+        signal(SIGTERM, SIG_IGN); signal(SIGINT, SIG_IGN); signal(SIGHUP, SIG_IGN)
+        let sources = [SIGTERM, SIGINT, SIGHUP].map { sig -> DispatchSourceSignal in
+            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            s.setEventHandler { log.info("signal received, unmounting", metadata: ["signal": "\(sig)"]); fuse.stop() }
+            s.resume()
+            return s
+        }
+        let done = DispatchSemaphore(value: 0)
+        let t = Thread { fuse.run(); done.signal() }
+        t.name = "marfafs-fuse"
+        t.start()
+        done.wait()
+        _ = sources
+        try? store.syncDurably()
+        log.info("unmounted", metadata: ["mountpoint": "\(mnt)"])
+        withExtendedLifetime(lock) {}
+    }
+
+    /// Starts `marfafs mount --foreground` in a new session and waits for the mount to appear.
+    func daemonize(_ mnt: String) throws {
+        let logPath = Paths.absolute(logFile ?? storeOption.path + ".log")
+        try FileManager.default.createDirectory(atPath: (logPath as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        let exe = Self.executablePath()
+        var args = [exe, "mount", mnt, "--foreground", "--store", storeOption.path]
+        if verbose { args.append("--verbose") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        posix_spawnattr_setflags(&attr, Int16(0x80) /* POSIX_SPAWN_SETSID (glibc) */)
+        var pid: pid_t = 0
+        let cargs = args.map { strdup($0) } + [nil]
+        defer { cargs.forEach { free($0) } }
+        let rc = posix_spawn(&pid, exe, &actions, &attr, cargs, environ)
+        posix_spawn_file_actions_destroy(&actions)
+        posix_spawnattr_destroy(&attr)
+        guard rc == 0 else { throw CLIError("cannot start the daemon: \(String(cString: strerror(rc)))") }
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            if MountPoint.isMarfafsMount(mnt) {
+                print("mounted \(mnt) (store \(storeOption.path), log \(logPath), pid \(pid))")
+                return
+            }
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
+                let tail = (try? String(contentsOfFile: logPath, encoding: .utf8))?.split(separator: "\n").suffix(5).joined(separator: "\n") ?? ""
+                throw CLIError("the daemon exited before the mount was ready:\n\(tail)", code: (status >> 8) & 0xff == Exit.busy ? Exit.busy : Exit.failure)
+            }
+            usleep(20_000)
+        }
+        kill(pid, SIGTERM)
+        throw CLIError("the mount did not become ready within 60 s (log: \(logPath))")
+    }
+
+    static func executablePath() -> String {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    }
+}
+
+enum MountPoint {
+    /// Checks the directory and recovers one left dead by a crashed daemon
+    /// ("Transport endpoint is not connected"): lazy unmount, then abort its connection.
+    static func prepare(_ mnt: String) throws {
+        var st = stat()
+        if stat(mnt, &st) != 0 {
+            let err = errno
+            if err == ENOTCONN || err == ECONNABORTED {
+                recoverDead(mnt)
+                guard stat(mnt, &st) == 0 else { throw CLIError("\(mnt) is a dead mount and could not be recovered") }
+            } else {
+                throw CLIError("\(mnt): \(String(cString: strerror(err)))")
+            }
+        }
+        guard (st.st_mode & S_IFMT) == S_IFDIR else { throw CLIError("\(mnt) is not a directory") }
+        if isMarfafsMount(mnt) { throw CLIError("\(mnt) is already mounted", code: Exit.busy) }
+    }
+
+    static func recoverDead(_ mnt: String) {
+        let minor = fuseMinor(mnt)
+        _ = run("/bin/fusermount3", ["-u", "-z", mnt])
+        if let minor {
+            if !FileManager.default.fileExists(atPath: "/sys/fs/fuse/connections/\(minor)") {
+                _ = run("/bin/mount", ["-t", "fusectl", "fusectl", "/sys/fs/fuse/connections"])
+            }
+            try? "1".write(toFile: "/sys/fs/fuse/connections/\(minor)/abort", atomically: false, encoding: .utf8)
+        }
+        _ = run("/bin/umount", ["-l", mnt])
+    }
+
+    static func mounts() -> [(dev: String, point: String, type: String)] {
+        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            let f = line.split(separator: " ")
+            guard f.count > 9, let dash = f.firstIndex(of: "-"), dash + 1 < f.count else { return nil }
+            let point = String(f[4]).replacingOccurrences(of: "\\040", with: " ")
+            return (String(f[2]), point, String(f[dash + 1]))
+        }
+    }
+
+    static func isMarfafsMount(_ mnt: String) -> Bool { mounts().contains { $0.point == mnt && $0.type == "fuse.marfafs" } }
+
+    static func fuseMinor(_ mnt: String) -> String? {
+        mounts().first { $0.point == mnt && $0.type.hasPrefix("fuse") }.map { String($0.dev.split(separator: ":").last ?? "") }
+    }
+
+    @discardableResult
+    static func run(_ exe: String, _ args: [String]) -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: exe)
+        p.arguments = args
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        do { try p.run() } catch { return -1 }
+        p.waitUntilExit()
+        return p.terminationStatus
+    }
+}

@@ -1,0 +1,98 @@
+import ArgumentParser
+import Foundation
+import MarfaStore
+
+struct UnmountCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "unmount", abstract: "Unmount; the queue is kept for the next mount.")
+
+    @Argument(help: "The mount point.")
+    var mountpoint: String
+
+    func run() throws {
+        let mnt = Paths.absolute(mountpoint)
+        guard MountPoint.mounts().contains(where: { $0.point == mnt && $0.type.hasPrefix("fuse") }) else {
+            fail(CLIError("\(mnt) is not mounted"))
+        }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
+        p.arguments = ["-u", mnt]
+        let errPipe = Pipe()
+        p.standardError = errPipe
+        try p.run()
+        p.waitUntilExit()
+        if p.terminationStatus != 0 {
+            let msg = String(decoding: errPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            if msg.contains("busy") { fail(CLIError("\(mnt) is busy (a process has a file or directory open there)", code: Exit.busy)) }
+            fail(CLIError("cannot unmount \(mnt): \(msg.trimmingCharacters(in: .whitespacesAndNewlines))"))
+        }
+        // The daemon commits and exits once the kernel lets go; give it a moment to release the store.
+        let deadline = Date().addingTimeInterval(10)
+        while MountPoint.isMarfafsMount(mnt) && Date() < deadline { usleep(20_000) }
+        print("unmounted \(mnt)")
+    }
+}
+
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show the state of a mount (or of every mount).")
+
+    @Argument(help: "A mount point; without one, every marfafs mount.")
+    var mountpoint: String?
+
+    @Flag(name: .long, help: "Print the status as JSON (one object per mount).")
+    var json = false
+
+    func run() throws {
+        let points = mountpoint.map { [Paths.absolute($0)] } ?? MountPoint.mounts().filter { $0.type == "fuse.marfafs" }.map(\.point)
+        if points.isEmpty { print(json ? "[]" : "no marfafs mount"); return }
+        var failed = false
+        for mnt in points {
+            guard let text = try? String(contentsOfFile: mnt + "/.marfafs/status", encoding: .utf8) else {
+                FileHandle.standardError.write(Data("marfafs: \(mnt) is not a marfafs mount\n".utf8)); failed = true; continue
+            }
+            if json { print(text.trimmingCharacters(in: .whitespacesAndNewlines)); continue }
+            let obj = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+            print("\(mnt)")
+            for k in ["mode", "server", "connection", "store", "items", "queue_depth", "oldest_pending_age_seconds", "conflicts", "last_error"] {
+                let v = obj[k].map { $0 is NSNull ? "-" : "\($0)" } ?? "-"
+                print("  \(k.replacingOccurrences(of: "_", with: " ")): \(v)")
+            }
+            if let inv = obj["invalid"] as? [[String: Any]], !inv.isEmpty {
+                print("  invalid: \(inv.count) item(s) kept locally until their front matter parses")
+            }
+        }
+        if failed { throw ExitCode(Exit.failure) }
+    }
+}
+
+struct PendingCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "pending", abstract: "List the queued mutations of a mount.")
+
+    @Argument(help: "The mount point.")
+    var mountpoint: String
+
+    func run() throws {
+        let mnt = Paths.absolute(mountpoint)
+        guard let text = try? String(contentsOfFile: mnt + "/.marfafs/pending", encoding: .utf8) else {
+            fail(CLIError("\(mnt) is not a marfafs mount"))
+        }
+        print(text, terminator: "")
+    }
+}
+
+/// A progress line on a terminal, nothing otherwise.
+struct Progress {
+    let label: String
+    let total: Int
+    let tty = isatty(STDERR_FILENO) == 1
+    var last = Date.distantPast
+
+    mutating func update(_ n: Int) {
+        guard tty, n == total || Date().timeIntervalSince(last) > 0.1 else { return }
+        last = Date()
+        let width = 30
+        let filled = total == 0 ? width : width * n / total
+        let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+        FileHandle.standardError.write(Data("\r\(label) [\(bar)] \(n)/\(total)".utf8))
+        if n == total { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
+}

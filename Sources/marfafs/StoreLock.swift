@@ -1,0 +1,27 @@
+import Foundation
+
+/// An exclusive lock on a store (`<store>.lock`), held by a mount for its whole life, so an
+/// import, export or second mount cannot change the store behind the mount's back.
+final class StoreLock {
+    let fd: Int32
+    let path: String
+
+    init(store: String) throws {
+        path = store + ".lock"
+        try FileManager.default.createDirectory(atPath: (store as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw CLIError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let holder = (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+            close(fd)
+            throw CLIError("the store \(store) is in use\(holder.isEmpty ? "" : " (\(holder))"); unmount it first", code: Exit.busy)
+        }
+    }
+
+    func record(_ text: String) {
+        ftruncate(fd, 0)
+        _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
+    }
+
+    deinit { close(fd) }
+}
