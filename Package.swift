@@ -44,7 +44,7 @@ let package = Package(
             "MarfaLayout", "MarfaModel",
             .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
-        .testTarget(name: "MarfaStoreTests", dependencies: ["MarfaStore", "MarfaModel", "MarfaLayout"]),
+        .testTarget(name: "MarfaStoreTests", dependencies: ["MarfaStore", "MarfaModel", "MarfaLayout", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "MarfaFSTests", dependencies: ["MarfaFS", "MarfaStore", "MarfaModel", "MarfaLayout"]),
         .testTarget(name: "MountTests", dependencies: ["MarfaTestSupport", "MarfaModel"]),
     ]

@@ -62,3 +62,7 @@ public enum JSONCoding {
         (try? decode([String: JSONValue].self, from: text)) ?? [:]
     }
 }
+
+extension JSONValue: ExpressibleByStringLiteral {
+    public init(stringLiteral value: String) { self = .string(value) }
+}

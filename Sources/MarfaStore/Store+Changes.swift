@@ -411,7 +411,3 @@ extension Store {
         }
     }
 }
-
-extension JSONValue: ExpressibleByStringLiteral {
-    public init(stringLiteral value: String) { self = .string(value) }
-}

@@ -1,0 +1,148 @@
+import Foundation
+import GRDB
+import MarfaModel
+@testable import MarfaStore
+import Testing
+
+/// A fresh store file per test, removed afterwards.
+final class TempStore {
+    let dir: String
+    let store: Store
+    init() throws {
+        dir = NSTemporaryDirectory() + "marfafs-store-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        store = try Store(path: dir + "/store.sqlite")
+    }
+    deinit { try? FileManager.default.removeItem(atPath: dir) }
+}
+
+@Suite struct StoreTests {
+    @Test func FS22_createMintsAUUIDv7AndQueuesOneCreate() throws {
+        let t = try TempStore()
+        let item = try t.store.createItem(NewItem(type: "core.note", fileName: "Plan.md", content: Array("hello\n".utf8)))
+        #expect(ItemID.isUUIDv7(item.item.id))
+        #expect(item.item.properties["title"] == "Plan")
+        #expect(item.item.properties["body"] == "hello\n")
+        let q = try t.store.mutations()
+        #expect(q.count == 1)
+        #expect(q[0].kind == .create && q[0].itemID == item.item.id)
+        #expect(q[0].payload["properties"]?.objectValue?["body"] == "hello\n")
+    }
+
+    @Test func FS15_changeAndMutationCommitInOneTransaction() throws {
+        let t = try TempStore()
+        let a = try t.store.createItem(NewItem(type: "core.note", fileName: "a.md", content: Array("one".utf8)))
+        // Make every further enqueue fail: the change it belongs to must not survive either.
+        try t.store.write { db in
+            try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON mutations BEGIN SELECT RAISE(ABORT, 'refused'); END")
+            try db.execute(sql: "CREATE TRIGGER refuse_update BEFORE UPDATE ON mutations BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        }
+        #expect(throws: (any Error).self) { _ = try t.store.createItem(NewItem(type: "core.note", fileName: "b.md", content: Array("two".utf8))) }
+        #expect(throws: (any Error).self) { _ = try t.store.writeContent(rowid: a.rowid, bytes: Array("changed".utf8)) }
+        #expect(try t.store.itemCount() == 1)
+        #expect(try t.store.textContent(rowid: a.rowid) == Array("one".utf8))
+        #expect(try t.store.mutations().count == 1)
+    }
+
+    @Test func queue_consecutiveUpdatesCoalesce() throws {
+        let t = try TempStore()
+        let a = try t.store.createItem(NewItem(type: "core.note", fileName: "a.md", content: Array("v1".utf8)))
+        // Pretend the create reached the server: the item is at version 1 and the queue is empty.
+        try t.store.write { db in
+            try db.execute(sql: "DELETE FROM mutations")
+            try db.execute(sql: "UPDATE items SET version = 1 WHERE rowid = ?", arguments: [a.rowid])
+        }
+        for i in 2...5 { _ = try t.store.writeContent(rowid: a.rowid, bytes: Array("v\(i)".utf8)) }
+        let q = try t.store.mutations()
+        #expect(q.count == 1)
+        #expect(q[0].kind == .update)
+        #expect(q[0].payload["properties"]?.objectValue?["body"] == "v5")
+        #expect(q[0].payload["base_version"] == .int(1))
+        // A tag change in between starts a new mutation; the next update does not fold into the old one.
+        try t.store.setTags(rowid: a.rowid, ["x"])
+        _ = try t.store.writeContent(rowid: a.rowid, bytes: Array("v6".utf8))
+        #expect(try t.store.mutations().map(\.kind) == [.update, .setTags, .update])
+    }
+
+    @Test func queue_writesBeforeTheCreateIsSentFoldIntoIt() throws {
+        let t = try TempStore()
+        let a = try t.store.createItem(NewItem(type: "core.note", fileName: "a.md"))
+        _ = try t.store.writeContent(rowid: a.rowid, bytes: Array("body".utf8))
+        try t.store.setTags(rowid: a.rowid, ["t1"])
+        let q = try t.store.mutations()
+        #expect(q.count == 1)
+        #expect(q[0].kind == .create)
+        #expect(q[0].payload["properties"]?.objectValue?["body"] == "body")
+        #expect(q[0].payload["tags"] == .array(["t1"]))
+    }
+
+    @Test func FS9_writtenBytesAreReadBackExactly() throws {
+        let t = try TempStore()
+        let text = "---\ntitle: Own Title\ndate: 2026-01-01\n---\n\n  odd   spacing\r\n"
+        let a = try t.store.createItem(NewItem(type: "core.note", fileName: "x.md", content: Array(text.utf8)))
+        #expect(try t.store.textContent(rowid: a.rowid) == Array(text.utf8))
+        #expect(a.item.properties["title"] == "Own Title")
+        #expect(a.item.properties["date"] == "2026-01-01")
+    }
+
+    @Test func FS10_invalidFrontMatterIsKeptAndNotQueued() throws {
+        let t = try TempStore()
+        let a = try t.store.createItem(NewItem(type: "core.note", fileName: "x.md", content: Array("ok".utf8)))
+        try t.store.write { db in try db.execute(sql: "DELETE FROM mutations") }
+        let bad = Array("---\nkey: [oops\n---\nbody".utf8)
+        let after = try t.store.writeContent(rowid: a.rowid, bytes: bad)
+        #expect(after.sync == .invalid)
+        #expect(try t.store.textContent(rowid: a.rowid) == bad)
+        #expect(try t.store.mutations().isEmpty)
+        let fixed = try t.store.writeContent(rowid: a.rowid, bytes: Array("---\nkey: [ok]\n---\nbody".utf8))
+        #expect(fixed.sync == .pending)
+        #expect(try t.store.mutations().count == 1)
+    }
+
+    @Test func FS11_blobsAreStoredInSqlar() throws {
+        let t = try TempStore()
+        let bytes = (0..<300_000).map { UInt8($0 % 251) }
+        let a = try t.store.createItem(NewItem(type: "core.file.image", fileName: "pic.png", content: bytes))
+        let hash = a.item.properties["blob_ref"]?.stringValue
+        #expect(hash == BlobHash.of(bytes))
+        #expect(t.store.blobs.size(hash: hash!) == Int64(bytes.count))
+        #expect(t.store.blobs.read(hash: hash!, offset: 100_000, count: 10) == Array(bytes[100_000..<100_010]))
+        let names = try t.store.write { db in try String.fetchAll(db, sql: "SELECT name FROM sqlar") }
+        #expect(names == [hash!])
+        #expect(try t.store.mutations().map(\.kind) == [.uploadBlob, .create])
+    }
+
+    @Test func store_reopensAfterAnUncleanClose() throws {
+        let t = try TempStore()
+        let a = try t.store.createItem(NewItem(type: "core.note", fileName: "a.md", content: Array("kept".utf8)))
+        try t.store.setTags(rowid: a.rowid, ["t"])
+        // Copy the database and its WAL while the store is still open, as a crash would leave them.
+        let copy = t.dir + "/crash.sqlite"
+        for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: t.store.path + suffix) {
+            try FileManager.default.copyItem(atPath: t.store.path + suffix, toPath: copy + suffix)
+        }
+        let reopened = try Store(path: copy)
+        #expect(try reopened.textContent(rowid: a.rowid) == Array("kept".utf8))
+        #expect(try reopened.tags(itemID: a.item.id) == ["t"])
+        #expect(try reopened.mutations().map(\.idempotencyKey) == (try t.store.mutations()).map(\.idempotencyKey))
+    }
+
+    @Test func store_migrationsSeedTheBuiltInTypes() throws {
+        let t = try TempStore()
+        let ids = Set(t.store.allTypes().map(\.id))
+        for id in ["core.note", "core.bookmark", "core.highlight", "core.file", "core.file.image", "core.file.audio", "core.file.video", "core.file.document"] {
+            #expect(ids.contains(id))
+        }
+        #expect(t.store.type("core.note").mergePolicy.fields["body"] == .keepBothCopies)
+    }
+
+    @Test func edges_deletingAnUnsentEdgeForgetsItsCreate() throws {
+        let t = try TempStore()
+        let a = try t.store.createItem(NewItem(type: "core.note", fileName: "a.md"))
+        let b = try t.store.createItem(NewItem(type: "core.note", fileName: "b.md"))
+        let e = try t.store.createEdge(sourceID: a.item.id, targetID: b.item.id, edgeType: "references")
+        #expect(try t.store.mutations().map(\.kind) == [.create, .create, .createEdge])
+        try t.store.deleteEdge(rowid: e.rowid)
+        #expect(try t.store.mutations().map(\.kind) == [.create, .create])
+    }
+}
