@@ -18,6 +18,9 @@ struct Catalog {
     var inEdges: [Int64: Set<Int64>] = [:]
     var edgeDirs: [Int64: Set<String>] = [:]
     var registeredTypes: Set<String> = []
+    /// Items absorbed by an editor's save (FS-13) → the item that took their bytes. The kernel may
+    /// still hold the absorbed inode under the target's name until it re-looks it up.
+    var aliases: [Int64: Int64] = [:]
 
     init(store: Store) throws {
         for s in try store.allSummaries() { items[s.rowid] = s; byID[s.id] = s.rowid }

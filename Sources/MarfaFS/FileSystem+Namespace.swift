@@ -138,8 +138,14 @@ extension FileSystem {
             }
             let stored = try wrap { try store.createItem(new) }
             let inv = try refreshItem(stored.rowid)
-            if case .tagDir(let tag) = p { _ = catalog.tagTable(tag) }
-            return (try attr(.item(stored.rowid)), inv.filter { if case .entry(let pp, let n) = $0 { return !(pp == parent && n == name) }; return true })
+            var a = try attr(.item(stored.rowid))
+            if case .tagDir = p {
+                // The kernel now holds a regular file under this name; the entry is a symlink from
+                // the next lookup on, so the kernel must not keep this one.
+                a.timeout = 0
+                return (a, inv)
+            }
+            return (a, inv.filter { if case .entry(let pp, let n) = $0 { return !(pp == parent && n == name) }; return true })
         }
         notify(inv)
         return a
@@ -293,7 +299,14 @@ extension FileSystem {
 
     func absorb(_ r: Int64, into t: Int64) throws -> [Invalidation] {
         _ = try wrap { try store.absorb(source: r, into: t) }
-        return try refreshItem(r) + refreshItem(t, contentChanged: true)
+        var inv = try refreshItem(r) + refreshItem(t, contentChanged: true)
+        if catalog.items[r] == nil { catalog.aliases[r] = t }
+        // The kernel moved the source's dentry onto the target's name: make it look the name up again.
+        if let (dir, name) = parentAndName(.item(t)), let p = knownIno(dir) { inv.append(.entry(parent: p, name: name)) }
+        for tag in catalog.tagsOf[t] ?? [] {
+            if let p = knownIno(.tagDir(tag)), let n = catalog.tagTables[tag]?.nameOf[t] { inv.append(.entry(parent: p, name: n)) }
+        }
+        return inv
     }
 
     // MARK: links
@@ -333,7 +346,9 @@ extension FileSystem {
             }
             let (_, inv) = try addLink(p, item: r)
             // The kernel believes in a hard link to the item; it shows as a symlink from the next lookup on.
-            return (try attr(.item(r)), inv + (knownIno(p).map { [.entry(parent: $0, name: newName)] } ?? []))
+            var a = try attr(.item(r))
+            a.timeout = 0
+            return (a, inv + (knownIno(p).map { [.entry(parent: $0, name: newName)] } ?? []))
         }
         notify(inv)
         return a

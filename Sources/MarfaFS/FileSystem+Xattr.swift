@@ -92,10 +92,12 @@ extension FileSystem {
                 _ = try wrap { try store.setState(rowid: r, st) }
             default:
                 guard let prop = key.dropPrefix("prop."), !prop.isEmpty else { throw FSError(.notPermitted, "\(name) is not a marfa attribute") }
+                // JSON, or else plain text taken as a string (`setfattr -v done`); text that looks like
+                // JSON but is not (`{oops`) is refused.
                 let v: JSONValue
-                do { v = try JSONCoding.decode(JSONValue.self, from: text) } catch {
-                    throw FSError(.invalid, "\(name) takes a JSON value")
-                }
+                if let j = try? JSONCoding.value(from: text) { v = j }
+                else if let f = trimmed.first, !"{[\"".contains(f) { v = .string(text) }
+                else { throw FSError(.invalid, "\(name) takes a JSON value") }
                 if TypeSchema.isBlobType(s.type) && prop == "blob_ref" { throw FSError(.notPermitted, "blob_ref follows the file's bytes") }
                 _ = try wrap { try store.setProperty(rowid: r, name: prop, value: v) }
                 return try refreshItem(r, contentChanged: true)

@@ -50,8 +50,9 @@ public final class FileSystem: @unchecked Sendable {
         if ino == Self.rootIno { return .root }
         if ino >= Self.itemInoBase && ino < InodeTable.dynamicBase {
             let r = Int64(ino - Self.itemInoBase)
-            guard catalog.items[r] != nil else { throw FSError(.notFound, "inode \(ino)") }
-            return .item(r)
+            if catalog.items[r] != nil { return .item(r) }
+            if let t = catalog.aliases[r], catalog.items[t] != nil { return .item(t) }
+            throw FSError(.notFound, "inode \(ino)")
         }
         guard let n = inodes.node(ino) else { throw FSError(.stale, "inode \(ino) is unknown") }
         return n

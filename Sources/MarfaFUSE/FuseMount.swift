@@ -57,8 +57,10 @@ public final class FuseMount: @unchecked Sendable {
     public func stop() {
         guard let se = session else { return }
         fuse_session_exit(se)
+        // A name never seen before is not in the kernel's cache, so this lookup reaches a worker,
+        // which then sees the exit flag.
         var st = stat()
-        _ = lstat(mountpoint, &st)
+        _ = lstat(mountpoint + "/.marfafs/wake-\(UInt64.random(in: 0...UInt64.max))", &st)
     }
 
     public enum MountError: Error, CustomStringConvertible {

@@ -58,6 +58,14 @@ public enum JSONCoding {
         try JSONDecoder().decode(type, from: Data(text.utf8))
     }
 
+    /// Decodes any JSON value, a bare string or number included.
+    public static func value(from text: String) throws -> JSONValue {
+        guard let v = try decode([JSONValue].self, from: "[" + text + "]").first else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "empty"))
+        }
+        return v
+    }
+
     public static func object(from text: String) -> [String: JSONValue] {
         (try? decode([String: JSONValue].self, from: text)) ?? [:]
     }

@@ -1,0 +1,118 @@
+import Foundation
+
+/// Starts the built `marfafs` binary on a temporary mount point with a temporary store, runs real
+/// programs against it, and always unmounts (lazily and by aborting the connection if it must).
+/// Test roots live under `$MARFAFS_TEST_ROOT` so `scripts/test` can fail a run that leaves a mount.
+public final class MountHarness: @unchecked Sendable {
+    public let root: String
+    public let mountpoint: String
+    public let store: String
+    public private(set) var mounted = false
+
+    public init(store: String? = nil) throws {
+        let base = ProcessInfo.processInfo.environment["MARFAFS_TEST_ROOT"] ?? (NSTemporaryDirectory() + "marfafs-tests")
+        root = base + "/" + UUID().uuidString.prefix(8).lowercased()
+        mountpoint = root + "/mnt"
+        self.store = store ?? root + "/store.sqlite"
+        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+    }
+
+    /// The binary under test: `$MARFAFS_BIN`, else `.build/debug/marfafs` of this package.
+    public static var binary: String {
+        if let b = ProcessInfo.processInfo.environment["MARFAFS_BIN"] { return b }
+        var dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        while dir.path != "/" {
+            let candidate = dir.appendingPathComponent(".build/debug/marfafs").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            dir = dir.deletingLastPathComponent()
+        }
+        return "marfafs"
+    }
+
+    public func mount() throws {
+        let r = Shell.run([Self.binary, "mount", mountpoint, "--store", store])
+        guard r.status == 0 else { throw HarnessError("mount failed (\(r.status)): \(r.stderr)\(r.stdout)") }
+        mounted = true
+    }
+
+    public func unmount() {
+        guard mounted else { return }
+        mounted = false
+        let r = Shell.run([Self.binary, "unmount", mountpoint])
+        if r.status != 0 { Self.forceUnmount(mountpoint) }
+    }
+
+    /// Lazy unmount plus an abort of the FUSE connection: for teardown after a failure.
+    public static func forceUnmount(_ path: String) {
+        _ = Shell.run(["/bin/fusermount3", "-u", "-z", path])
+        _ = Shell.run(["/bin/umount", "-l", path])
+    }
+
+    /// Runs a shell command with the mount point as working directory.
+    @discardableResult
+    public func sh(_ command: String) -> Shell.Result {
+        Shell.run(["/bin/bash", "-c", "cd '\(mountpoint)' && " + command])
+    }
+
+    /// Reads the store with the sqlite3 program (the daemon keeps it open in WAL mode).
+    public func sql(_ query: String) -> String {
+        Shell.run(["/usr/bin/sqlite3", "-readonly", store, query]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    public func path(_ rel: String) -> String { mountpoint + "/" + rel }
+
+    /// Mounts, runs `body`, and unmounts whatever happens.
+    public static func with(store: String? = nil, _ body: (MountHarness) throws -> Void) throws {
+        let h = try MountHarness(store: store)
+        try h.mount()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        try body(h)
+    }
+
+    deinit { unmount() }
+}
+
+public struct HarnessError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ d: String) { description = d }
+}
+
+public enum Shell {
+    public struct Result: Sendable {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
+        public var out: String { stdout.trimmingCharacters(in: .whitespacesAndNewlines) }
+    }
+
+    /// Runs a program with stdin from /dev/null and its output captured in temporary files
+    /// (no pipes: a daemon it starts can never hold the caller's pipe open).
+    public static func run(_ argv: [String], cwd: String? = nil) -> Result {
+        var argv = argv
+        if let cwd {
+            let quoted = argv.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+            argv = ["/bin/bash", "-c", "cd '\(cwd)' && exec \(quoted)"]
+        }
+        let base = NSTemporaryDirectory() + "marfafs-sh-" + UUID().uuidString
+        let outPath = base + ".out", errPath = base + ".err"
+        defer { unlink(outPath); unlink(errPath) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let cargs = argv.map { strdup($0) } + [nil]
+        defer { cargs.forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawnp(&pid, argv[0], &actions, nil, cargs, environ)
+        guard rc == 0 else { return Result(status: -1, stdout: "", stderr: "spawn \(argv[0]): \(String(cString: strerror(rc)))") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let code: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        let out = (try? Data(contentsOf: URL(fileURLWithPath: outPath))) ?? Data()
+        let err = (try? Data(contentsOf: URL(fileURLWithPath: errPath))) ?? Data()
+        return Result(status: code, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
+    }
+}
+
