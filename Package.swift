@@ -45,7 +45,7 @@ let package = Package(
             .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
         .testTarget(name: "MarfaStoreTests", dependencies: ["MarfaStore", "MarfaModel", "MarfaLayout", .product(name: "GRDB", package: "GRDB.swift")]),
-        .testTarget(name: "MarfaFSTests", dependencies: ["MarfaFS", "MarfaStore", "MarfaModel", "MarfaLayout"]),
+        .testTarget(name: "MarfaFSTests", dependencies: ["MarfaFS", "MarfaStore", "MarfaModel", "MarfaLayout", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "MountTests", dependencies: ["MarfaTestSupport", "MarfaModel"]),
     ]
 )

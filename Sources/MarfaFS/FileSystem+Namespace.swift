@@ -253,7 +253,7 @@ extension FileSystem {
             if dst != nil && noReplace { throw FSError(.exists, newName) }
             if src == dst { return [] }
             switch (p, src, np) {
-            case (.typeDir(let v1, let t1), .item(let r), .typeDir(let v2, let t2)):
+            case (.typeDir(_, let t1), .item(let r), .typeDir(let v2, let t2)):
                 if t1 != t2 { throw FSError(.crossView, "changing an item's type is a copy and a delete") }
                 return try moveItem(r, to: v2, newName: newName, over: dst)
             case (.tagDir, .tagEntry(_, let r), .tagDir(let tag2)):
