@@ -196,7 +196,12 @@ public final class FileSystem: @unchecked Sendable {
             }
             do {
                 let stored = try store.modifyContent(rowid: r, edit)
-                _ = stored
+                let new = stored.summary
+                // Most writes change only size and time, which the kernel learns from the write itself.
+                if let old = catalog.items[r], old.stem == new.stem, old.ext == new.ext, old.state == new.state, old.type == new.type {
+                    catalog.items[r] = new
+                    return []
+                }
                 return try refreshItem(r)
             } catch let e as StoreError {
                 if case .tooLarge = e { throw FSError(.tooLarge, e.description) }

@@ -36,9 +36,12 @@ public struct StoredItem: Sendable {
     public var sync: SyncState
     public var syncError: String?
     public var xattrs: [String: [UInt8]]
+    public var stem: String
+    public var ext: String
 
     init(row: Row) {
         rowid = row["rowid"]
+        stem = row["stem"]; ext = row["ext"]
         let props = JSONCoding.object(from: row["properties"])
         item = Item(id: row["id"], type: row["type"], properties: props, version: row["version"],
                     schemaVersion: row["schema_version"], source: row["source"], sourceID: row["source_id"],
@@ -51,8 +54,10 @@ public struct StoredItem: Sendable {
     }
 
     public var summary: ItemSummary {
-        ItemSummary(rowid: rowid, id: item.id, type: item.type, stem: "", ext: "", size: size, mtimeNs: mtimeNs,
-                    createdAt: item.createdAt, state: item.state)
+        var s = ItemSummary(rowid: rowid, id: item.id, type: item.type, stem: stem, ext: ext, size: size, mtimeNs: mtimeNs,
+                            createdAt: item.createdAt, state: item.state)
+        s.blobRef = TypeSchema.isBlobType(item.type) ? item.properties["blob_ref"]?.stringValue : nil
+        return s
     }
 }
 

@@ -70,6 +70,9 @@ enum Schema {
                 try db.execute(sql: "INSERT INTO types(id, json) VALUES (?, ?)", arguments: [t.id, JSONCoding.encode(t)])
             }
         }
+        m.registerMigration("v2-source-index") { db in
+            try db.execute(sql: "CREATE INDEX items_by_source ON items(source_id) WHERE source_id IS NOT NULL")
+        }
         return m
     }
 }

@@ -28,33 +28,53 @@ extension Store {
         let t = type(n.type)
         let now = Date()
         let ts = Timestamp.format(now)
+        let isBlob = TypeSchema.isBlobType(t.id)
+        var props: [String: JSONValue] = [t.titleField: .string(Self.titleFromFileName(n.fileName, type: t))]
+        var sync = SyncState.pending
+        var syncError: String?
+        var hash: String?
+        if isBlob {
+            guard Int64(n.content.count) <= Self.maxBlobBytes else { throw StoreError.tooLarge("blob of \(n.content.count) bytes") }
+            props["filename"] = .string(n.fileName)
+            props["mime_type"] = .string(Names.mimeType(forExtension: Names.split(n.fileName).ext))
+            hash = BlobHash.of(n.content)
+            props["blob_ref"] = .string(hash!)
+        } else {
+            guard n.content.count <= Self.maxTextBytes else { throw StoreError.tooLarge("text file of \(n.content.count) bytes") }
+            do {
+                props = try Self.parseText(n.content, type: t, fileName: n.fileName, previous: props)
+            } catch let e as FrontMatterError {
+                sync = .invalid; syncError = e.description
+            }
+        }
+        let (stem, ext) = Naming.stemAndExt(id: id, type: t, properties: props, fileName: n.fileName)
+        let item = Item(id: id, type: n.type, properties: props, version: 0, timestamp: ts, createdAt: ts, updatedAt: ts,
+                        state: n.state, tier: .library)
         return try write { db in
             if try Int.fetchOne(db, sql: "SELECT 1 FROM items WHERE id = ?", arguments: [id]) != nil { throw StoreError.exists(id) }
             try db.execute(sql: """
                 INSERT INTO items(id, type, properties, raw, file_name, stem, ext, size, version, source, source_id,
-                  timestamp, created_at, updated_at, mtime_ns, state, tier, sync)
-                VALUES (?, ?, '{}', NULL, ?, '', '', 0, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'library', 'pending')
-                """, arguments: [id, n.type, n.fileName, n.sourceID, ts, ts, ts, Self.ns(now), n.state.rawValue])
+                  timestamp, created_at, updated_at, mtime_ns, state, tier, sync, sync_error)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'library', ?, ?)
+                """, arguments: [id, n.type, JSONCoding.encode(props), isBlob ? nil : Data(n.content), n.fileName, stem, ext,
+                                 n.content.count, n.sourceID, ts, ts, ts, Self.ns(now), n.state.rawValue, sync.rawValue, syncError])
             let rowid = db.lastInsertedRowID
-            for tag in Set(n.tags) { try db.execute(sql: "INSERT OR IGNORE INTO tags(item_id, tag) VALUES (?, ?)", arguments: [id, tag]) }
-            let base = Self.titleFromFileName(n.fileName, type: t)
-            var props: [String: JSONValue] = [t.titleField: .string(base)]
-            if TypeSchema.isBlobType(t.id) {
-                props["filename"] = .string(n.fileName)
-                props["mime_type"] = .string(Names.mimeType(forExtension: Names.split(n.fileName).ext))
+            let tags = Set(n.tags).sorted()
+            for tag in tags { try db.execute(sql: "INSERT INTO tags(item_id, tag) VALUES (?, ?)", arguments: [id, tag]) }
+            if let hash {
+                _ = try putBlob(db, n.content, hash: hash)
+                try Self.enqueue(db, kind: .uploadBlob, itemID: id, payload: [
+                    "hash": .string(hash), "size": .int(Int64(n.content.count)), "mime_type": props["mime_type"] ?? .null,
+                ], coalesce: false)
             }
-            try db.execute(sql: "UPDATE items SET properties = ? WHERE rowid = ?", arguments: [JSONCoding.encode(props), rowid])
-            try applyContent(db, rowid: rowid, bytes: n.content, now: now, created: true)
+            if sync != .invalid { try Self.enqueue(db, kind: .create, itemID: id, payload: Self.createPayload(item, tags: tags), coalesce: false) }
             return try Self.fetchItem(db, rowid: rowid)!
         }
     }
 
     /// Replaces an item's file bytes (FS-9): text is parsed into properties; a blob goes to `sqlar`.
     public func writeContent(rowid: Int64, bytes: [UInt8]) throws -> StoredItem {
-        try write { db in
-            try applyContent(db, rowid: rowid, bytes: bytes, now: Date(), created: false)
-            return try Self.fetchItem(db, rowid: rowid)!
-        }
+        try modifyContent(rowid: rowid) { $0 = bytes }
     }
 
     /// Reads the current bytes, lets `edit` change them, and stores the result, in one transaction.
@@ -63,8 +83,7 @@ extension Store {
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
             var bytes = try currentBytes(db, cur)
             try edit(&bytes)
-            try applyContent(db, rowid: rowid, bytes: bytes, now: Date(), created: false)
-            return try Self.fetchItem(db, rowid: rowid)!
+            return try applyContent(db, cur, bytes: bytes, now: Date())
         }
     }
 
@@ -81,56 +100,66 @@ extension Store {
         return Array(render(type: t, properties: cur.item.properties).utf8)
     }
 
-    private func applyContent(_ db: Database, rowid: Int64, bytes: [UInt8], now: Date, created: Bool) throws {
-        guard var cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+    /// The properties a text file gives: its front matter and body; the title from the file name
+    /// unless the front matter names one.
+    static func parseText(_ bytes: [UInt8], type t: TypeSchema, fileName: String?, previous: [String: JSONValue]) throws -> [String: JSONValue] {
+        let parsed = try FrontMatter.parse(bytes, bodyField: t.bodyField, titleField: t.titleField)
+        var props = parsed.properties
+        if !parsed.hasTitleKey {
+            if let f = fileName { props[t.titleField] = .string(titleFromFileName(f, type: t)) }
+            else if let old = previous[t.titleField] { props[t.titleField] = old }
+        }
+        return props
+    }
+
+    /// Stores new bytes for `cur` and queues the change; returns the item as now stored.
+    func applyContent(_ db: Database, _ cur: StoredItem, bytes: [UInt8], now: Date) throws -> StoredItem {
+        var cur = cur
         let t = type(cur.item.type)
         let ts = Timestamp.format(now)
+        cur.item.updatedAt = ts
+        cur.mtimeNs = Self.ns(now)
+        cur.size = Int64(bytes.count)
         if TypeSchema.isBlobType(t.id) {
             guard Int64(bytes.count) <= Self.maxBlobBytes else { throw StoreError.tooLarge("blob of \(bytes.count) bytes") }
-            let hash = try putBlob(db, bytes)
+            let hash = try putBlob(db, bytes, hash: BlobHash.of(bytes))
             cur.item.properties["blob_ref"] = .string(hash)
+            cur.sync = .pending; cur.syncError = nil
             try db.execute(sql: "UPDATE items SET properties = ?, raw = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL WHERE rowid = ?",
-                           arguments: [JSONCoding.encode(cur.item.properties), bytes.count, ts, Self.ns(now), rowid])
+                           arguments: [JSONCoding.encode(cur.item.properties), bytes.count, ts, cur.mtimeNs, cur.rowid])
             try Self.enqueue(db, kind: .uploadBlob, itemID: cur.item.id,
                              payload: ["hash": .string(hash), "size": .int(Int64(bytes.count)),
                                        "mime_type": cur.item.properties["mime_type"] ?? .null], coalesce: false)
-            cur.item.updatedAt = ts
             try enqueueItemChange(db, cur.item)
-            try refreshName(db, rowid: rowid)
-            return
+            return cur
         }
         guard bytes.count <= Self.maxTextBytes else { throw StoreError.tooLarge("text file of \(bytes.count) bytes") }
+        cur.raw = bytes
         do {
-            let parsed = try FrontMatter.parse(bytes, bodyField: t.bodyField, titleField: t.titleField)
-            var props = parsed.properties
-            if !parsed.hasTitleKey {
-                props[t.titleField] = cur.fileName.map { .string(Self.titleFromFileName($0, type: t)) }
-                    ?? cur.item.properties[t.titleField]
-                if props[t.titleField] == nil { props.removeValue(forKey: t.titleField) }
-            }
-            let keepRaw = Array(render(type: t, properties: props).utf8) != bytes || cur.fileName != nil
-            try db.execute(sql: "UPDATE items SET properties = ?, raw = ?, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL WHERE rowid = ?",
-                           arguments: [JSONCoding.encode(props), keepRaw ? Data(bytes) : nil, bytes.count, ts, Self.ns(now), rowid])
-            cur.item.properties = props
-            cur.item.updatedAt = ts
+            cur.item.properties = try Self.parseText(bytes, type: t, fileName: cur.fileName, previous: cur.item.properties)
+            cur.sync = .pending; cur.syncError = nil
+            let (stem, ext) = Naming.stemAndExt(id: cur.item.id, type: t, properties: cur.item.properties, fileName: cur.fileName)
+            cur.stem = stem; cur.ext = ext
+            try db.execute(sql: "UPDATE items SET properties = ?, raw = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL WHERE rowid = ?",
+                           arguments: [JSONCoding.encode(cur.item.properties), Data(bytes), bytes.count, stem, ext, ts, cur.mtimeNs, cur.rowid])
             try enqueueItemChange(db, cur.item)
         } catch let e as FrontMatterError {
             // FS-10: kept byte for byte, marked invalid, not queued until it parses again.
+            cur.sync = .invalid; cur.syncError = e.description
             try db.execute(sql: "UPDATE items SET raw = ?, size = ?, updated_at = ?, mtime_ns = ?, sync = 'invalid', sync_error = ? WHERE rowid = ?",
-                           arguments: [Data(bytes), bytes.count, ts, Self.ns(now), e.description, rowid])
+                           arguments: [Data(bytes), bytes.count, ts, cur.mtimeNs, e.description, cur.rowid])
         }
-        try refreshName(db, rowid: rowid)
+        return cur
     }
 
-    func putBlob(_ db: Database, _ bytes: [UInt8]) throws -> String {
-        let hash = BlobHash.of(bytes)
+    func putBlob(_ db: Database, _ bytes: [UInt8], hash: String) throws -> String {
         try db.execute(sql: "INSERT OR IGNORE INTO sqlar(name, mode, mtime, sz, data) VALUES (?, 33188, ?, ?, ?)",
                        arguments: [hash, Int(Date().timeIntervalSince1970), bytes.count, Data(bytes)])
         return hash
     }
 
     /// Stores blob bytes in the cache and returns their hash.
-    public func cacheBlob(_ bytes: [UInt8]) throws -> String { try write { db in try putBlob(db, bytes) } }
+    public func cacheBlob(_ bytes: [UInt8]) throws -> String { try write { db in try putBlob(db, bytes, hash: BlobHash.of(bytes)) } }
 
     /// Renames an item's file (FS-5, FS-6): the chosen name is kept; a `.md` name also sets the title,
     /// unless the file's own front matter names the title.
@@ -323,13 +352,8 @@ extension Store {
     // MARK: queue
 
     func enqueueItemChange(_ db: Database, _ item: Item) throws {
-        let tags = try Self.tags(db, item.id)
         if item.version == 0 {
-            let create: [String: JSONValue] = [
-                "id": .string(item.id), "type": .string(item.type), "properties": .object(item.properties),
-                "tier": .string(item.tier.rawValue), "state": .string(item.state.rawValue),
-                "tags": .array(tags.map(JSONValue.string)),
-            ]
+            let create = Self.createPayload(item, tags: try Self.tags(db, item.id))
             if let last = try Self.lastMutation(db, item.id), last.kind == .create, last.state == "pending" {
                 try db.execute(sql: "UPDATE mutations SET payload = ? WHERE seq = ?", arguments: [JSONCoding.encode(create), last.seq])
                 return
@@ -343,6 +367,14 @@ extension Store {
             "properties": .object(item.properties), "tier": .string(item.tier.rawValue),
             "base_version": .int(Int64(item.version)),
         ], coalesce: true)
+    }
+
+    static func createPayload(_ item: Item, tags: [String]) -> [String: JSONValue] {
+        [
+            "id": .string(item.id), "type": .string(item.type), "properties": .object(item.properties),
+            "tier": .string(item.tier.rawValue), "state": .string(item.state.rawValue),
+            "tags": .array(tags.map(JSONValue.string)),
+        ]
     }
 
     static func pendingCreate(_ db: Database, _ itemID: String) throws -> Bool {
@@ -391,10 +423,10 @@ extension Store {
     public func absorb(source: Int64, into target: Int64) throws -> StoredItem {
         try write { db in
             guard let src = try Self.fetchItem(db, rowid: source) else { throw StoreError.notFound("item \(source)") }
-            let bytes = try currentBytes(db, src)
-            try applyContent(db, rowid: target, bytes: bytes, now: Date(), created: false)
+            guard let dst = try Self.fetchItem(db, rowid: target) else { throw StoreError.notFound("item \(target)") }
+            let stored = try applyContent(db, dst, bytes: try currentBytes(db, src), now: Date())
             try forgetOrTrash(db, src)
-            return try Self.fetchItem(db, rowid: target)!
+            return stored
         }
     }
 
