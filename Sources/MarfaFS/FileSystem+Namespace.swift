@@ -8,9 +8,9 @@ extension FileSystem {
 
     /// Re-reads an item's summary and tags from the store into the catalog and returns what the
     /// kernel must forget: names that appeared, vanished or moved, and the directories listing them.
-    func refreshItem(_ r: Int64, contentChanged: Bool = false) throws -> [Invalidation] {
+    func refreshItem(_ r: Int64, contentChanged: Bool = false, known: (ItemSummary, Set<String>)? = nil) throws -> [Invalidation] {
         let old = catalog.items[r]
-        let new = try store.summary(rowid: r)
+        let new = try known.map(\.0) ?? store.summary(rowid: r)
         var dirs: [Node: Set<String>] = [:]
         // Edge directories that name this item, before the change.
         let touching = Array(catalog.outEdges[r] ?? []) + Array(catalog.inEdges[r] ?? [])
@@ -25,8 +25,7 @@ extension FileSystem {
             }
         }
         let oldTags = catalog.tagsOf[r] ?? []
-        let newTags = new == nil ? Set<String>() : Set(try store.tags(itemID: new!.id))
-        let oldTypes = Set(StateView.allCases.map { catalog.typesIn($0).count })
+        let newTags = try known.map(\.1) ?? (new == nil ? Set<String>() : Set(try store.tags(itemID: new!.id)))
 
         if let old {
             let v = StateView.of(old.state)
@@ -76,7 +75,6 @@ extension FileSystem {
         // A type directory that appeared or vanished.
         if let old { for v in StateView.allCases { dirs[.viewRoot(v), default: []].insert(old.type) } }
         if let new { for v in StateView.allCases { dirs[.viewRoot(v), default: []].insert(new.type) } }
-        _ = oldTypes
         var inv = invalidations(dirs)
         if contentChanged, let ino = knownIno(.item(r)) { inv.append(.inode(ino)) }
         return inv
@@ -137,7 +135,7 @@ extension FileSystem {
             default: throw readOnlyOrNotPermitted(p)
             }
             let stored = try wrap { try store.createItem(new) }
-            let inv = try refreshItem(stored.rowid)
+            let inv = try refreshItem(stored.rowid, known: (stored.summary, Set(new.tags)))
             var a = try attr(.item(stored.rowid))
             if case .tagDir = p {
                 // The kernel now holds a regular file under this name; the entry is a symlink from

@@ -69,6 +69,9 @@ extension FuseMount {
             if (cap & UInt32(FUSE_CAP_READDIRPLUS)) != 0 { conn.pointee.want |= UInt32(FUSE_CAP_READDIRPLUS) }
             if (cap & UInt32(FUSE_CAP_AUTO_INVAL_DATA)) != 0 { conn.pointee.want |= UInt32(FUSE_CAP_AUTO_INVAL_DATA) }
             if (cap & UInt32(FUSE_CAP_PARALLEL_DIROPS)) != 0 { conn.pointee.want |= UInt32(FUSE_CAP_PARALLEL_DIROPS) }
+            // The kernel caches ACLs (here: their absence), so `ls -l` stops asking for
+            // system.posix_acl_access on every file.
+            if (cap & UInt32(FUSE_CAP_POSIX_ACL)) != 0 { conn.pointee.want |= UInt32(FUSE_CAP_POSIX_ACL) }
             m.log.info("fuse session ready", metadata: ["no_open": "\(m.noOpen)"])
         }
         ops.lookup = { req, parent, cname in

@@ -43,7 +43,65 @@ extension JSONValue: Codable {
 }
 
 public enum JSONCoding {
-    /// Canonical encoding: sorted keys, no escaped slashes. Used for storage and for queue payloads.
+    /// Canonical text of a JSON value (sorted keys), written directly: properties and queue
+    /// payloads are encoded on every write, so this skips the generic encoder.
+    public static func encode(_ value: [String: JSONValue]) -> String {
+        var out = ""
+        out.reserveCapacity(256)
+        write(.object(value), to: &out)
+        return out
+    }
+
+    public static func encode(_ value: JSONValue) -> String {
+        var out = ""
+        write(value, to: &out)
+        return out
+    }
+
+    static func write(_ v: JSONValue, to out: inout String) {
+        switch v {
+        case .null: out += "null"
+        case .bool(let b): out += b ? "true" : "false"
+        case .int(let i): out += String(i)
+        case .double(let d):
+            if d.isFinite {
+                out += d == d.rounded() && abs(d) < 1e15 ? String(format: "%.1f", d) : "\(d)"
+            } else { out += "null" }
+        case .string(let s): writeString(s, to: &out)
+        case .array(let a):
+            out += "["
+            for (i, e) in a.enumerated() { if i > 0 { out += "," }; write(e, to: &out) }
+            out += "]"
+        case .object(let o):
+            out += "{"
+            for (i, k) in o.keys.sorted().enumerated() {
+                if i > 0 { out += "," }
+                writeString(k, to: &out); out += ":"; write(o[k]!, to: &out)
+            }
+            out += "}"
+        }
+    }
+
+    static func writeString(_ s: String, to out: inout String) {
+        out += "\""
+        var plain = true
+        for u in s.utf8 where u < 0x20 || u == 0x22 || u == 0x5c { plain = false; break }
+        if plain { out += s; out += "\""; return }
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if u.value < 0x20 { out += String(format: "\\u%04x", u.value) } else { out.unicodeScalars.append(u) }
+            }
+        }
+        out += "\""
+    }
+
+    /// Canonical encoding of any Encodable: sorted keys, no escaped slashes.
     public static func encode<T: Encodable>(_ value: T) -> String {
         let enc = JSONEncoder()
         enc.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -58,17 +116,15 @@ public enum JSONCoding {
         try JSONDecoder().decode(type, from: Data(text.utf8))
     }
 
-    /// Decodes any JSON value, a bare string or number included.
-    public static func value(from text: String) throws -> JSONValue {
-        guard let v = try decode([JSONValue].self, from: "[" + text + "]").first else {
-            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "empty"))
-        }
-        return v
-    }
+    /// Decodes any JSON value, a bare string or number included, keeping integers apart from
+    /// doubles (`1.0` stays a double).
+    public static func value(from text: String) throws -> JSONValue { try JSONParser.parse(text) }
 
     public static func object(from text: String) -> [String: JSONValue] {
-        (try? decode([String: JSONValue].self, from: text)) ?? [:]
+        (try? value(from: text))?.objectValue ?? [:]
     }
+
+
 }
 
 extension JSONValue: ExpressibleByStringLiteral {

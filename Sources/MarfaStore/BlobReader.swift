@@ -12,11 +12,27 @@ public final class BlobReader: @unchecked Sendable {
     private var tick: UInt64 = 0
     private let path: String
 
+    private var lastUse = Date.distantPast
+    private var reaper: DispatchSourceTimer?
+
     init(path: String) throws {
         self.path = path
+        // Open handles hold a read snapshot, which keeps SQLite from checkpointing the WAL:
+        // close them once reads have paused.
+        let t = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        t.schedule(deadline: .now() + 0.25, repeating: 0.25)
+        t.setEventHandler { [weak self] in self?.closeIdle() }
+        t.resume()
+        reaper = t
+    }
+
+    private func closeIdle() {
+        lock.lock(); defer { lock.unlock() }
+        if !open.isEmpty && Date().timeIntervalSince(lastUse) > 0.2 { dropAll() }
     }
 
     deinit {
+        reaper?.cancel()
         for h in open { sqlite3_blob_close(h.handle) }
         if let db { sqlite3_close_v2(db) }
     }
@@ -37,6 +53,7 @@ public final class BlobReader: @unchecked Sendable {
     public func read(hash: String, offset: Int64, count: Int) -> [UInt8]? {
         lock.lock(); defer { lock.unlock() }
         tick += 1
+        lastUse = Date()
         guard let entry = handle(hash) else { return nil }
         if offset >= entry.size { return [] }
         let n = Int(min(Int64(count), entry.size - offset))

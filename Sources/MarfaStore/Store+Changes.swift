@@ -51,16 +51,16 @@ extension Store {
         let item = Item(id: id, type: n.type, properties: props, version: 0, timestamp: ts, createdAt: ts, updatedAt: ts,
                         state: n.state, tier: .library)
         return try write { db in
-            if try Int.fetchOne(db, sql: "SELECT 1 FROM items WHERE id = ?", arguments: [id]) != nil { throw StoreError.exists(id) }
-            try db.execute(sql: """
+            if try db.exists("SELECT 1 FROM items WHERE id = ?", [id]) { throw StoreError.exists(id) }
+            try db.run("""
                 INSERT INTO items(id, type, properties, raw, file_name, stem, ext, size, version, source, source_id,
                   timestamp, created_at, updated_at, mtime_ns, state, tier, sync, sync_error)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'library', ?, ?)
-                """, arguments: [id, n.type, JSONCoding.encode(props), isBlob ? nil : Data(n.content), n.fileName, stem, ext,
+                """, [id, n.type, JSONCoding.encode(props), isBlob ? nil : Data(n.content), n.fileName, stem, ext,
                                  n.content.count, n.sourceID, ts, ts, ts, Self.ns(now), n.state.rawValue, sync.rawValue, syncError])
             let rowid = db.lastInsertedRowID
             let tags = Set(n.tags).sorted()
-            for tag in tags { try db.execute(sql: "INSERT INTO tags(item_id, tag) VALUES (?, ?)", arguments: [id, tag]) }
+            for tag in tags { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [id, tag]) }
             if let hash {
                 _ = try putBlob(db, n.content, hash: hash)
                 try Self.enqueue(db, kind: .uploadBlob, itemID: id, payload: [
@@ -91,7 +91,7 @@ extension Store {
         let t = type(cur.item.type)
         if TypeSchema.isBlobType(t.id) {
             guard let h = cur.item.properties["blob_ref"]?.stringValue else { return [] }
-            guard let d = try Data.fetchOne(db, sql: "SELECT data FROM sqlar WHERE name = ?", arguments: [h]) else {
+            guard let d = try Data.fetchOne(db.cachedStatement(sql: "SELECT data FROM sqlar WHERE name = ?"), arguments: [h]) else {
                 throw StoreError.notFound("blob \(h) is not cached")
             }
             return [UInt8](d)
@@ -125,8 +125,8 @@ extension Store {
             let hash = try putBlob(db, bytes, hash: BlobHash.of(bytes))
             cur.item.properties["blob_ref"] = .string(hash)
             cur.sync = .pending; cur.syncError = nil
-            try db.execute(sql: "UPDATE items SET properties = ?, raw = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL WHERE rowid = ?",
-                           arguments: [JSONCoding.encode(cur.item.properties), bytes.count, ts, cur.mtimeNs, cur.rowid])
+            try db.run("UPDATE items SET properties = ?, raw = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL WHERE rowid = ?",
+                           [JSONCoding.encode(cur.item.properties), bytes.count, ts, cur.mtimeNs, cur.rowid])
             try Self.enqueue(db, kind: .uploadBlob, itemID: cur.item.id,
                              payload: ["hash": .string(hash), "size": .int(Int64(bytes.count)),
                                        "mime_type": cur.item.properties["mime_type"] ?? .null], coalesce: false)
@@ -140,21 +140,21 @@ extension Store {
             cur.sync = .pending; cur.syncError = nil
             let (stem, ext) = Naming.stemAndExt(id: cur.item.id, type: t, properties: cur.item.properties, fileName: cur.fileName)
             cur.stem = stem; cur.ext = ext
-            try db.execute(sql: "UPDATE items SET properties = ?, raw = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL WHERE rowid = ?",
-                           arguments: [JSONCoding.encode(cur.item.properties), Data(bytes), bytes.count, stem, ext, ts, cur.mtimeNs, cur.rowid])
+            try db.run("UPDATE items SET properties = ?, raw = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL WHERE rowid = ?",
+                           [JSONCoding.encode(cur.item.properties), Data(bytes), bytes.count, stem, ext, ts, cur.mtimeNs, cur.rowid])
             try enqueueItemChange(db, cur.item)
         } catch let e as FrontMatterError {
             // FS-10: kept byte for byte, marked invalid, not queued until it parses again.
             cur.sync = .invalid; cur.syncError = e.description
-            try db.execute(sql: "UPDATE items SET raw = ?, size = ?, updated_at = ?, mtime_ns = ?, sync = 'invalid', sync_error = ? WHERE rowid = ?",
-                           arguments: [Data(bytes), bytes.count, ts, cur.mtimeNs, e.description, cur.rowid])
+            try db.run("UPDATE items SET raw = ?, size = ?, updated_at = ?, mtime_ns = ?, sync = 'invalid', sync_error = ? WHERE rowid = ?",
+                           [Data(bytes), bytes.count, ts, cur.mtimeNs, e.description, cur.rowid])
         }
         return cur
     }
 
     func putBlob(_ db: Database, _ bytes: [UInt8], hash: String) throws -> String {
-        try db.execute(sql: "INSERT OR IGNORE INTO sqlar(name, mode, mtime, sz, data) VALUES (?, 33188, ?, ?, ?)",
-                       arguments: [hash, Int(Date().timeIntervalSince1970), bytes.count, Data(bytes)])
+        try db.run("INSERT OR IGNORE INTO sqlar(name, mode, mtime, sz, data) VALUES (?, 33188, ?, ?, ?)",
+                       [hash, Int(Date().timeIntervalSince1970), bytes.count, Data(bytes)])
         return hash
     }
 
@@ -175,8 +175,8 @@ extension Store {
             if TypeSchema.isBlobType(t.id) { cur.item.properties["filename"] = .string(fileName) }
             let now = Date()
             cur.item.updatedAt = Timestamp.format(now)
-            try db.execute(sql: "UPDATE items SET file_name = ?, properties = ?, updated_at = ?, sync = CASE WHEN sync = 'invalid' THEN sync ELSE 'pending' END WHERE rowid = ?",
-                           arguments: [fileName, JSONCoding.encode(cur.item.properties), cur.item.updatedAt, rowid])
+            try db.run("UPDATE items SET file_name = ?, properties = ?, updated_at = ?, sync = CASE WHEN sync = 'invalid' THEN sync ELSE 'pending' END WHERE rowid = ?",
+                           [fileName, JSONCoding.encode(cur.item.properties), cur.item.updatedAt, rowid])
             if cur.sync != .invalid { try enqueueItemChange(db, cur.item) }
             try refreshName(db, rowid: rowid)
             return try Self.fetchItem(db, rowid: rowid)!
@@ -189,8 +189,8 @@ extension Store {
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
             if cur.item.state == state { return cur }
             let now = Date()
-            try db.execute(sql: "UPDATE items SET state = ?, updated_at = ?, mtime_ns = ? WHERE rowid = ?",
-                           arguments: [state.rawValue, Timestamp.format(now), Self.ns(now), rowid])
+            try db.run("UPDATE items SET state = ?, updated_at = ?, mtime_ns = ? WHERE rowid = ?",
+                           [state.rawValue, Timestamp.format(now), Self.ns(now), rowid])
             if cur.item.version == 0, try Self.pendingCreate(db, cur.item.id) {
                 var c = cur.item; c.state = state
                 try enqueueItemChange(db, c)
@@ -206,7 +206,7 @@ extension Store {
             guard var cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
             if cur.item.tier == tier { return cur }
             cur.item.tier = tier
-            try db.execute(sql: "UPDATE items SET tier = ?, updated_at = ? WHERE rowid = ?", arguments: [tier.rawValue, Timestamp.now(), rowid])
+            try db.run("UPDATE items SET tier = ?, updated_at = ? WHERE rowid = ?", [tier.rawValue, Timestamp.now(), rowid])
             try enqueueItemChange(db, cur.item)
             return try Self.fetchItem(db, rowid: rowid)!
         }
@@ -223,8 +223,8 @@ extension Store {
             let size = isBlob ? cur.size : Int64(render(type: t, properties: cur.item.properties).utf8.count)
             let now = Date()
             cur.item.updatedAt = Timestamp.format(now)
-            try db.execute(sql: "UPDATE items SET properties = ?, raw = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL WHERE rowid = ?",
-                           arguments: [JSONCoding.encode(cur.item.properties), size, cur.item.updatedAt, Self.ns(now), rowid])
+            try db.run("UPDATE items SET properties = ?, raw = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL WHERE rowid = ?",
+                           [JSONCoding.encode(cur.item.properties), size, cur.item.updatedAt, Self.ns(now), rowid])
             try enqueueItemChange(db, cur.item)
             try refreshName(db, rowid: rowid)
             return try Self.fetchItem(db, rowid: rowid)!
@@ -239,7 +239,7 @@ extension Store {
             if value == nil && x[name] == nil { throw StoreError.notFound("attribute \(name)") }
             x[name] = value
             let enc = Xattrs.encode(x)
-            try db.execute(sql: "UPDATE items SET xattrs = ? WHERE rowid = ?", arguments: [enc, rowid])
+            try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [enc, rowid])
             let ext: JSONValue = .object(["fs.xattr": .object(x.mapValues { .string(Data($0).base64EncodedString()) })])
             try Self.enqueue(db, kind: .update, itemID: cur.item.id,
                              payload: ["extensions": ext, "base_version": .int(Int64(cur.item.version))], coalesce: true)
@@ -259,9 +259,9 @@ extension Store {
     func setTags(_ db: Database, _ cur: StoredItem, _ tags: Set<String>) throws {
         let old = Set(try Self.tags(db, cur.item.id))
         if old == tags { return }
-        for t in old.subtracting(tags) { try db.execute(sql: "DELETE FROM tags WHERE item_id = ? AND tag = ?", arguments: [cur.item.id, t]) }
-        for t in tags.subtracting(old) { try db.execute(sql: "INSERT INTO tags(item_id, tag) VALUES (?, ?)", arguments: [cur.item.id, t]) }
-        try db.execute(sql: "UPDATE items SET updated_at = ? WHERE rowid = ?", arguments: [Timestamp.now(), cur.rowid])
+        for t in old.subtracting(tags) { try db.run("DELETE FROM tags WHERE item_id = ? AND tag = ?", [cur.item.id, t]) }
+        for t in tags.subtracting(old) { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [cur.item.id, t]) }
+        try db.run("UPDATE items SET updated_at = ? WHERE rowid = ?", [Timestamp.now(), cur.rowid])
         if cur.item.version == 0, try Self.pendingCreate(db, cur.item.id) {
             try enqueueItemChange(db, cur.item)
         } else {
@@ -271,28 +271,28 @@ extension Store {
     }
 
     public func addLocalTag(_ tag: String) throws {
-        try write { db in try db.execute(sql: "INSERT OR IGNORE INTO local_tags(tag) VALUES (?)", arguments: [tag]) }
+        try write { db in try db.run("INSERT OR IGNORE INTO local_tags(tag) VALUES (?)", [tag]) }
     }
 
     public func removeLocalTag(_ tag: String) throws {
         try write { db in
-            if try Int.fetchOne(db, sql: "SELECT 1 FROM tags WHERE tag = ? LIMIT 1", arguments: [tag]) != nil { throw StoreError.notEmpty(tag) }
-            try db.execute(sql: "DELETE FROM local_tags WHERE tag = ?", arguments: [tag])
+            if try db.exists("SELECT 1 FROM tags WHERE tag = ? LIMIT 1", [tag]) { throw StoreError.notEmpty(tag) }
+            try db.run("DELETE FROM local_tags WHERE tag = ?", [tag])
         }
     }
 
     /// Renames a tag on every item that has it; returns the rowids of those items.
     public func renameTag(_ from: String, to: String) throws -> [Int64] {
         try write { db in
-            let rows = try Int64.fetchAll(db, sql: "SELECT items.rowid FROM items JOIN tags ON tags.item_id = items.id WHERE tags.tag = ?", arguments: [from])
+            let rows = try Int64.fetchAll(db.cachedStatement(sql: "SELECT items.rowid FROM items JOIN tags ON tags.item_id = items.id WHERE tags.tag = ?"), arguments: [from])
             for r in rows {
                 guard let cur = try Self.fetchItem(db, rowid: r) else { continue }
                 var set = Set(try Self.tags(db, cur.item.id)); set.remove(from); set.insert(to)
                 try setTags(db, cur, set)
             }
-            if try Int.fetchOne(db, sql: "SELECT 1 FROM local_tags WHERE tag = ?", arguments: [from]) != nil || rows.isEmpty {
-                try db.execute(sql: "DELETE FROM local_tags WHERE tag = ?", arguments: [from])
-                try db.execute(sql: "INSERT OR IGNORE INTO local_tags(tag) VALUES (?)", arguments: [to])
+            if try db.exists("SELECT 1 FROM local_tags WHERE tag = ?", [from]) || rows.isEmpty {
+                try db.run("DELETE FROM local_tags WHERE tag = ?", [from])
+                try db.run("INSERT OR IGNORE INTO local_tags(tag) VALUES (?)", [to])
             }
             return rows
         }
@@ -302,15 +302,15 @@ extension Store {
 
     public func createEdge(sourceID: String, targetID: String, edgeType: String) throws -> EdgeRecord {
         try write { db in
-            if let existing = try Row.fetchOne(db, sql: "SELECT * FROM edges WHERE source_id = ? AND target_id = ? AND edge_type = ?",
-                                               arguments: [sourceID, targetID, edgeType]) {
+            if let existing = try db.row("SELECT * FROM edges WHERE source_id = ? AND target_id = ? AND edge_type = ?",
+                                               [sourceID, targetID, edgeType]) {
                 throw StoreError.exists("edge \(EdgeRecord(row: existing).edge.id)")
             }
             let ts = Timestamp.now()
             let id = ItemID.make()
-            try db.execute(sql: "INSERT INTO edges(id, source_id, target_id, edge_type, properties, created_at, updated_at) VALUES (?, ?, ?, ?, '{}', ?, ?)",
-                           arguments: [id, sourceID, targetID, edgeType, ts, ts])
-            let rec = try Row.fetchOne(db, sql: "SELECT * FROM edges WHERE rowid = ?", arguments: [db.lastInsertedRowID]).map(EdgeRecord.init(row:))!
+            try db.run("INSERT INTO edges(id, source_id, target_id, edge_type, properties, created_at, updated_at) VALUES (?, ?, ?, ?, '{}', ?, ?)",
+                           [id, sourceID, targetID, edgeType, ts, ts])
+            let rec = try db.row("SELECT * FROM edges WHERE rowid = ?", [db.lastInsertedRowID]).map(EdgeRecord.init(row:))!
             try Self.enqueue(db, kind: .createEdge, itemID: sourceID, payload: [
                 "id": .string(id), "source_id": .string(sourceID), "target_id": .string(targetID), "edge_type": .string(edgeType),
             ], coalesce: false)
@@ -320,13 +320,13 @@ extension Store {
 
     public func deleteEdge(rowid: Int64) throws {
         try write { db in
-            guard let rec = try Row.fetchOne(db, sql: "SELECT * FROM edges WHERE rowid = ?", arguments: [rowid]).map(EdgeRecord.init(row:)) else {
+            guard let rec = try db.row("SELECT * FROM edges WHERE rowid = ?", [rowid]).map(EdgeRecord.init(row:)) else {
                 throw StoreError.notFound("edge \(rowid)")
             }
-            try db.execute(sql: "DELETE FROM edges WHERE rowid = ?", arguments: [rowid])
+            try db.run("DELETE FROM edges WHERE rowid = ?", [rowid])
             // An edge the server never saw is simply forgotten.
-            try db.execute(sql: "DELETE FROM mutations WHERE kind = 'create_edge' AND state = 'pending' AND json_extract(payload, '$.id') = ?",
-                           arguments: [rec.edge.id])
+            try db.run("DELETE FROM mutations WHERE kind = 'create_edge' AND state = 'pending' AND json_extract(payload, '$.id') = ?",
+                           [rec.edge.id])
             if db.changesCount == 0 {
                 try Self.enqueue(db, kind: .deleteEdge, itemID: rec.edge.sourceID, payload: [
                     "id": .string(rec.edge.id), "edge_type": .string(rec.edge.edgeType),
@@ -337,15 +337,15 @@ extension Store {
     }
 
     public func addEdgeDir(itemID: String, edgeType: String) throws {
-        try write { db in try db.execute(sql: "INSERT OR IGNORE INTO edge_dirs(item_id, edge_type) VALUES (?, ?)", arguments: [itemID, edgeType]) }
+        try write { db in try db.run("INSERT OR IGNORE INTO edge_dirs(item_id, edge_type) VALUES (?, ?)", [itemID, edgeType]) }
     }
 
     public func removeEdgeDir(itemID: String, edgeType: String) throws {
         try write { db in
-            if try Int.fetchOne(db, sql: "SELECT 1 FROM edges WHERE source_id = ? AND edge_type = ?", arguments: [itemID, edgeType]) != nil {
+            if try db.exists("SELECT 1 FROM edges WHERE source_id = ? AND edge_type = ?", [itemID, edgeType]) {
                 throw StoreError.notEmpty("\(edgeType)")
             }
-            try db.execute(sql: "DELETE FROM edge_dirs WHERE item_id = ? AND edge_type = ?", arguments: [itemID, edgeType])
+            try db.run("DELETE FROM edge_dirs WHERE item_id = ? AND edge_type = ?", [itemID, edgeType])
         }
     }
 
@@ -354,11 +354,11 @@ extension Store {
     func enqueueItemChange(_ db: Database, _ item: Item) throws {
         if item.version == 0 {
             let create = Self.createPayload(item, tags: try Self.tags(db, item.id))
-            if let last = try Self.lastMutation(db, item.id), last.kind == .create, last.state == "pending" {
-                try db.execute(sql: "UPDATE mutations SET payload = ? WHERE seq = ?", arguments: [JSONCoding.encode(create), last.seq])
+            if let last = try Self.lastMutationHead(db, item.id), last.kind == .create, last.state == "pending" {
+                try db.run("UPDATE mutations SET payload = ? WHERE seq = ?", [JSONCoding.encode(create), last.seq])
                 return
             }
-            if try Int.fetchOne(db, sql: "SELECT 1 FROM mutations WHERE item_id = ? AND kind = 'create'", arguments: [item.id]) == nil {
+            if !(try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = 'create'", [item.id])) {
                 try Self.enqueue(db, kind: .create, itemID: item.id, payload: create, coalesce: false)
                 return
             }
@@ -378,25 +378,32 @@ extension Store {
     }
 
     static func pendingCreate(_ db: Database, _ itemID: String) throws -> Bool {
-        guard let last = try lastMutation(db, itemID) else { return false }
+        guard let last = try lastMutationHead(db, itemID) else { return false }
         return last.kind == .create && last.state == "pending"
     }
 
+    /// The newest mutation of an item without its payload: (seq, kind, state).
+    static func lastMutationHead(_ db: Database, _ itemID: String) throws -> (seq: Int64, kind: MutationKind, state: String)? {
+        guard let r = try db.row("SELECT seq, kind, state FROM mutations WHERE item_id = ? ORDER BY seq DESC LIMIT 1", [itemID]) else { return nil }
+        return (r[0], MutationKind(rawValue: r[1]) ?? .update, r[2])
+    }
+
     static func lastMutation(_ db: Database, _ itemID: String) throws -> Mutation? {
-        try Row.fetchOne(db, sql: "SELECT * FROM mutations WHERE item_id = ? ORDER BY seq DESC LIMIT 1", arguments: [itemID]).map(Mutation.init(row:))
+        try db.row("SELECT * FROM mutations WHERE item_id = ? ORDER BY seq DESC LIMIT 1", [itemID]).map(Mutation.init(row:))
     }
 
     /// Appends a mutation with a fresh idempotency key, or folds it into the item's newest mutation
     /// when that one is still pending and of the same kind (`coalesce`).
     static func enqueue(_ db: Database, kind: MutationKind, itemID: String, payload: [String: JSONValue], coalesce: Bool) throws {
-        if coalesce, let last = try lastMutation(db, itemID), last.kind == kind, last.state == "pending" {
+        if coalesce, let head = try lastMutationHead(db, itemID), head.kind == kind, head.state == "pending",
+           let last = try db.row("SELECT * FROM mutations WHERE seq = ?", [head.seq]).map(Mutation.init(row:)) {
             var merged = last.payload
             for (k, v) in payload where k != "base_version" || merged[k] == nil { merged[k] = v }
-            try db.execute(sql: "UPDATE mutations SET payload = ? WHERE seq = ?", arguments: [JSONCoding.encode(merged), last.seq])
+            try db.run("UPDATE mutations SET payload = ? WHERE seq = ?", [JSONCoding.encode(merged), last.seq])
             return
         }
-        try db.execute(sql: "INSERT INTO mutations(id, idempotency_key, kind, item_id, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                       arguments: [ItemID.make(), UUID().uuidString.lowercased(), kind.rawValue, itemID, JSONCoding.encode(payload), Timestamp.now()])
+        try db.run("INSERT INTO mutations(id, idempotency_key, kind, item_id, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                       [ItemID.make(), ItemID.randomUUID(), kind.rawValue, itemID, JSONCoding.encode(payload), Timestamp.now()])
     }
 
     // MARK: helpers
@@ -404,7 +411,7 @@ extension Store {
     func refreshName(_ db: Database, rowid: Int64) throws {
         guard let cur = try Self.fetchItem(db, rowid: rowid) else { return }
         let (stem, ext) = Naming.stemAndExt(id: cur.item.id, type: type(cur.item.type), properties: cur.item.properties, fileName: cur.fileName)
-        try db.execute(sql: "UPDATE items SET stem = ?, ext = ? WHERE rowid = ?", arguments: [stem, ext, rowid])
+        try db.run("UPDATE items SET stem = ?, ext = ? WHERE rowid = ?", [stem, ext, rowid])
     }
 
     /// The title a file name gives (FS-5): the name without `.md`; other names are kept whole.
@@ -431,14 +438,14 @@ extension Store {
     }
 
     func forgetOrTrash(_ db: Database, _ src: StoredItem) throws {
-        let sentBefore = try Int.fetchOne(db, sql: "SELECT 1 FROM mutations WHERE item_id = ? AND state != 'pending'", arguments: [src.item.id]) != nil
+        let sentBefore = try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND state != 'pending'", [src.item.id])
         if src.item.version == 0 && !sentBefore {
-            try db.execute(sql: "DELETE FROM mutations WHERE item_id = ?", arguments: [src.item.id])
-            try db.execute(sql: "DELETE FROM tags WHERE item_id = ?", arguments: [src.item.id])
-            try db.execute(sql: "DELETE FROM edges WHERE source_id = ? OR target_id = ?", arguments: [src.item.id, src.item.id])
-            try db.execute(sql: "DELETE FROM items WHERE rowid = ?", arguments: [src.rowid])
+            try db.run("DELETE FROM mutations WHERE item_id = ?", [src.item.id])
+            try db.run("DELETE FROM tags WHERE item_id = ?", [src.item.id])
+            try db.run("DELETE FROM edges WHERE source_id = ? OR target_id = ?", [src.item.id, src.item.id])
+            try db.run("DELETE FROM items WHERE rowid = ?", [src.rowid])
         } else {
-            try db.execute(sql: "UPDATE items SET state = 'trashed', updated_at = ? WHERE rowid = ?", arguments: [Timestamp.now(), src.rowid])
+            try db.run("UPDATE items SET state = 'trashed', updated_at = ? WHERE rowid = ?", [Timestamp.now(), src.rowid])
             try Self.enqueue(db, kind: .transition, itemID: src.item.id, payload: ["state": "trashed"], coalesce: false)
         }
     }

@@ -45,10 +45,10 @@ public final class Store: Sendable {
         config.busyMode = .timeout(10)
         config.maximumReaderCount = 6
         config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.run("PRAGMA synchronous = NORMAL")
             // Reads through a memory map cost no copy into SQLite's page cache.
-            try db.execute(sql: "PRAGMA mmap_size = 4294967296")
-            try db.execute(sql: "PRAGMA cache_size = -32768")
+            try db.run("PRAGMA mmap_size = 4294967296")
+            try db.run("PRAGMA cache_size = -32768")
         }
         pool = try DatabasePool(path: path, configuration: config)
         try Schema.migrator().migrate(pool)
@@ -67,7 +67,7 @@ public final class Store: Sendable {
 
     public func registerType(_ t: TypeSchema) throws {
         try pool.write { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO types(id, json) VALUES (?, ?)", arguments: [t.id, JSONCoding.encode(t)])
+            try db.run("INSERT OR REPLACE INTO types(id, json) VALUES (?, ?)", [t.id, JSONCoding.encode(t)])
         }
         typeCache.put(t)
     }
@@ -80,7 +80,7 @@ public final class Store: Sendable {
 
     public func summary(rowid: Int64) throws -> ItemSummary? {
         try pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT \(ItemSummary.columns) FROM items WHERE rowid = ?", arguments: [rowid]).map(ItemSummary.init(row:))
+            try db.row("SELECT \(ItemSummary.columns) FROM items WHERE rowid = ?", [rowid]).map(ItemSummary.init(row:))
         }
     }
 
@@ -109,7 +109,7 @@ public final class Store: Sendable {
     }
 
     public func item(id: String) throws -> StoredItem? {
-        try pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM items WHERE id = ?", arguments: [id]).map(StoredItem.init(row:)) }
+        try pool.read { db in try db.row("SELECT * FROM items WHERE id = ?", [id]).map(StoredItem.init(row:)) }
     }
 
     public func tags(itemID: String) throws -> [String] {
@@ -117,17 +117,17 @@ public final class Store: Sendable {
     }
 
     static func fetchItem(_ db: Database, rowid: Int64) throws -> StoredItem? {
-        try Row.fetchOne(db, sql: "SELECT * FROM items WHERE rowid = ?", arguments: [rowid]).map(StoredItem.init(row:))
+        try db.row("SELECT * FROM items WHERE rowid = ?", [rowid]).map(StoredItem.init(row:))
     }
 
     static func tags(_ db: Database, _ itemID: String) throws -> [String] {
-        try String.fetchAll(db, sql: "SELECT tag FROM tags WHERE item_id = ? ORDER BY tag", arguments: [itemID])
+        try String.fetchAll(db.cachedStatement(sql: "SELECT tag FROM tags WHERE item_id = ? ORDER BY tag"), arguments: [itemID])
     }
 
     /// The bytes of a text item's file: what was written (FS-9), else the rendering (FS-8).
     public func textContent(rowid: Int64) throws -> [UInt8] {
         try pool.read { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT raw, properties, type FROM items WHERE rowid = ?", arguments: [rowid]) else {
+            guard let row = try db.row("SELECT raw, properties, type FROM items WHERE rowid = ?", [rowid]) else {
                 throw StoreError.notFound("item \(rowid)")
             }
             if let d: Data = row["raw"] { return [UInt8](d) }
@@ -162,16 +162,16 @@ public final class Store: Sendable {
     }
 
     public func item(sourceID: String) throws -> StoredItem? {
-        try pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM items WHERE source_id = ?", arguments: [sourceID]).map(StoredItem.init(row:)) }
+        try pool.read { db in try db.row("SELECT * FROM items WHERE source_id = ?", [sourceID]).map(StoredItem.init(row:)) }
     }
 
     /// Makes every committed change durable on local disk (FS-15 `fsync`).
     public func syncDurably() throws {
         try pool.writeWithoutTransaction { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-            defer { try? db.execute(sql: "PRAGMA synchronous = NORMAL") }
+            try db.run("PRAGMA synchronous = FULL")
+            defer { try? db.run("PRAGMA synchronous = NORMAL") }
             try db.inTransaction {
-                try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_fsync', ?)", arguments: [Timestamp.now()])
+                try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('last_fsync', ?)", [Timestamp.now()])
                 return .commit
             }
         }

@@ -67,3 +67,33 @@ import Testing
         }
     }
 }
+
+@Suite struct JSONCodingTests {
+    @Test func encodeThenDecodeIsIdentity() async {
+        await propertyCheck(count: 300, input: trickyString, Gen<Int>.int(in: -1_000_000...1_000_000), trickyString) { s, n, k in
+            let v: [String: JSONValue] = [
+                s: .string(k), "n": .int(Int64(n)), "d": .double(Double(n) / 7), "i": .double(Double(n)),
+                "a": .array([.null, .bool(n % 2 == 0), .string(s), .object([k: .int(-1)])]),
+            ]
+            let text = JSONCoding.encode(v)
+            #expect(JSONCoding.object(from: text) == v, "\(text)")
+        }
+    }
+}
+
+@Suite struct JSONParserTests {
+    @Test func strictParserRefusesMalformedText() {
+        for bad in ["", "{", "[1,]", "{\"a\" 1}", "\"unterminated", "\"ctl\u{1}\"", "01x", "1 2", "tru", "{\"a\":1}}", "\"\\x\""] {
+            #expect(throws: JSONParser.Failure.self, "\(bad.debugDescription)") { _ = try JSONParser.parse(bad) }
+        }
+    }
+
+    @Test func parserKeepsNumberKindsAndEscapes() throws {
+        #expect(try JSONParser.parse("1") == .int(1))
+        #expect(try JSONParser.parse("1.0") == .double(1.0))
+        #expect(try JSONParser.parse("-2e3") == .double(-2000))
+        #expect(try JSONParser.parse("0.1") == .double(0.1))
+        #expect(try JSONParser.parse("\"a\\u00e9\\ud83d\\ude00\\n\"") == .string("aé😀\n"))
+        #expect(try JSONParser.parse(" [true, null, {\"k\": []}] ") == .array([.bool(true), .null, .object(["k": .array([])])]))
+    }
+}

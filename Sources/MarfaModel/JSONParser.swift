@@ -1,0 +1,151 @@
+import Foundation
+
+/// A strict JSON parser (RFC 8259) into `JSONValue`: integers stay integers, numbers with a
+/// fraction or exponent are doubles parsed with correct rounding, and any trailing text is an error.
+public struct JSONParser {
+    public struct Failure: Error, CustomStringConvertible {
+        public var offset: Int
+        public var reason: String
+        public var description: String { "invalid JSON at byte \(offset): \(reason)" }
+    }
+
+    let b: [UInt8]
+    var i = 0
+    var depth = 0
+
+    public static func parse(_ text: String) throws -> JSONValue {
+        var p = JSONParser(b: Array(text.utf8))
+        p.skipSpace()
+        let v = try p.value()
+        p.skipSpace()
+        if p.i != p.b.count { throw p.fail("unexpected text after the value") }
+        return v
+    }
+
+    func fail(_ reason: String) -> Failure { Failure(offset: i, reason: reason) }
+
+    mutating func skipSpace() {
+        while i < b.count, b[i] == 0x20 || b[i] == 0x0a || b[i] == 0x0d || b[i] == 0x09 { i += 1 }
+    }
+
+    mutating func literal(_ word: String, _ v: JSONValue) throws -> JSONValue {
+        let w = Array(word.utf8)
+        guard i + w.count <= b.count, Array(b[i..<i + w.count]) == w else { throw fail("expected \(word)") }
+        i += w.count
+        return v
+    }
+
+    mutating func value() throws -> JSONValue {
+        guard i < b.count else { throw fail("unexpected end") }
+        switch b[i] {
+        case UInt8(ascii: "{"): return try object()
+        case UInt8(ascii: "["): return try array()
+        case UInt8(ascii: "\""): return .string(try string())
+        case UInt8(ascii: "t"): return try literal("true", .bool(true))
+        case UInt8(ascii: "f"): return try literal("false", .bool(false))
+        case UInt8(ascii: "n"): return try literal("null", .null)
+        default: return try number()
+        }
+    }
+
+    mutating func object() throws -> JSONValue {
+        depth += 1; defer { depth -= 1 }
+        if depth > 512 { throw fail("nested too deeply") }
+        i += 1
+        var o: [String: JSONValue] = [:]
+        skipSpace()
+        if i < b.count, b[i] == UInt8(ascii: "}") { i += 1; return .object(o) }
+        while true {
+            skipSpace()
+            guard i < b.count, b[i] == UInt8(ascii: "\"") else { throw fail("expected a key") }
+            let k = try string()
+            skipSpace()
+            guard i < b.count, b[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+            i += 1; skipSpace()
+            o[k] = try value()
+            skipSpace()
+            guard i < b.count else { throw fail("unexpected end") }
+            if b[i] == UInt8(ascii: ",") { i += 1; continue }
+            if b[i] == UInt8(ascii: "}") { i += 1; return .object(o) }
+            throw fail("expected ',' or '}'")
+        }
+    }
+
+    mutating func array() throws -> JSONValue {
+        depth += 1; defer { depth -= 1 }
+        if depth > 512 { throw fail("nested too deeply") }
+        i += 1
+        var a: [JSONValue] = []
+        skipSpace()
+        if i < b.count, b[i] == UInt8(ascii: "]") { i += 1; return .array(a) }
+        while true {
+            skipSpace()
+            a.append(try value())
+            skipSpace()
+            guard i < b.count else { throw fail("unexpected end") }
+            if b[i] == UInt8(ascii: ",") { i += 1; continue }
+            if b[i] == UInt8(ascii: "]") { i += 1; return .array(a) }
+            throw fail("expected ',' or ']'")
+        }
+    }
+
+    mutating func hex4() throws -> UInt32 {
+        guard i + 4 <= b.count, let v = UInt32(String(decoding: b[i..<i + 4], as: UTF8.self), radix: 16) else { throw fail("bad \\u escape") }
+        i += 4
+        return v
+    }
+
+    mutating func string() throws -> String {
+        i += 1
+        var out = [UInt8]()
+        while true {
+            guard i < b.count else { throw fail("unterminated string") }
+            let c = b[i]
+            if c == UInt8(ascii: "\"") { i += 1; break }
+            if c < 0x20 { throw fail("control character in a string") }
+            if c != UInt8(ascii: "\\") { out.append(c); i += 1; continue }
+            i += 1
+            guard i < b.count else { throw fail("unterminated escape") }
+            let e = b[i]; i += 1
+            switch e {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0c)
+            case UInt8(ascii: "n"): out.append(0x0a)
+            case UInt8(ascii: "r"): out.append(0x0d)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = try hex4()
+                if (0xd800..<0xdc00).contains(scalar), i + 1 < b.count, b[i] == UInt8(ascii: "\\"), b[i + 1] == UInt8(ascii: "u") {
+                    i += 2
+                    let low = try hex4()
+                    guard (0xdc00..<0xe000).contains(low) else { throw fail("bad surrogate pair") }
+                    scalar = 0x10000 + ((scalar - 0xd800) << 10) + (low - 0xdc00)
+                }
+                guard let u = Unicode.Scalar(scalar) else { throw fail("bad \\u escape") }
+                out.append(contentsOf: Array(String(u).utf8))
+            default: throw fail("bad escape")
+            }
+        }
+        guard let s = String(validating: out, as: UTF8.self) else { throw fail("string is not UTF-8") }
+        return s
+    }
+
+    mutating func number() throws -> JSONValue {
+        let start = i
+        if i < b.count, b[i] == UInt8(ascii: "-") { i += 1 }
+        var isDouble = false
+        func digits(_ p: inout JSONParser) -> Int { let s = p.i; while p.i < p.b.count, p.b[p.i] >= 48, p.b[p.i] <= 57 { p.i += 1 }; return p.i - s }
+        guard digits(&self) > 0 else { throw fail("expected a value") }
+        if i < b.count, b[i] == UInt8(ascii: ".") { i += 1; isDouble = true; guard digits(&self) > 0 else { throw fail("bad number") } }
+        if i < b.count, b[i] == UInt8(ascii: "e") || b[i] == UInt8(ascii: "E") {
+            i += 1; isDouble = true
+            if i < b.count, b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-") { i += 1 }
+            guard digits(&self) > 0 else { throw fail("bad exponent") }
+        }
+        let text = String(decoding: b[start..<i], as: UTF8.self)
+        if !isDouble, let n = Int64(text) { return .int(n) }
+        guard let d = Double(text) else { throw fail("bad number") }
+        return .double(d)
+    }
+}
