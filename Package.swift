@@ -44,8 +44,8 @@ let package = Package(
             "MarfaLayout", "MarfaModel",
             .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
-        .testTarget(name: "MarfaStoreTests", dependencies: ["MarfaStore", "MarfaModel", "MarfaLayout", .product(name: "GRDB", package: "GRDB.swift")]),
-        .testTarget(name: "MarfaFSTests", dependencies: ["MarfaFS", "MarfaStore", "MarfaModel", "MarfaLayout", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "MarfaStoreTests", dependencies: ["MarfaStore", "MarfaModel", "MarfaLayout", "MarfaTestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "MarfaFSTests", dependencies: ["MarfaFS", "MarfaStore", "MarfaModel", "MarfaLayout", "MarfaTestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "MountTests", dependencies: ["MarfaTestSupport", "MarfaModel"]),
     ]
 )

@@ -5,7 +5,7 @@ import MarfaStore
 public struct FSError: Error, CustomStringConvertible {
     public enum Code: Sendable, CaseIterable {
         case notFound, exists, notEmpty, badName, nameTooLong, readOnly, notPermitted, crossView, stale
-        case noSpace, noData, invalid, tooLarge, notDirectory, isDirectory, io, noAttributeSpace, rangeError
+        case noSpace, noData, invalid, tooLarge, notDirectory, isDirectory, io, noAttributeSpace, rangeError, notSupported
     }
     public var code: Code
     public var message: String
@@ -33,6 +33,7 @@ public struct FSError: Error, CustomStringConvertible {
         case .io: return EIO
         case .noAttributeSpace: return E2BIG
         case .rangeError: return ERANGE
+        case .notSupported: return EOPNOTSUPP
         }
     }
 

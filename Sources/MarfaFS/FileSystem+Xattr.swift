@@ -52,7 +52,7 @@ extension FileSystem {
     /// `setxattr` (§5): tags, favorite, tier, state and properties; other `user.*` names are kept (FS-17).
     /// Invalid values give EINVAL and change nothing.
     public func setxattr(_ ino: UInt64, name: String, value: [UInt8], create: Bool = false, replace: Bool = false) throws {
-        guard name.hasPrefix("user.") else { throw FSError(.notPermitted, "only user.* attributes are kept") }
+        guard name.hasPrefix("user.") else { throw FSError(.notSupported, "only user.* attributes are kept") }
         let inv: [Invalidation] = try locked {
             guard case .item(let r) = try node(ino) else { throw FSError(.notPermitted, "attributes belong to item files") }
             guard let text = String(validating: value, as: UTF8.self) else {

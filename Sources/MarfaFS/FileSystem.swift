@@ -158,11 +158,23 @@ public final class FileSystem: @unchecked Sendable {
         return Array(bytes[Int(offset)..<end])
     }
 
+    /// The largest file an item may have: text items are notes, blob items one cached blob.
+    func sizeLimit(_ ino: UInt64) throws -> Int64 {
+        try locked {
+            guard case .item(let r) = try node(ino), let s = catalog.items[r] else { return Int64(Store.maxTextBytes) }
+            return TypeSchema.isBlobType(s.type) ? Store.maxBlobBytes : Int64(Store.maxTextBytes)
+        }
+    }
+
     /// Writes bytes at an offset of an item's file; the change and its mutation commit before return.
+    /// A write that would take the file past its limit is refused whole (EFBIG) before any work.
     public func write(_ ino: UInt64, offset: Int64, data: [UInt8]) throws -> Int {
+        let limit = try sizeLimit(ino)
+        guard offset >= 0, offset <= limit, Int64(data.count) <= limit - offset else {
+            throw FSError(.tooLarge, "a write to byte \(offset) would pass the limit of \(limit) bytes")
+        }
         try mutateContent(ino) { bytes in
             let end = Int(offset) + data.count
-            guard offset >= 0, end <= Store.maxTextBytes || end <= Int(Store.maxBlobBytes) else { throw FSError(.tooLarge, "write past the size limit") }
             if bytes.count < end { bytes.append(contentsOf: repeatElement(0, count: end - bytes.count)) }
             bytes.replaceSubrange(Int(offset)..<end, with: data)
         }
@@ -173,6 +185,8 @@ public final class FileSystem: @unchecked Sendable {
     public func setattr(_ ino: UInt64, size: Int64?) throws -> FileAttr {
         if let size {
             guard size >= 0 else { throw FSError(.invalid, "negative size") }
+            let limit = try sizeLimit(ino)
+            guard size <= limit else { throw FSError(.tooLarge, "size \(size) is past the limit of \(limit) bytes") }
             let n = try locked { try node(ino) }
             guard case .item = n else {
                 if case .controlFile = n { throw FSError(.notPermitted, "control files are read-only") }
@@ -180,7 +194,6 @@ public final class FileSystem: @unchecked Sendable {
             }
             try mutateContent(ino) { bytes in
                 let s = Int(size)
-                if s > Store.maxTextBytes && s > Int(Store.maxBlobBytes) { throw FSError(.tooLarge, "size \(size)") }
                 if bytes.count > s { bytes.removeSubrange(s...) } else { bytes.append(contentsOf: repeatElement(0, count: s - bytes.count)) }
             }
         }

@@ -50,7 +50,11 @@ private func entryParam(_ a: FileAttr) -> fuse_entry_param {
     return e
 }
 
-private func name(_ p: UnsafePointer<CChar>?) -> String { p.map { String(cString: $0) } ?? "" }
+/// A name from the kernel; names that are not UTF-8 are refused (EINVAL), never repaired.
+private func name(_ p: UnsafePointer<CChar>?) throws -> String {
+    guard let p, let s = String(validatingCString: p) else { throw FSError(.badName, "a name that is not UTF-8") }
+    return s
+}
 
 /// Negative lookups are cached briefly: editors and shells probe for missing names often.
 private let negativeTimeout = 1.0
@@ -77,9 +81,9 @@ extension FuseMount {
         ops.lookup = { req, parent, cname in
             guarded(req, "lookup") { m in
                 do {
-                    var e = entryParam(try m.fs.lookup(parent: parent, name: name(cname)))
+                    var e = entryParam(try m.fs.lookup(parent: parent, name: try name(cname)))
                     fuse_reply_entry(req, &e)
-                } catch let err as FSError where err.code == .notFound {
+                } catch let err as FSError where err.code == .notFound || err.code == .badName {
                     var e = fuse_entry_param()
                     e.entry_timeout = negativeTimeout
                     fuse_reply_entry(req, &e)
@@ -113,38 +117,38 @@ extension FuseMount {
         ops.mknod = { req, parent, cname, mode, _ in
             guarded(req, "mknod") { m in
                 guard (mode & S_IFMT) == S_IFREG else { throw FSError(.notPermitted, "only regular files can be made here") }
-                var e = entryParam(try m.fs.create(parent: parent, name: name(cname)))
+                var e = entryParam(try m.fs.create(parent: parent, name: try name(cname)))
                 fuse_reply_entry(req, &e)
             }
         }
         ops.mkdir = { req, parent, cname, _ in
             guarded(req, "mkdir") { m in
-                var e = entryParam(try m.fs.mkdir(parent: parent, name: name(cname)))
+                var e = entryParam(try m.fs.mkdir(parent: parent, name: try name(cname)))
                 fuse_reply_entry(req, &e)
             }
         }
         ops.unlink = { req, parent, cname in
-            guarded(req, "unlink") { m in try m.fs.unlink(parent: parent, name: name(cname)); fuse_reply_err(req, 0) }
+            guarded(req, "unlink") { m in try m.fs.unlink(parent: parent, name: try name(cname)); fuse_reply_err(req, 0) }
         }
         ops.rmdir = { req, parent, cname in
-            guarded(req, "rmdir") { m in try m.fs.rmdir(parent: parent, name: name(cname)); fuse_reply_err(req, 0) }
+            guarded(req, "rmdir") { m in try m.fs.rmdir(parent: parent, name: try name(cname)); fuse_reply_err(req, 0) }
         }
         ops.symlink = { req, target, parent, cname in
             guarded(req, "symlink") { m in
-                var e = entryParam(try m.fs.symlink(target: name(target), parent: parent, name: name(cname)))
+                var e = entryParam(try m.fs.symlink(target: try name(target), parent: parent, name: try name(cname)))
                 fuse_reply_entry(req, &e)
             }
         }
         ops.rename = { req, parent, cname, newParent, newName, flags in
             guarded(req, "rename") { m in
-                try m.fs.rename(parent: parent, name: name(cname), newParent: newParent, newName: name(newName),
+                try m.fs.rename(parent: parent, name: try name(cname), newParent: newParent, newName: try name(newName),
                                 noReplace: (flags & 1) != 0, exchange: (flags & 2) != 0)
                 fuse_reply_err(req, 0)
             }
         }
         ops.link = { req, ino, newParent, newName in
             guarded(req, "link") { m in
-                var e = entryParam(try m.fs.link(ino: ino, newParent: newParent, newName: name(newName)))
+                var e = entryParam(try m.fs.link(ino: ino, newParent: newParent, newName: try name(newName)))
                 fuse_reply_entry(req, &e)
             }
         }
@@ -197,14 +201,14 @@ extension FuseMount {
         ops.setxattr = { req, ino, cname, value, size, flags in
             guarded(req, "setxattr") { m in
                 let v = value.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
-                try m.fs.setxattr(ino, name: name(cname), value: v, create: (Int(flags) & Int(XATTR_CREATE)) != 0,
+                try m.fs.setxattr(ino, name: try name(cname), value: v, create: (Int(flags) & Int(XATTR_CREATE)) != 0,
                                   replace: (Int(flags) & Int(XATTR_REPLACE)) != 0)
                 fuse_reply_err(req, 0)
             }
         }
         ops.getxattr = { req, ino, cname, size in
             guarded(req, "getxattr") { m in
-                let v = try m.fs.getxattr(ino, name: name(cname))
+                let v = try m.fs.getxattr(ino, name: try name(cname))
                 if size == 0 { fuse_reply_xattr(req, v.count); return }
                 if size < v.count { throw FSError(.rangeError, "buffer too small") }
                 _ = v.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
@@ -220,12 +224,12 @@ extension FuseMount {
             }
         }
         ops.removexattr = { req, ino, cname in
-            guarded(req, "removexattr") { m in try m.fs.removexattr(ino, name: name(cname)); fuse_reply_err(req, 0) }
+            guarded(req, "removexattr") { m in try m.fs.removexattr(ino, name: try name(cname)); fuse_reply_err(req, 0) }
         }
         ops.create = { req, parent, cname, mode, fi in
             guarded(req, "create") { m in
                 guard (mode & S_IFMT) == S_IFREG || (mode & S_IFMT) == 0 else { throw FSError(.notPermitted, "only regular files") }
-                var e = entryParam(try m.fs.create(parent: parent, name: name(cname)))
+                var e = entryParam(try m.fs.create(parent: parent, name: try name(cname)))
                 marfafs_fi_set_cache(fi, 0)
                 fuse_reply_create(req, &e, fi)
             }

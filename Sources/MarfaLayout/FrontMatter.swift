@@ -151,24 +151,7 @@ public enum FrontMatter {
     }
 
     /// A YAML double-quoted scalar (JSON string syntax, which YAML reads the same way).
-    static func quoted(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\t": out += "\\t"
-            case "\r": out += "\\r"
-            default:
-                if u.value < 0x20 || u.value == 0x7f || (u.value >= 0x80 && u.value < 0xa0) || u.value == 0xfeff
-                    || u.value == 0x2028 || u.value == 0x2029 {
-                    out += String(format: "\\u%04x", u.value)
-                } else { out.unicodeScalars.append(u) }
-            }
-        }
-        return out + "\""
-    }
+    static func quoted(_ s: String) -> String { JSONCoding.quoted(s, yamlSafe: true) }
 
     /// Plain when YAML reads it back as exactly this string, else double-quoted (FS-8 keeps JSON types).
     static func plainOrQuoted(_ s: String, inFlow: Bool) -> String {

@@ -82,10 +82,19 @@ public enum JSONCoding {
         }
     }
 
-    static func writeString(_ s: String, to out: inout String) {
+    /// `s` as a double-quoted JSON string. With `yamlSafe`, also escapes what YAML does not take
+    /// literally inside double quotes (DEL, C1 controls, BOM, line and paragraph separators), so
+    /// the result is the same string in both languages.
+    public static func quoted(_ s: String, yamlSafe: Bool = false) -> String {
+        var out = ""
+        writeString(s, to: &out, yamlSafe: yamlSafe)
+        return out
+    }
+
+    static func writeString(_ s: String, to out: inout String, yamlSafe: Bool = false) {
         out += "\""
         var plain = true
-        for u in s.utf8 where u < 0x20 || u == 0x22 || u == 0x5c { plain = false; break }
+        for u in s.utf8 where u < 0x20 || u == 0x22 || u == 0x5c || (yamlSafe && u >= 0x7f) { plain = false; break }
         if plain { out += s; out += "\""; return }
         for u in s.unicodeScalars {
             switch u {
@@ -95,7 +104,9 @@ public enum JSONCoding {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             default:
-                if u.value < 0x20 { out += String(format: "\\u%04x", u.value) } else { out.unicodeScalars.append(u) }
+                let v = u.value
+                let escape = v < 0x20 || (yamlSafe && (v == 0x7f || (0x80..<0xa0).contains(v) || v == 0xfeff || v == 0x2028 || v == 0x2029))
+                if escape { out += String(format: "\\u%04x", v) } else { out.unicodeScalars.append(u) }
             }
         }
         out += "\""

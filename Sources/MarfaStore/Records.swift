@@ -22,7 +22,7 @@ public struct ItemSummary: Hashable, Sendable {
         state = ItemState(rawValue: row["state"]) ?? .active
         blobRef = row["blob_ref"]
     }
-    static let columns = "rowid, id, type, stem, ext, size, mtime_ns, created_at, state, json_extract(properties, '$.blob_ref') AS blob_ref"
+    static let columns = "rowid, id, type, stem, ext, size, mtime_ns, created_at, state, blob_ref"
 }
 
 /// An item with everything the store keeps about it.

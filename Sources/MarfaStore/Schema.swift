@@ -10,31 +10,39 @@ enum Schema {
             try db.execute(sql: """
             CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
             CREATE TABLE types(id TEXT PRIMARY KEY, json TEXT NOT NULL);
+            -- Small columns first: a summary (what the mount needs to name and stat an item) is read
+            -- from the row's first page without walking the overflow pages of the large columns.
             CREATE TABLE items(
               rowid INTEGER PRIMARY KEY AUTOINCREMENT,
               id TEXT NOT NULL UNIQUE,
               type TEXT NOT NULL,
-              properties TEXT NOT NULL,
-              raw BLOB,
-              file_name TEXT,
               stem TEXT NOT NULL,
               ext TEXT NOT NULL,
               size INTEGER NOT NULL,
+              mtime_ns INTEGER NOT NULL,
+              created_at TEXT NOT NULL,
+              state TEXT NOT NULL,
+              blob_ref TEXT,
+              file_name TEXT,
               version INTEGER NOT NULL DEFAULT 1,
               schema_version INTEGER NOT NULL DEFAULT 1,
               source TEXT NOT NULL,
               source_id TEXT,
               timestamp TEXT NOT NULL,
-              created_at TEXT NOT NULL,
               updated_at TEXT NOT NULL,
-              mtime_ns INTEGER NOT NULL,
-              state TEXT NOT NULL,
               tier TEXT NOT NULL,
               sync TEXT NOT NULL,
               sync_error TEXT,
-              xattrs TEXT NOT NULL DEFAULT '{}'
+              xattrs TEXT NOT NULL DEFAULT '{}',
+              properties TEXT NOT NULL,
+              raw BLOB
             );
             CREATE INDEX items_by_type ON items(type, state);
+            -- blob_ref mirrors properties.blob_ref of blob items, so summaries never parse properties.
+            CREATE TRIGGER items_blob_ref_insert AFTER INSERT ON items WHEN NEW.type = 'core.file' OR NEW.type LIKE 'core.file.%'
+            BEGIN UPDATE items SET blob_ref = json_extract(NEW.properties, '$.blob_ref') WHERE rowid = NEW.rowid; END;
+            CREATE TRIGGER items_blob_ref_update AFTER UPDATE OF properties ON items WHEN NEW.type = 'core.file' OR NEW.type LIKE 'core.file.%'
+            BEGIN UPDATE items SET blob_ref = json_extract(NEW.properties, '$.blob_ref') WHERE rowid = NEW.rowid; END;
             CREATE TABLE tags(item_id TEXT NOT NULL, tag TEXT NOT NULL, PRIMARY KEY(item_id, tag)) WITHOUT ROWID;
             CREATE INDEX tags_by_tag ON tags(tag);
             CREATE TABLE local_tags(tag TEXT PRIMARY KEY) WITHOUT ROWID;

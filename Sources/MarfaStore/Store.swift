@@ -34,8 +34,8 @@ public final class Store: Sendable {
     public let blobs: BlobReader
     /// The largest text file accepted (a note is text, not a disk image).
     public static let maxTextBytes = 64 << 20
-    /// The largest blob accepted through a write.
-    public static let maxBlobBytes: Int64 = 4 << 30
+    /// The largest blob accepted through a write: one `sqlar` row, below SQLite's 1 GB value limit.
+    public static let maxBlobBytes: Int64 = 900 << 20
 
     public init(path: String) throws {
         self.path = path

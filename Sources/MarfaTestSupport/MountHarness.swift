@@ -61,6 +61,25 @@ public final class MountHarness: @unchecked Sendable {
 
     public func path(_ rel: String) -> String { mountpoint + "/" + rel }
 
+    /// Marks every queued mutation as acknowledged and every item as at version 1, as a sync with
+    /// a server would leave them, so a test sees only the mutations its own steps queue.
+    @discardableResult
+    public func markQueueSent() -> Bool {
+        Shell.run(["/usr/bin/sqlite3", store, "UPDATE mutations SET state = 'acknowledged'; UPDATE items SET version = 1 WHERE version = 0"]).status == 0
+    }
+
+    /// Makes a folder with a shell script (run with the folder as working directory) and imports it
+    /// into this harness's store; returns the folder.
+    public func importFolder(_ script: String) throws -> String {
+        let vault = root + "/vault"
+        try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: true)
+        let made = Shell.run(["/bin/bash", "-c", "set -e; cd '\(vault)'; " + script])
+        guard made.status == 0 else { throw HarnessError("vault script failed: \(made.stderr)") }
+        let r = Shell.run([Self.binary, "import", vault, "--store", store])
+        guard r.status == 0 else { throw HarnessError("import failed: \(r.stderr)") }
+        return vault
+    }
+
     /// Mounts, runs `body`, and unmounts whatever happens.
     public static func with(store: String? = nil, _ body: (MountHarness) throws -> Void) throws {
         let h = try MountHarness(store: store)

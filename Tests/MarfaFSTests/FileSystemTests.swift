@@ -3,20 +3,19 @@ import Logging
 @testable import MarfaFS
 import MarfaModel
 import MarfaStore
+import MarfaTestSupport
 import Testing
 
 /// A filesystem core over a fresh store, no kernel.
 final class Core {
-    let dir: String
+    let tmp: TempDirectory
     let store: Store
     let fs: FileSystem
     init() throws {
-        dir = NSTemporaryDirectory() + "marfafs-core-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        store = try Store(path: dir + "/s.sqlite")
+        tmp = try TempDirectory("marfafs-core")
+        store = try Store(path: tmp.path + "/s.sqlite")
         fs = try FileSystem(store: store, logger: Logger(label: "test"))
     }
-    deinit { try? FileManager.default.removeItem(atPath: dir) }
 
     func ino(_ path: String) throws -> UInt64 {
         var ino: UInt64 = 1

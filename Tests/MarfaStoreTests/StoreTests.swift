@@ -1,19 +1,19 @@
 import Foundation
 import GRDB
 import MarfaModel
+import MarfaTestSupport
 @testable import MarfaStore
 import Testing
 
 /// A fresh store file per test, removed afterwards.
 final class TempStore {
-    let dir: String
+    let tmp: TempDirectory
     let store: Store
+    var dir: String { tmp.path }
     init() throws {
-        dir = NSTemporaryDirectory() + "marfafs-store-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        store = try Store(path: dir + "/store.sqlite")
+        tmp = try TempDirectory("marfafs-store")
+        store = try Store(path: tmp.path + "/store.sqlite")
     }
-    deinit { try? FileManager.default.removeItem(atPath: dir) }
 }
 
 @Suite struct StoreTests {

@@ -66,9 +66,7 @@ import Testing
     @Test func FS7_collidingNamesTakeTheIdSuffix() throws {
         let h = try MountHarness()
         defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
-        let vault = h.root + "/vault"
-        #expect(Shell.run(["/bin/bash", "-c", "mkdir -p '\(vault)/a' '\(vault)/b' && echo first > '\(vault)/a/x.md' && echo second > '\(vault)/b/x.md'"]).status == 0)
-        #expect(Shell.run([MountHarness.binary, "import", vault, "--store", h.store]).status == 0)
+        _ = try h.importFolder("mkdir -p a b && echo first > a/x.md && echo second > b/x.md")
         try h.mount()
         let names = h.sh("ls types/core.note").out.split(separator: "\n").map(String.init)
         #expect(names.count == 2)
@@ -98,6 +96,10 @@ import Testing
             #expect(m.sh("echo more >> types/core.note/o.md && cat types/core.note/o.md").out == "ABCxyFGHmore")
             // One create for each new item, nothing else: writes fold into the create not yet sent.
             #expect(queue(m).map { $0.split(separator: " ")[0] } == ["create", "create"])
+            // Once sent, writes and truncates of an item fold into one update based on the sent version.
+            #expect(m.markQueueSent())
+            #expect(m.sh("echo again >> types/core.note/o.md && truncate -s 3 types/core.note/o.md && printf 'Z' >> types/core.note/o.md && cat types/core.note/o.md").out == "ABCZ")
+            #expect(m.sql("SELECT kind || ' ' || json_extract(payload, '$.properties.body') || ' ' || json_extract(payload, '$.base_version') FROM mutations WHERE state = 'pending'") == "update ABCZ 1")
         }
     }
 
@@ -118,9 +120,7 @@ import Testing
     @Test func FS11_blobBytesComeFromTheSqlarCache() throws {
         let h = try MountHarness()
         defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
-        let vault = h.root + "/vault"
-        #expect(Shell.run(["/bin/bash", "-c", "mkdir -p '\(vault)' && head -c 3000000 /dev/urandom > '\(vault)/photo.png'"]).status == 0)
-        #expect(Shell.run([MountHarness.binary, "import", vault, "--store", h.store]).status == 0)
+        let vault = try h.importFolder("head -c 3000000 /dev/urandom > photo.png")
         try h.mount()
         #expect(h.sh("cmp types/core.file.image/photo.png '\(vault)/photo.png'").status == 0)
         #expect(h.sh("dd if=types/core.file.image/photo.png bs=1000 skip=1234 count=3 status=none | md5sum").out
@@ -168,7 +168,7 @@ import Testing
         try MountHarness.with { m in
             #expect(m.sh("echo x > types/core.note/old.md").status == 0)
             m.sql("SELECT 1") // the store is readable while mounted
-            #expect(m.sh("sqlite3 '\(m.store)' \"UPDATE mutations SET state = 'acknowledged'\"").status == 0)
+            #expect(m.markQueueSent())
             let before = id(m, "types/core.note/old.md")
             #expect(m.sh("mv types/core.note/old.md 'types/core.note/New Title.md' && ls types/core.note").out == "New Title.md")
             #expect(id(m, "types/core.note/New Title.md") == before)
@@ -183,7 +183,7 @@ import Testing
     @Test func FS13_renameOntoAnItemKeepsTheTargetsIdentity() throws {
         try MountHarness.with { m in
             #expect(m.sh("echo v1 > types/core.note/note.md && mkdir tags/keep && ln -s ../../types/core.note/note.md tags/keep/ && setfattr -n user.color -v blue types/core.note/note.md").status == 0)
-            #expect(m.sh("sqlite3 '\(m.store)' \"UPDATE mutations SET state = 'acknowledged'; UPDATE items SET version = 1\"").status == 0)
+            #expect(m.markQueueSent())
             let before = id(m, "types/core.note/note.md")
             let ino = m.sh("stat -c %i types/core.note/note.md").out
             #expect(m.sh("python3 -c \"import os;f=open('types/core.note/note.md.tmp','w');f.write('v2\\n');f.flush();os.fsync(f.fileno());f.close();os.rename('types/core.note/note.md.tmp','types/core.note/note.md')\"").status == 0)
@@ -200,7 +200,7 @@ import Testing
 
     @Test func ops_archiveTrashAndBackAreTransitions() throws {
         try MountHarness.with { m in
-            #expect(m.sh("echo x > types/core.note/n.md && sqlite3 '\(m.store)' \"UPDATE mutations SET state = 'acknowledged'; UPDATE items SET version = 1\"").status == 0)
+            #expect(m.sh("echo x > types/core.note/n.md").status == 0 && m.markQueueSent())
             #expect(m.sh("mv types/core.note/n.md archive/core.note/ && ls archive/core.note types/core.note").out == "archive/core.note:\nn.md\n\ntypes/core.note:")
             #expect(m.sh("getfattr --only-values -n user.marfa.state archive/core.note/n.md").out == "archived")
             #expect(m.sh("mv archive/core.note/n.md types/core.note/ && rm types/core.note/n.md && ls trash/core.note").out == "n.md")
@@ -213,7 +213,7 @@ import Testing
     @Test func ops_tagsByLnRmMkdirRmdirMv() throws {
         try MountHarness.with { m in
             #expect(m.sh("echo a > types/core.note/a.md && echo b > types/core.note/b.md && mkdir tags/red").status == 0)
-            #expect(m.sh("sqlite3 '\(m.store)' \"UPDATE mutations SET state = 'acknowledged'; UPDATE items SET version = 1\"").status == 0)
+            #expect(m.markQueueSent())
             #expect(m.sh("ln -s ../../types/core.note/a.md tags/red/ && ln types/core.note/b.md tags/red/b.md && ls tags/red").out == "a.md\nb.md")
             #expect(m.sh("stat -c %F tags/red/b.md").out == "symbolic link", "a hard-linked tag shows as a symlink afterwards")
             #expect(m.sh("rmdir tags/red 2>&1").out.contains("Directory not empty"))
@@ -228,11 +228,11 @@ import Testing
     @Test func ops_edgesByMkdirLnAndRm() throws {
         try MountHarness.with { m in
             #expect(m.sh("echo a > types/core.note/a.md && echo b > types/core.note/b.md").status == 0)
-            #expect(m.sh("sqlite3 '\(m.store)' \"UPDATE mutations SET state = 'acknowledged'; UPDATE items SET version = 1\"").status == 0)
+            #expect(m.markQueueSent())
             #expect(m.sh("mkdir -p links/core.note/a.md/about && ln -s ../../../../types/core.note/b.md links/core.note/a.md/about/ && ls links/core.note/a.md/about").out == "b.md")
             #expect(m.sh("ls backlinks/core.note/b.md/about").out == "a.md")
             #expect(m.sql("SELECT kind || ' ' || json_extract(payload, '$.edge_type') FROM mutations WHERE state = 'pending'") == "create_edge about")
-            #expect(m.sh("sqlite3 '\(m.store)' \"UPDATE mutations SET state = 'acknowledged'\"").status == 0)
+            #expect(m.markQueueSent())
             #expect(m.sh("rmdir links/core.note/a.md/about 2>&1").out.contains("Directory not empty"))
             #expect(m.sh("rm links/core.note/a.md/about/b.md && ls links/core.note/a.md/about && ls backlinks").out == "")
             #expect(m.sql("SELECT kind FROM mutations WHERE state = 'pending'") == "delete_edge")
@@ -264,11 +264,25 @@ import Testing
         }
     }
 
+    @Test func robustness_badInputIsRefusedAndTheDaemonStaysUp() throws {
+        try MountHarness.with { m in
+            #expect(m.sh("echo a > types/core.note/a.md").status == 0)
+            #expect(m.sh("{ printf x | dd of=types/core.note/a.md bs=1 seek=1099511627776 conv=notrunc status=none; } 2>&1").out.contains("File too large"))
+            #expect(m.sh("{ truncate -s 1G types/core.note/a.md; } 2>&1").out.contains("File too large"))
+            #expect(m.sh("{ touch $'types/core.note/\\xff.md'; } 2>&1").out.contains("Invalid argument"))
+            #expect(m.sh("{ touch $'types/core.note/a\\x01b.md'; } 2>&1").out.contains("Invalid argument"))
+            #expect(m.sh("{ mkdir 'tags/a,b'; } 2>&1").out.contains("Invalid argument"))
+            #expect(m.sh("cat types/core.note/a.md && ls types/core.note").out == "a\na.md", "nothing changed, the daemon still answers")
+            #expect(m.sql("SELECT count(*) FROM items") == "1")
+        }
+    }
+
     @Test func FS17_xattrsReadWriteAndRefuseBadValues() throws {
         try MountHarness.with { m in
             #expect(m.sh("echo a > types/core.note/a.md").status == 0)
             #expect(m.sh("getfattr -n security.selinux types/core.note/a.md 2>&1").out.contains("No such attribute"))
             #expect(m.sh("getfattr -n system.posix_acl_access types/core.note/a.md 2>&1").out.contains("No such attribute"))
+            #expect(m.sh("setfattr -n trusted.x -v 1 types/core.note/a.md 2>&1").out.contains("Operation not supported"))
             let before = m.sh("getfattr -d -m - types/core.note/a.md").out
             for bad in ["-n user.marfa.tier -v gold", "-n user.marfa.state -v deleted", "-n user.marfa.tags -v 'a,,b'",
                         "-n user.marfa.favorite -v yes", "-n user.marfa.prop.x -v '{not json'", "-n user.marfa.id -v other"] {
