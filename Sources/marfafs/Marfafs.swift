@@ -12,7 +12,7 @@ struct Marfafs: ParsableCommand {
                       ImportCommand.self, ExportCommand.self])
 }
 
-/// Exit codes (marfafs(1)): 0 success, 1 failure, 2 usage error (ArgumentParser), 3 busy or in use.
+/// Exit codes (marfafs(1)): 0 success, 1 failure, 3 busy or in use, 64 usage error (ArgumentParser).
 enum Exit {
     static let failure: Int32 = 1
     static let busy: Int32 = 3
