@@ -25,12 +25,14 @@ extension FileSystem {
             }
         }
         let oldTags = catalog.tagsOf[r] ?? []
+        let typesBefore = catalog.typesIn(.types)
         let newTags = try known.map(\.1) ?? (new == nil ? Set<String>() : Set(try store.tags(itemID: new!.id)))
 
         if let old {
             let v = StateView.of(old.state)
             if new == nil || StateView.of(new!.state) != v || new!.type != old.type {
-                dirs[.typeDir(v, old.type), default: []].formUnion(catalog.typeTables[v]?[old.type]?.remove(r) ?? [])
+                let changed = catalog.typeTables[v]?[old.type]?.remove(r) ?? []
+                if !changed.isEmpty { dirs[.typeDir(v, old.type), default: []].formUnion(changed) }
             }
         }
         if let new {
@@ -38,7 +40,8 @@ extension FileSystem {
             catalog.byID[new.id] = r
             let v = StateView.of(new.state)
             let table = catalog.typeTables[v]?[new.type] ?? { let t = NameTable(); catalog.typeTables[v, default: [:]][new.type] = t; return t }()
-            dirs[.typeDir(v, new.type), default: []].formUnion(table.upsert(Catalog.claim(new)))
+            let changed = table.upsert(Catalog.claim(new))
+            if !changed.isEmpty { dirs[.typeDir(v, new.type), default: []].formUnion(changed) }
         } else if let old {
             catalog.items.removeValue(forKey: r)
             catalog.byID.removeValue(forKey: old.id)
@@ -48,11 +51,14 @@ extension FileSystem {
         // Tags.
         for tag in oldTags.union(newTags) {
             let member = newTags.contains(tag)
+            let inUseBefore = !(catalog.tagMembers[tag] ?? []).isEmpty || catalog.localTags.contains(tag)
             if member { catalog.tagMembers[tag, default: []].insert(r) } else { catalog.tagMembers[tag]?.remove(r) }
-            guard let table = catalog.tagTables[tag] else { dirs[.tagsRoot, default: []].insert(Self.tagName(tag)); continue }
+            let inUseAfter = !(catalog.tagMembers[tag] ?? []).isEmpty || catalog.localTags.contains(tag)
+            // `tags/<tag>` itself changes only when the tag comes into use or goes out of it.
+            if inUseBefore != inUseAfter { dirs[.tagsRoot, default: []].insert(Self.tagName(tag)) }
+            guard let table = catalog.tagTables[tag] else { continue }
             let changed = (member && new?.state == .active) ? table.upsert(Catalog.claim(new!)) : table.remove(r)
-            dirs[.tagDir(tag), default: []].formUnion(changed)
-            dirs[.tagsRoot, default: []].insert(Self.tagName(tag))
+            if !changed.isEmpty { dirs[.tagDir(tag), default: []].formUnion(changed) }
         }
         catalog.tagsOf[r] = newTags.isEmpty ? nil : newTags
         // links/ and backlinks/ show the same names as types/.
@@ -72,9 +78,12 @@ extension FileSystem {
                 dirs[.linkEdgeDir(true, t, rec.edge.edgeType), default: []].insert(n)
             }
         }
-        // A type directory that appeared or vanished.
-        if let old { for v in StateView.allCases { dirs[.viewRoot(v), default: []].insert(old.type) } }
-        if let new { for v in StateView.allCases { dirs[.viewRoot(v), default: []].insert(new.type) } }
+        // A type directory that appeared or vanished (every view lists every known type).
+        for t in typesBefore.symmetricDifference(catalog.typesIn(.types)) {
+            for v in StateView.allCases { dirs[.viewRoot(v), default: []].insert(t) }
+            dirs[.linksRoot, default: []].insert(t)
+            dirs[.backlinksRoot, default: []].insert(t)
+        }
         var inv = invalidations(dirs)
         if contentChanged, let ino = knownIno(.item(r)) { inv.append(.inode(ino)) }
         return inv
@@ -143,7 +152,12 @@ extension FileSystem {
                 a.timeout = 0
                 return (a, inv)
             }
-            return (a, inv.filter { if case .entry(let pp, let n) = $0 { return !(pp == parent && n == name) }; return true })
+            // The kernel knows what it just created in `parent`: only other directories need telling.
+            return (a, inv.filter {
+                switch $0 {
+                case .entry(let pp, _), .inode(let pp): return pp != parent
+                }
+            })
         }
         notify(inv)
         return a

@@ -22,17 +22,6 @@ public enum ItemID {
             + String(h[16..<20]) + "-" + String(h[20..<32])
     }
 
-    /// A random (version 4) UUID, lowercase, from the system generator (idempotency keys).
-    public static func randomUUID() -> String {
-        var rng = SystemRandomNumberGenerator()
-        var b = (0..<16).map { _ in UInt8.random(in: 0...255, using: &rng) }
-        b[6] = 0x40 | (b[6] & 0x0f)
-        b[8] = 0x80 | (b[8] & 0x3f)
-        let h = b.map { String(format: "%02x", $0) }.joined()
-        let c = Array(h)
-        return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-" + String(c[16..<20]) + "-" + String(c[20..<32])
-    }
-
     /// True for a canonical lowercase UUID string of version 7.
     public static func isUUIDv7(_ s: String) -> Bool {
         let u = Array(s.utf8)

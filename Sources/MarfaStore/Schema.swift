@@ -37,7 +37,6 @@ enum Schema {
               properties TEXT NOT NULL,
               raw BLOB
             );
-            CREATE INDEX items_by_type ON items(type, state);
             -- blob_ref mirrors properties.blob_ref of blob items, so summaries never parse properties.
             CREATE TRIGGER items_blob_ref_insert AFTER INSERT ON items WHEN NEW.type = 'core.file' OR NEW.type LIKE 'core.file.%'
             BEGIN UPDATE items SET blob_ref = json_extract(NEW.properties, '$.blob_ref') WHERE rowid = NEW.rowid; END;

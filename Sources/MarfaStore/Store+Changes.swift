@@ -403,7 +403,7 @@ extension Store {
             return
         }
         try db.run("INSERT INTO mutations(id, idempotency_key, kind, item_id, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                       [ItemID.make(), ItemID.randomUUID(), kind.rawValue, itemID, JSONCoding.encode(payload), Timestamp.now()])
+                       [ItemID.make(), ItemID.make(), kind.rawValue, itemID, JSONCoding.encode(payload), Timestamp.now()])
     }
 
     // MARK: helpers
