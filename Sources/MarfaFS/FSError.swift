@@ -46,7 +46,6 @@ public struct FSError: Error, CustomStringConvertible {
             switch e {
             case .notFound(let m): return FSError(.notFound, m)
             case .exists(let m): return FSError(.exists, m)
-            case .invalid(let m): return FSError(.invalid, m)
             case .tooLarge(let m): return FSError(.tooLarge, m)
             case .notEmpty(let m): return FSError(.notEmpty, m)
             }

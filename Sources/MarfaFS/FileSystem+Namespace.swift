@@ -99,10 +99,6 @@ extension FileSystem {
         return out
     }
 
-    func refreshEdges(_ r: Int64) throws -> [Invalidation] {
-        try refreshItem(r)
-    }
-
     func wrap<T>(_ body: () throws -> T) throws -> T {
         do { return try body() } catch { throw FSError.from(error) }
     }

@@ -68,12 +68,6 @@ public final class BlobReader: @unchecked Sendable {
         return handle(hash)?.size
     }
 
-    /// Closes every open handle (their read snapshots end), e.g. after the cache changed.
-    public func reset() {
-        lock.lock(); defer { lock.unlock() }
-        dropAll()
-    }
-
     private func dropAll() {
         for h in open { sqlite3_blob_close(h.handle) }
         open.removeAll()

@@ -158,8 +158,6 @@ extension Store {
         return hash
     }
 
-    /// Stores blob bytes in the cache and returns their hash.
-    public func cacheBlob(_ bytes: [UInt8]) throws -> String { try write { db in try putBlob(db, bytes, hash: BlobHash.of(bytes)) } }
 
     /// Renames an item's file (FS-5, FS-6): the chosen name is kept; a `.md` name also sets the title,
     /// unless the file's own front matter names the title.
@@ -386,10 +384,6 @@ extension Store {
     static func lastMutationHead(_ db: Database, _ itemID: String) throws -> (seq: Int64, kind: MutationKind, state: String)? {
         guard let r = try db.row("SELECT seq, kind, state FROM mutations WHERE item_id = ? ORDER BY seq DESC LIMIT 1", [itemID]) else { return nil }
         return (r[0], MutationKind(rawValue: r[1]) ?? .update, r[2])
-    }
-
-    static func lastMutation(_ db: Database, _ itemID: String) throws -> Mutation? {
-        try db.row("SELECT * FROM mutations WHERE item_id = ? ORDER BY seq DESC LIMIT 1", [itemID]).map(Mutation.init(row:))
     }
 
     /// Appends a mutation with a fresh idempotency key, or folds it into the item's newest mutation

@@ -9,7 +9,6 @@ import MarfaModel
 public enum StoreError: Error, Equatable, CustomStringConvertible {
     case notFound(String)
     case exists(String)
-    case invalid(String)
     case tooLarge(String)
     case notEmpty(String)
 
@@ -17,7 +16,6 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         switch self {
         case .notFound(let s): return "not found: \(s)"
         case .exists(let s): return "already exists: \(s)"
-        case .invalid(let s): return "invalid: \(s)"
         case .tooLarge(let s): return "too large: \(s)"
         case .notEmpty(let s): return "not empty: \(s)"
         }
@@ -65,13 +63,6 @@ public final class Store: Sendable {
     public func type(_ id: String) -> TypeSchema { typeCache.get(id) }
     public func allTypes() -> [TypeSchema] { typeCache.all() }
 
-    public func registerType(_ t: TypeSchema) throws {
-        try pool.write { db in
-            try db.run("INSERT OR REPLACE INTO types(id, json) VALUES (?, ?)", [t.id, JSONCoding.encode(t)])
-        }
-        typeCache.put(t)
-    }
-
     // MARK: reads
 
     public func allSummaries() throws -> [ItemSummary] {
@@ -108,10 +99,6 @@ public final class Store: Sendable {
         try pool.read { db in try Self.fetchItem(db, rowid: rowid) }
     }
 
-    public func item(id: String) throws -> StoredItem? {
-        try pool.read { db in try db.row("SELECT * FROM items WHERE id = ?", [id]).map(StoredItem.init(row:)) }
-    }
-
     public func tags(itemID: String) throws -> [String] {
         try pool.read { db in try Self.tags(db, itemID) }
     }
@@ -145,10 +132,6 @@ public final class Store: Sendable {
 
     public func queueDepth() throws -> Int {
         try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM mutations") ?? 0 }
-    }
-
-    public func count(sync: SyncState) throws -> Int {
-        try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM items WHERE sync = ?", arguments: [sync.rawValue]) ?? 0 }
     }
 
     public func itemCount() throws -> Int {
@@ -197,7 +180,6 @@ final class TypeCache: @unchecked Sendable {
         return TypeSchema(id: id, label: id, fields: [:])
     }
     func all() -> [TypeSchema] { lock.lock(); defer { lock.unlock() }; return Array(types.values) }
-    func put(_ t: TypeSchema) { lock.lock(); types[t.id] = t; lock.unlock() }
 }
 
 public enum BlobHash {
