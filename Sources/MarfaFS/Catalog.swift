@@ -21,6 +21,19 @@ struct Catalog {
     /// Items absorbed by an editor's save (FS-13) → the item that took their bytes. The kernel may
     /// still hold the absorbed inode under the target's name until it re-looks it up.
     var aliases: [Int64: Int64] = [:]
+    /// Scratch files (FS-14), and their names per directory key (`types/core.note`, `tags/x`).
+    var scratch: [Int64: ScratchFile] = [:]
+    var scratchByDir: [String: [String: Int64]] = [:]
+    /// Items renamed to a backup name (`note.md` → `note.md~`), per directory key and backup name.
+    var parked: [String: [String: Parked]] = [:]
+    /// Scratch files an editor renamed over an item, or that became an item → that item.
+    var scratchAliases: [Int64: Int64] = [:]
+
+    struct Parked {
+        var item: Int64
+        var originalName: String
+        var reattached: Bool
+    }
 
     init(store: Store) throws {
         for s in try store.allSummaries() { items[s.rowid] = s; byID[s.id] = s.rowid }
@@ -32,6 +45,24 @@ struct Catalog {
         for e in try store.allEdges() { addEdge(e) }
         for (itemID, et) in try store.edgeDirs() { if let r = byID[itemID] { edgeDirs[r, default: []].insert(et) } }
         registeredTypes = Set(store.allTypes().map(\.id))
+        for s in try store.allScratch() { addScratch(s) }
+    }
+
+    mutating func addScratch(_ s: ScratchFile) {
+        if let old = scratch[s.rowid] { scratchByDir[old.dir]?.removeValue(forKey: old.name) }
+        if let other = scratchByDir[s.dir]?[s.name], other != s.rowid { scratch.removeValue(forKey: other) }
+        scratch[s.rowid] = s
+        scratchByDir[s.dir, default: [:]][s.name] = s.rowid
+    }
+
+    mutating func removeScratch(_ rowid: Int64) {
+        guard let s = scratch.removeValue(forKey: rowid) else { return }
+        scratchByDir[s.dir]?.removeValue(forKey: s.name)
+    }
+
+    /// The original names of parked items in a directory: hidden until re-attached.
+    func hiddenNames(_ key: String) -> Set<String> {
+        Set((parked[key] ?? [:]).values.filter { !$0.reattached }.map(\.originalName))
     }
 
     static func claim(_ s: ItemSummary, key: Int64? = nil) -> NameClaim {

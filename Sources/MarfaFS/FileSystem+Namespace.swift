@@ -89,6 +89,13 @@ extension FileSystem {
         return inv
     }
 
+    /// Invalidations for (directory, names) pairs; two pairs may name the same directory.
+    func invalidations(_ pairs: (Node, [String])...) -> [Invalidation] {
+        var dirs: [Node: Set<String>] = [:]
+        for (d, names) in pairs { dirs[d, default: []].formUnion(names) }
+        return invalidations(dirs)
+    }
+
     func invalidations(_ dirs: [Node: Set<String>]) -> [Invalidation] {
         var out: [Invalidation] = []
         for (d, names) in dirs {
@@ -133,6 +140,7 @@ extension FileSystem {
             let p = try node(parent)
             try checkName(name)
             if try childNode(p, name) != nil { throw FSError(.exists, name) }
+            if let local = try createLocal(p, name) { return local }
             let new: NewItem
             switch p {
             case .typeDir(.types, let t): new = NewItem(type: t, fileName: name)
@@ -159,6 +167,23 @@ extension FileSystem {
         return a
     }
 
+    /// Creates that stay local: a scratch file (FS-14), or the re-attachment of an item whose name
+    /// an editor moved to a backup name (FS-13: `note.md` → `note.md~`, then a new `note.md`).
+    func createLocal(_ p: Node, _ name: String) throws -> (FileAttr, [Invalidation])? {
+        guard let key = dirKey(p) else { return nil }
+        if let (backup, pk) = catalog.parked[key]?.first(where: { $0.value.originalName == name && !$0.value.reattached }) {
+            catalog.parked[key]?[backup]?.reattached = true
+            // A new file starts empty; the item keeps its id, inode, tags, edges and attributes.
+            let stored = try wrap { try store.writeContent(rowid: pk.item, bytes: []) }
+            catalog.items[pk.item] = stored.summary
+            return (try attr(.item(pk.item)), [])
+        }
+        guard ScratchNames.matches(name) else { return nil }
+        let s = try wrap { try store.createScratch(dir: key, name: name) }
+        catalog.addScratch(s)
+        return (try attr(.scratch(s.rowid)), [])
+    }
+
     public func mkdir(parent: UInt64, name: String) throws -> FileAttr {
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
             let p = try node(parent)
@@ -175,7 +200,7 @@ extension FileSystem {
                 guard let s = catalog.items[r] else { throw FSError(.notFound, name) }
                 try wrap { try store.addEdgeDir(itemID: s.id, edgeType: name) }
                 catalog.edgeDirs[r, default: []].insert(name)
-                let inv = invalidations([.linkTypeDir(false, s.type): [catalog.name(of: r) ?? ""], .linksRoot: [s.type]])
+                let inv = invalidations((.linkTypeDir(false, s.type), [catalog.name(of: r) ?? ""]), (.linksRoot, [s.type]))
                 return (try attr(.linkEdgeDir(false, r, name)), inv)
             default:
                 throw readOnlyOrNotPermitted(p)
@@ -190,6 +215,20 @@ extension FileSystem {
     public func unlink(parent: UInt64, name: String) throws {
         let inv: [Invalidation] = try locked {
             let p = try node(parent)
+            if let key = dirKey(p) {
+                if let pk = catalog.parked[key]?[name] {
+                    catalog.parked[key]?[name] = nil
+                    // The backup of a re-attached item is just a name; otherwise the item goes to the trash.
+                    if pk.reattached { return invalidations((p, [name])) }
+                    _ = try wrap { try store.setState(rowid: pk.item, .trashed) }
+                    return try refreshItem(pk.item) + invalidations((p, [name, pk.originalName]))
+                }
+                if let s = catalog.scratchByDir[key]?[name] {
+                    try wrap { try store.deleteScratch(s) }
+                    catalog.removeScratch(s)
+                    return []
+                }
+            }
             guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
             switch (p, child) {
             case (.typeDir(.trash, _), _):
@@ -202,28 +241,22 @@ extension FileSystem {
                 tags.remove(tag)
                 try wrap { try store.setTags(rowid: r, tags) }
                 return try refreshItem(r)
-            case (.linkEdgeDir(false, let r, _), .linkEntry(false, let e)):
+            case (.linkEdgeDir(false, let r, let edgeType), .linkEntry(false, let e)):
                 try wrap { try store.deleteEdge(rowid: e) }
                 let far = catalog.edges[e].flatMap { catalog.byID[$0.edge.targetID] }
                 catalog.removeEdge(e)
-                var dirs: [Node: Set<String>] = [.linkEdgeDir(false, r, catalog.edges[e]?.edge.edgeType ?? ""): [name]]
+                var inv = invalidations((.linkEdgeDir(false, r, edgeType), [name]))
                 if let far, let s = catalog.items[far] {
-                    dirs[.linkTypeDir(true, s.type)] = [catalog.name(of: far) ?? ""]
-                    dirs[.backlinksRoot] = [s.type]
+                    inv += invalidations((.linkTypeDir(true, s.type), [catalog.name(of: far) ?? ""]), (.backlinksRoot, [s.type]),
+                                         (.linkEdgeDir(true, far, edgeType), []), (.linkItemDir(true, far), [edgeType]))
                 }
-                return invalidations(dirs) + (far.map { farItemEdgeInvalidations($0) } ?? [])
+                return inv
             default:
                 if case .controlFile = child { throw FSError(.notPermitted, "control files cannot be removed") }
                 throw readOnlyOrNotPermitted(p)
             }
         }
         notify(inv)
-    }
-
-    func farItemEdgeInvalidations(_ r: Int64) -> [Invalidation] {
-        var out: [Invalidation] = []
-        if let i = knownIno(.linkItemDir(true, r)) { out.append(.inode(i)) }
-        return out
     }
 
     public func rmdir(parent: UInt64, name: String) throws {
@@ -259,6 +292,7 @@ extension FileSystem {
             if exchange { throw FSError(.invalid, "RENAME_EXCHANGE is not supported") }
             let dst = try childNode(np, newName)
             if dst != nil && noReplace { throw FSError(.exists, newName) }
+            if let local = try renameLocal(p, name, src, np, newName, dst) { return local }
             if src == dst { return [] }
             switch (p, src, np) {
             case (.typeDir(_, let t1), .item(let r), .typeDir(let v2, let t2)):
@@ -289,12 +323,66 @@ extension FileSystem {
                 if catalog.localTags.remove(from) != nil || rows.isEmpty { catalog.localTags.insert(to) }
                 catalog.tagTables.removeValue(forKey: from)
                 catalog.tagTables.removeValue(forKey: to)
-                return inv + invalidations([.tagsRoot: [name, newName]])
+                return inv + invalidations((.tagsRoot, [name, newName]))
             default:
                 throw readOnlyOrNotPermitted(p == np ? p : np)
             }
         }
         notify(inv)
+    }
+
+    /// Renames that involve scratch files and backup names (FS-13, FS-14); nil for the others.
+    func renameLocal(_ p: Node, _ name: String, _ src: Node, _ np: Node, _ newName: String, _ dst: Node?) throws -> [Invalidation]? {
+        let sk = dirKey(p), dk = dirKey(np)
+        // A backup name moved: back to the original name (an editor undoing a failed save), or to
+        // another backup name. Anything else renames the item itself, below.
+        if let sk, let pk = catalog.parked[sk]?[name] {
+            catalog.parked[sk]?[name] = nil
+            if np == p && newName == pk.originalName { return invalidations((p, [name, newName])) }
+            if let dk, ScratchNames.matches(newName) {
+                catalog.parked[dk, default: [:]][newName] = pk
+                return invalidations((p, [name]), (np, [newName]))
+            }
+            return nil
+        }
+        if case .scratch(let sid) = src {
+            guard let dk else { throw readOnlyOrNotPermitted(np) }
+            if ScratchNames.matches(newName) {
+                if case .item = dst { throw FSError(.notPermitted, "a scratch name cannot replace an item") }
+                let moved = try wrap { try store.renameScratch(sid, dir: dk, name: newName) }
+                if let old = catalog.scratchByDir[dk]?[newName], old != sid { catalog.removeScratch(old) }
+                catalog.addScratch(moved)
+                return invalidations((p, [name]), (np, [newName]))
+            }
+            let target: Int64
+            var inv: [Invalidation]
+            if case .item(let t)? = dst ?? nil {
+                // An editor's save through a scratch name: the item takes the bytes (FS-13).
+                _ = try wrap { try store.absorbScratch(sid, into: t) }
+                target = t
+                inv = try refreshItem(t, contentChanged: true)
+            } else {
+                let new: NewItem
+                switch np {
+                case .typeDir(.types, let t): new = NewItem(type: t, fileName: newName)
+                case .tagDir(let tag): new = NewItem(type: "core.note", fileName: newName, tags: [tag])
+                default: throw readOnlyOrNotPermitted(np)
+                }
+                let stored = try wrap { try store.promoteScratch(sid, as: new) }
+                target = stored.rowid
+                inv = try refreshItem(stored.rowid, known: (stored.summary, Set(new.tags)))
+            }
+            catalog.removeScratch(sid)
+            catalog.scratchAliases[sid] = target
+            return inv + invalidations((p, [name]), (np, [newName]))
+        }
+        // An item renamed to a backup name in its directory: the name is parked, the item stays.
+        if case .item(let r) = src, let dk, np == p, ScratchNames.matches(newName) {
+            if case .scratch(let old)? = dst { try wrap { try store.deleteScratch(old) }; catalog.removeScratch(old) }
+            catalog.parked[dk, default: [:]][newName] = Catalog.Parked(item: r, originalName: name, reattached: false)
+            return invalidations((p, [name, newName]))
+        }
+        return nil
     }
 
     func moveItem(_ r: Int64, to v2: StateView, newName: String, over dst: Node?) throws -> [Invalidation] {
@@ -375,8 +463,8 @@ extension FileSystem {
             guard let s = catalog.items[src], let t = catalog.items[r] else { throw FSError(.notFound, "item") }
             let rec = try wrap { try store.createEdge(sourceID: s.id, targetID: t.id, edgeType: et) }
             catalog.addEdge(rec)
-            let inv = invalidations([.linkEdgeDir(false, src, et): [], .linkTypeDir(true, t.type): [catalog.name(of: r) ?? ""],
-                                     .backlinksRoot: [t.type], .linkItemDir(true, r): [et]])
+            let inv = invalidations((.linkEdgeDir(false, src, et), []), (.linkTypeDir(true, t.type), [catalog.name(of: r) ?? ""]),
+                                    (.backlinksRoot, [t.type]), (.linkItemDir(true, r), [et]))
             return (try attr(.linkEntry(false, rec.rowid)), inv)
         default:
             throw readOnlyOrNotPermitted(p)

@@ -13,7 +13,21 @@ extension FileSystem {
     static func tagName(_ tag: String) -> String { Names.escape(tag) }
     static func tag(fromName name: String) -> String { Names.unescape(name) }
 
+    /// Directories that hold scratch files and parked names (FS-13, FS-14), by a stable key.
+    func dirKey(_ n: Node) -> String? {
+        switch n {
+        case .typeDir(.types, let t): return "types/" + t
+        case .tagDir(let tag): return "tags/" + tag
+        default: return nil
+        }
+    }
+
     func childNode(_ p: Node, _ name: String) throws -> Node? {
+        if let key = dirKey(p) {
+            if let parked = catalog.parked[key]?[name] { return .item(parked.item) }
+            if let s = catalog.scratchByDir[key]?[name] { return .scratch(s) }
+            if catalog.parked[key]?.isEmpty == false, catalog.hiddenNames(key).contains(name) { return nil }
+        }
         switch p {
         case .root:
             if name == ".marfafs" { return .control }
@@ -48,6 +62,16 @@ extension FileSystem {
     }
 
     func children(_ n: Node) throws -> [(String, Node)] {
+        let listed = try listedChildren(n)
+        guard let key = dirKey(n), catalog.parked[key]?.isEmpty == false || catalog.scratchByDir[key]?.isEmpty == false else { return listed }
+        let hidden = catalog.hiddenNames(key)
+        var out = listed.filter { !hidden.contains($0.0) }
+        for (name, p) in catalog.parked[key] ?? [:] { out.append((name, .item(p.item))) }
+        for (name, s) in catalog.scratchByDir[key] ?? [:] { out.append((name, .scratch(s))) }
+        return out.sorted { $0.0 < $1.0 }
+    }
+
+    func listedChildren(_ n: Node) throws -> [(String, Node)] {
         switch n {
         case .root: return Self.rootEntries
         case .control: return []   // §7: reachable by name, never listed

@@ -55,6 +55,10 @@ public final class FileSystem: @unchecked Sendable {
             throw FSError(.notFound, "inode \(ino)")
         }
         guard let n = inodes.node(ino) else { throw FSError(.stale, "inode \(ino) is unknown") }
+        if case .scratch(let id) = n, catalog.scratch[id] == nil {
+            if let t = catalog.scratchAliases[id], catalog.items[t] != nil { return .item(t) }
+            throw FSError(.notFound, "scratch file \(id)")
+        }
         return n
     }
 
@@ -74,6 +78,9 @@ public final class FileSystem: @unchecked Sendable {
         switch n {
         case .item(let r):
             guard let s = catalog.items[r] else { throw FSError(.notFound, "item \(r)") }
+            return FileAttr(ino: i, kind: .file, size: s.size, mtimeNs: s.mtimeNs, nlink: 1, timeout: cacheTimeout)
+        case .scratch(let id):
+            guard let s = catalog.scratch[id] else { throw FSError(.notFound, "scratch file \(id)") }
             return FileAttr(ino: i, kind: .file, size: s.size, mtimeNs: s.mtimeNs, nlink: 1, timeout: cacheTimeout)
         case .controlFile(let name):
             let size = Int64(controlContent(name).utf8.count)
@@ -144,6 +151,8 @@ public final class FileSystem: @unchecked Sendable {
             }
             let bytes = try store.textContent(rowid: r)
             return Self.slice(bytes, offset: offset, size: size)
+        case .scratch(let id):
+            return Self.slice(try wrap { try store.scratchData(id) }, offset: offset, size: size)
         case .controlFile(let name):
             if name == ControlFile.flush.rawValue { return Self.slice(Array(flushAnswer().utf8), offset: offset, size: size) }
             return Self.slice(Array(locked { controlContent(name) }.utf8), offset: offset, size: size)
@@ -161,7 +170,9 @@ public final class FileSystem: @unchecked Sendable {
     /// The largest file an item may have: text items are notes, blob items one cached blob.
     func sizeLimit(_ ino: UInt64) throws -> Int64 {
         try locked {
-            guard case .item(let r) = try node(ino), let s = catalog.items[r] else { return Int64(Store.maxTextBytes) }
+            let n = try node(ino)
+            if case .scratch = n { return Store.maxBlobBytes }
+            guard case .item(let r) = n, let s = catalog.items[r] else { return Int64(Store.maxTextBytes) }
             return TypeSchema.isBlobType(s.type) ? Store.maxBlobBytes : Int64(Store.maxTextBytes)
         }
     }
@@ -189,6 +200,13 @@ public final class FileSystem: @unchecked Sendable {
             guard size <= limit else { throw FSError(.tooLarge, "size \(size) is past the limit of \(limit) bytes") }
             let n = try locked { try node(ino) }
             guard case .item = n else {
+                if case .scratch = n {
+                    try mutateContent(ino) { bytes in
+                        let s = Int(size)
+                        if bytes.count > s { bytes.removeSubrange(s...) } else { bytes.append(contentsOf: repeatElement(0, count: s - bytes.count)) }
+                    }
+                    return try getattr(ino)
+                }
                 if case .controlFile = n { throw FSError(.notPermitted, "control files are read-only") }
                 throw FSError(.isDirectory, "not a file")
             }
@@ -203,6 +221,10 @@ public final class FileSystem: @unchecked Sendable {
     func mutateContent(_ ino: UInt64, _ edit: @escaping (inout [UInt8]) throws -> Void) throws {
         let inv: [Invalidation] = try locked {
             let n = try node(ino)
+            if case .scratch(let id) = n {
+                catalog.addScratch(try wrap { try store.modifyScratch(id, edit) })
+                return []
+            }
             guard case .item(let r) = n else {
                 if case .controlFile = n { throw FSError(.notPermitted, "control files are read-only") }
                 throw FSError(.isDirectory, "not a file")

@@ -23,11 +23,12 @@ public enum Node: Hashable, Sendable {
     case linkEdgeDir(Bool, Int64, String)   // .../<edge_type>
     case linkEntry(Bool, Int64)          // .../<edge_type>/<name> symlink (edge rowid)
     case byIDEntry(Int64)                // by-id/<id> symlink
+    case scratch(Int64)                  // a local-only file (FS-14), by scratch row
 
     public enum Kind: Sendable { case directory, file, symlink }
     public var kind: Kind {
         switch self {
-        case .item, .controlFile: return .file
+        case .item, .controlFile, .scratch: return .file
         case .tagEntry, .linkEntry, .byIDEntry: return .symlink
         default: return .directory
         }

@@ -80,6 +80,19 @@ enum Schema {
         m.registerMigration("v2-source-index") { db in
             try db.execute(sql: "CREATE INDEX items_by_source ON items(source_id) WHERE source_id IS NOT NULL")
         }
+        m.registerMigration("v3-scratch") { db in
+            // FS-14: local-only files, by directory (e.g. `types/core.note`) and name.
+            try db.execute(sql: """
+                CREATE TABLE scratch(
+                  rowid INTEGER PRIMARY KEY AUTOINCREMENT,
+                  dir TEXT NOT NULL,
+                  name TEXT NOT NULL,
+                  mtime_ns INTEGER NOT NULL,
+                  data BLOB NOT NULL DEFAULT x'',
+                  UNIQUE(dir, name)
+                )
+                """)
+        }
         return m
     }
 }

@@ -189,9 +189,16 @@ extension Store {
             let now = Date()
             try db.run("UPDATE items SET state = ?, updated_at = ?, mtime_ns = ? WHERE rowid = ?",
                            [state.rawValue, Timestamp.format(now), Self.ns(now), rowid])
-            if cur.item.version == 0, try Self.pendingCreate(db, cur.item.id) {
-                var c = cur.item; c.state = state
-                try enqueueItemChange(db, c)
+            let sent = try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND state != 'pending'", [cur.item.id])
+            if cur.item.version == 0 && !sent {
+                // The server never saw this item: trashing it leaves nothing to send (its edges
+                // keep theirs); restoring it queues its create again.
+                if state == .trashed {
+                    try db.run("DELETE FROM mutations WHERE item_id = ? AND kind NOT IN ('create_edge', 'delete_edge')", [cur.item.id])
+                } else {
+                    var c = cur.item; c.state = state
+                    try enqueueItemChange(db, c)
+                }
             } else {
                 try Self.enqueue(db, kind: .transition, itemID: cur.item.id, payload: ["state": .string(state.rawValue)], coalesce: false)
             }

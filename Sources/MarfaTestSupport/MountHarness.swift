@@ -61,11 +61,11 @@ public final class MountHarness: @unchecked Sendable {
 
     public func path(_ rel: String) -> String { mountpoint + "/" + rel }
 
-    /// Marks every queued mutation as acknowledged and every item as at version 1, as a sync with
-    /// a server would leave them, so a test sees only the mutations its own steps queue.
+    /// Empties the queue and puts every item at version 1, as a sync with a server leaves them, so a
+    /// test sees only the mutations its own steps queue.
     @discardableResult
     public func markQueueSent() -> Bool {
-        Shell.run(["/usr/bin/sqlite3", store, "UPDATE mutations SET state = 'acknowledged'; UPDATE items SET version = 1 WHERE version = 0"]).status == 0
+        Shell.run(["/usr/bin/sqlite3", store, "DELETE FROM mutations; UPDATE items SET version = 1 WHERE version = 0"]).status == 0
     }
 
     /// Makes a folder with a shell script (run with the folder as working directory) and imports it

@@ -198,6 +198,93 @@ import Testing
         }
     }
 
+    @Test func FS14_scratchFilesAreLocalRealFilesThatSurviveARemount() throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        try h.mount()
+        #expect(h.sh("echo note > types/core.note/n.md").status == 0 && h.markQueueSent())
+        let names = [".n.md.swp", ".n.md.swx", "4913", "n.md~", ".#n.md", "#n.md#", ".goutputstream-AB12", "x.part", "y.crdownload", "~$doc.md"]
+        for n in names {
+            #expect(h.sh("printf 'scratch %s' '\(n)' > 'types/core.note/\(n)' && cat 'types/core.note/\(n)'").out == "scratch \(n)", "\(n)")
+        }
+        #expect(h.sh("python3 -c \"import os;f=os.open('types/core.note/.n.md.swp',os.O_RDWR);os.pwrite(f,b'XY',3);os.fsync(f)\" && cat types/core.note/.n.md.swp").out == "scrXYch .n.md.swp")
+        #expect(h.sh("mv types/core.note/x.part types/core.note/z.part && ls types/core.note | grep -c part").out == "1")
+        #expect(h.sh("ls -a types/core.note | grep -c swp; ls types/core.bookmark | wc -l").out == "1\n0", "visible only where they were made")
+        #expect(h.sh("mkdir tags/t && echo x > tags/t/.a.swp && ls -a tags/t").out.contains(".a.swp"))
+        #expect(h.sh("grep -c . .marfafs/pending; true").out == "0", "never queued")
+        #expect(h.sh("rm types/core.note/4913 && ls types/core.note | grep -c 4913; true").out == "0")
+        h.unmount()
+        try h.mount()
+        #expect(h.sh("cat types/core.note/.n.md.swp").out == "scrXYch .n.md.swp", "kept across a remount, so vim -r can recover")
+        #expect(h.sh("cat types/core.note/z.part tags/t/.a.swp").out == "scratch x.partx")
+        #expect(h.sql("SELECT count(*) FROM mutations WHERE state = 'pending'") == "0")
+    }
+
+    @Test func FS13_backupRenameThenNewFileReattachesTheItem() throws {
+        try MountHarness.with { m in
+            #expect(m.sh("echo v1 > types/core.note/n.md && mkdir tags/k && ln -s ../../types/core.note/n.md tags/k/ && setfattr -n user.c -v 1 types/core.note/n.md").status == 0)
+            #expect(m.markQueueSent())
+            let before = id(m, "types/core.note/n.md"), ino = m.sh("stat -c %i types/core.note/n.md").out
+            // vim with backupcopy=no: rename to the backup, write a new file, remove the backup.
+            #expect(m.sh("mv types/core.note/n.md types/core.note/n.md~ && printf 'v2\\n' > types/core.note/n.md && rm types/core.note/n.md~").status == 0)
+            #expect(m.sh("cat types/core.note/n.md && ls -a types/core.note | grep -v '^\\.'").out == "v2\nn.md")
+            #expect(id(m, "types/core.note/n.md") == before)
+            #expect(m.sh("stat -c %i types/core.note/n.md").out == ino)
+            #expect(m.sh("getfattr --only-values -n user.marfa.tags types/core.note/n.md; echo; getfattr --only-values -n user.c types/core.note/n.md").out == "k\n1")
+            #expect(m.sql("SELECT kind || ' ' || item_id FROM mutations WHERE state = 'pending'") == "update \(before)")
+            // Renaming to a backup name and removing it deletes the item (to the trash).
+            #expect(m.sh("mv types/core.note/n.md types/core.note/n.md~ && rm types/core.note/n.md~ && ls trash/core.note").out == "n.md")
+        }
+    }
+
+    @Test func FS13_sedInPlaceKeepsIdentityAndQueuesNoCreate() throws {
+        try MountHarness.with { m in
+            #expect(m.sh("printf 'alpha\\nbeta\\n' > types/core.note/n.md").status == 0 && m.markQueueSent())
+            let before = id(m, "types/core.note/n.md")
+            #expect(m.sh("sed -i 's/beta/gamma/' types/core.note/n.md && cat types/core.note/n.md").out == "alpha\ngamma")
+            #expect(id(m, "types/core.note/n.md") == before)
+            #expect(m.sh("ls types/core.note; ls trash/core.note").out == "n.md")
+            #expect(m.sql("SELECT kind || ' ' || item_id FROM mutations WHERE state = 'pending'") == "update \(before)")
+        }
+    }
+
+    @Test func FS13_vimWithDefaultSettingsKeepsIdentity() throws {
+        try MountHarness.with { m in
+            #expect(m.sh("printf 'hello old\\n' > types/core.note/n.md").status == 0 && m.markQueueSent())
+            let before = id(m, "types/core.note/n.md")
+            let session = "marfafs-vim-\(UInt32.random(in: 0...UInt32.max))"
+            defer { _ = Shell.run(["/usr/bin/tmux", "kill-session", "-t", session]) }
+            let start = Shell.run(["/usr/bin/tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "30",
+                                   "cd '\(m.mountpoint)/types/core.note' && vim -u DEFAULTS -i NONE n.md; echo vim-exit=$? > '\(m.root)/vim.status'; sleep 5"])
+            #expect(start.status == 0, "\(start.stderr)")
+            var screen = ""
+            for _ in 0..<100 where !screen.contains("hello old") {
+                usleep(50_000); screen = Shell.run(["/usr/bin/tmux", "capture-pane", "-p", "-t", session]).stdout
+            }
+            _ = Shell.run(["/usr/bin/tmux", "send-keys", "-t", session, ":%s/old/new/", "Enter", ":wq", "Enter"])
+            var status = ""
+            for _ in 0..<100 where status.isEmpty {
+                usleep(50_000); status = (try? String(contentsOfFile: m.root + "/vim.status", encoding: .utf8)) ?? ""
+            }
+            screen = Shell.run(["/usr/bin/tmux", "capture-pane", "-p", "-t", session]).stdout
+            #expect(status.contains("vim-exit=0"), "\(screen)")
+            #expect(!screen.contains("E667") && !screen.contains("changed since reading"), "\(screen)")
+            #expect(m.sh("cat types/core.note/n.md").out == "hello new")
+            #expect(id(m, "types/core.note/n.md") == before)
+            #expect(m.sh("ls -a types/core.note | grep -v '^\\.\\.\\?$'").out == "n.md", "no swap file left")
+            #expect(m.sql("SELECT kind || ' ' || item_id FROM mutations WHERE state = 'pending'") == "update \(before)")
+        }
+    }
+
+    @Test func ops_unlinkingAnItemNeverSentLeavesNothingToSend() throws {
+        try MountHarness.with { m in
+            #expect(m.sh("echo x > types/core.note/t.md && rm types/core.note/t.md && ls trash/core.note").out == "t.md")
+            #expect(m.sql("SELECT count(*) FROM mutations") == "0")
+            #expect(m.sh("mv trash/core.note/t.md types/core.note/ && cat types/core.note/t.md").out == "x")
+            #expect(m.sql("SELECT kind FROM mutations") == "create")
+        }
+    }
+
     @Test func ops_archiveTrashAndBackAreTransitions() throws {
         try MountHarness.with { m in
             #expect(m.sh("echo x > types/core.note/n.md").status == 0 && m.markQueueSent())

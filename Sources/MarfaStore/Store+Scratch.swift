@@ -1,0 +1,107 @@
+import Foundation
+import GRDB
+import MarfaModel
+
+/// A scratch file (FS-14): local only, never queued.
+public struct ScratchFile: Hashable, Sendable {
+    public var rowid: Int64
+    public var dir: String
+    public var name: String
+    public var size: Int64
+    public var mtimeNs: Int64
+
+    init(row: Row) {
+        rowid = row["rowid"]; dir = row["dir"]; name = row["name"]; size = row["size"]; mtimeNs = row["mtime_ns"]
+    }
+}
+
+extension Store {
+    static let scratchColumns = "rowid, dir, name, length(data) AS size, mtime_ns"
+
+    public func allScratch() throws -> [ScratchFile] {
+        try pool.read { db in try db.rows("SELECT \(Self.scratchColumns) FROM scratch").map(ScratchFile.init(row:)) }
+    }
+
+    /// Makes a scratch file, replacing one of the same name in the same directory.
+    public func createScratch(dir: String, name: String, data: [UInt8] = []) throws -> ScratchFile {
+        try write { db in try Self.putScratch(db, dir: dir, name: name, data: data) }
+    }
+
+    static func putScratch(_ db: Database, dir: String, name: String, data: [UInt8]) throws -> ScratchFile {
+        try db.run("DELETE FROM scratch WHERE dir = ? AND name = ?", [dir, name])
+        try db.run("INSERT INTO scratch(dir, name, mtime_ns, data) VALUES (?, ?, ?, ?)", [dir, name, ns(Date()), Data(data)])
+        return try fetchScratch(db, db.lastInsertedRowID)
+    }
+
+    static func fetchScratch(_ db: Database, _ rowid: Int64) throws -> ScratchFile {
+        guard let r = try db.row("SELECT \(scratchColumns) FROM scratch WHERE rowid = ?", [rowid]) else {
+            throw StoreError.notFound("scratch file \(rowid)")
+        }
+        return ScratchFile(row: r)
+    }
+
+    public func scratchData(_ rowid: Int64) throws -> [UInt8] {
+        try pool.read { db in
+            guard let d = try Data.fetchOne(db.cachedStatement(sql: "SELECT data FROM scratch WHERE rowid = ?"), arguments: [rowid]) else {
+                throw StoreError.notFound("scratch file \(rowid)")
+            }
+            return [UInt8](d)
+        }
+    }
+
+    public func modifyScratch(_ rowid: Int64, _ edit: (inout [UInt8]) throws -> Void) throws -> ScratchFile {
+        try write { db in
+            guard let d = try Data.fetchOne(db.cachedStatement(sql: "SELECT data FROM scratch WHERE rowid = ?"), arguments: [rowid]) else {
+                throw StoreError.notFound("scratch file \(rowid)")
+            }
+            var bytes = [UInt8](d)
+            try edit(&bytes)
+            guard bytes.count <= Self.maxBlobBytes else { throw StoreError.tooLarge("scratch file of \(bytes.count) bytes") }
+            try db.run("UPDATE scratch SET data = ?, mtime_ns = ? WHERE rowid = ?", [Data(bytes), Self.ns(Date()), rowid])
+            return try Self.fetchScratch(db, rowid)
+        }
+    }
+
+    /// Renames a scratch file, replacing a scratch file already at the new name.
+    public func renameScratch(_ rowid: Int64, dir: String, name: String) throws -> ScratchFile {
+        try write { db in
+            try db.run("DELETE FROM scratch WHERE dir = ? AND name = ? AND rowid != ?", [dir, name, rowid])
+            try db.run("UPDATE scratch SET dir = ?, name = ? WHERE rowid = ?", [dir, name, rowid])
+            return try Self.fetchScratch(db, rowid)
+        }
+    }
+
+    public func deleteScratch(_ rowid: Int64) throws {
+        try write { db in try db.run("DELETE FROM scratch WHERE rowid = ?", [rowid]) }
+    }
+
+    /// An editor's save through a scratch name (FS-13): the item takes the scratch file's bytes,
+    /// and the scratch file is gone, in one transaction.
+    public func absorbScratch(_ rowid: Int64, into target: Int64) throws -> StoredItem {
+        try write { db in
+            guard let d = try Data.fetchOne(db.cachedStatement(sql: "SELECT data FROM scratch WHERE rowid = ?"), arguments: [rowid]),
+                  let dst = try Self.fetchItem(db, rowid: target) else { throw StoreError.notFound("scratch file or item") }
+            let stored = try applyContent(db, dst, bytes: [UInt8](d), now: Date())
+            try db.run("DELETE FROM scratch WHERE rowid = ?", [rowid])
+            return stored
+        }
+    }
+
+    /// A scratch file renamed to an ordinary name becomes an item (e.g. a finished download).
+    public func promoteScratch(_ rowid: Int64, as item: NewItem) throws -> StoredItem {
+        var n = item
+        n.content = try scratchData(rowid)
+        let stored = try createItem(n)
+        try deleteScratch(rowid)
+        return stored
+    }
+
+    /// An item renamed to a scratch name (a backup, `note.md~`): its bytes are kept in a scratch
+    /// file of that name; the item itself stays as it is until it is re-attached or removed.
+    public func backupItem(_ rowid: Int64, dir: String, name: String) throws -> ScratchFile {
+        try write { db in
+            guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+            return try Self.putScratch(db, dir: dir, name: name, data: try currentBytes(db, cur))
+        }
+    }
+}
