@@ -69,6 +69,9 @@ extension FuseMount {
             // Zero-message open: no OPEN/RELEASE round trips and the page cache is kept (performance.md).
             m.noOpen = (cap & UInt32(FUSE_CAP_NO_OPEN_SUPPORT)) != 0 && (cap & UInt32(FUSE_CAP_NO_OPENDIR_SUPPORT)) != 0
             conn.pointee.want &= ~UInt32(FUSE_CAP_WRITEBACK_CACHE)
+            // O_TRUNC must reach the daemon as a SETATTR: with atomic O_TRUNC the kernel would fold it
+            // into OPEN, which zero-message open never sends, and the old bytes past the new end would stay.
+            conn.pointee.want &= ~UInt32(FUSE_CAP_ATOMIC_O_TRUNC)
             conn.pointee.want &= ~UInt32(FUSE_CAP_READDIRPLUS_AUTO)
             if (cap & UInt32(FUSE_CAP_READDIRPLUS)) != 0 { conn.pointee.want |= UInt32(FUSE_CAP_READDIRPLUS) }
             if (cap & UInt32(FUSE_CAP_AUTO_INVAL_DATA)) != 0 { conn.pointee.want |= UInt32(FUSE_CAP_AUTO_INVAL_DATA) }

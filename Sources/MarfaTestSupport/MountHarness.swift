@@ -35,11 +35,54 @@ public final class MountHarness: @unchecked Sendable {
         mounted = true
     }
 
+    /// Unmounts whatever is mounted here, cleanly if the daemon is alive, by force otherwise.
     public func unmount() {
-        guard mounted else { return }
+        if mounted {
+            mounted = false
+            _ = Shell.run([Self.binary, "unmount", mountpoint])
+        }
+        let listed = (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8))?.contains(" \(mountpoint) ") ?? false
+        if listed { Self.forceUnmount(mountpoint) }
+        reportCrash()
+    }
+
+    /// A daemon that crashed leaves its backtrace in its log: show it with the failing test.
+    public var daemonCrashLog: String? {
+        guard let log = try? String(contentsOfFile: store + ".log", encoding: .utf8),
+              let start = log.range(of: "Fatal error") ?? log.range(of: "Crash") else { return nil }
+        return String(log[start.lowerBound...].prefix(6000))
+    }
+
+    private func reportCrash() {
+        if let crash = daemonCrashLog {
+            FileHandle.standardError.write(Data("\n=== marfafs daemon crashed (\(store).log) ===\n\(crash)\n".utf8))
+        }
+    }
+
+    /// The daemon's pid, from the store's lock file.
+    public var daemonPID: pid_t? {
+        let holder = (try? String(contentsOfFile: store + ".lock", encoding: .utf8)) ?? ""
+        guard holder.hasPrefix("mounted"), let pid = holder.split(separator: " ").last.flatMap({ Int32($0) }) else { return nil }
+        return pid
+    }
+
+    /// Kills the daemon (SIGKILL by default) and waits for it to be gone; the mount point is left
+    /// dead, as a crash leaves it, until the next `mount()` recovers it.
+    public func killDaemon(_ signal: Int32 = SIGKILL) {
+        guard let pid = daemonPID else { return }
+        kill(pid, signal)
+        for _ in 0..<400 where kill(pid, 0) == 0 { usleep(5_000) }
         mounted = false
-        let r = Shell.run([Self.binary, "unmount", mountpoint])
-        if r.status != 0 { Self.forceUnmount(mountpoint) }
+    }
+
+    /// The repository root (for the helper scripts in `scripts/testing`).
+    public static var repoRoot: String {
+        var dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        while dir.path != "/" {
+            if FileManager.default.fileExists(atPath: dir.appendingPathComponent("Package.swift").path) { return dir.path }
+            dir = dir.deletingLastPathComponent()
+        }
+        return "."
     }
 
     /// Lazy unmount plus an abort of the FUSE connection: for teardown after a failure.
@@ -102,6 +145,20 @@ public enum Shell {
         public var stdout: String
         public var stderr: String
         public var out: String { stdout.trimmingCharacters(in: .whitespacesAndNewlines) }
+    }
+
+    /// Starts a program in the background (output discarded); returns its pid.
+    public static func spawn(_ argv: [String]) -> pid_t? {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let cargs = argv.map { strdup($0) } + [nil]
+        defer { cargs.forEach { free($0) } }
+        var pid: pid_t = 0
+        return posix_spawnp(&pid, argv[0], &actions, nil, cargs, environ) == 0 ? pid : nil
     }
 
     /// Runs a program with stdin from /dev/null and its output captured in temporary files

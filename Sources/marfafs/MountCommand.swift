@@ -125,7 +125,17 @@ enum MountPoint {
             }
         }
         guard (st.st_mode & S_IFMT) == S_IFDIR else { throw CLIError("\(mnt) is not a directory") }
-        if isMarfafsMount(mnt) { throw CLIError("\(mnt) is already mounted", code: Exit.busy) }
+        if isMarfafsMount(mnt) {
+            // The kernel may answer for the mount point itself from its cache after the daemon died;
+            // the status file is never cached, so asking for it reaches the daemon, or fails.
+            var probe = stat()
+            if stat(mnt + "/.marfafs/status", &probe) != 0 && (errno == ENOTCONN || errno == ECONNABORTED) {
+                recoverDead(mnt)
+                if isMarfafsMount(mnt) { throw CLIError("\(mnt) is a dead mount and could not be recovered") }
+                return
+            }
+            throw CLIError("\(mnt) is already mounted", code: Exit.busy)
+        }
     }
 
     static func recoverDead(_ mnt: String) {
