@@ -14,16 +14,7 @@ extension FileSystem {
         var dirs: [Node: Set<String>] = [:]
         // Edge directories that name this item, before the change.
         let touching = Array(catalog.outEdges[r] ?? []) + Array(catalog.inEdges[r] ?? [])
-        var edgeDirsBefore: [(Node, String)] = []
-        for e in touching {
-            guard let rec = catalog.edges[e], let s = catalog.byID[rec.edge.sourceID], let t = catalog.byID[rec.edge.targetID] else { continue }
-            if t == r, let n = catalog.edgeTable(backlinks: false, item: s, edgeType: rec.edge.edgeType).nameOf[e] {
-                edgeDirsBefore.append((.linkEdgeDir(false, s, rec.edge.edgeType), n))
-            }
-            if s == r, let n = catalog.edgeTable(backlinks: true, item: t, edgeType: rec.edge.edgeType).nameOf[e] {
-                edgeDirsBefore.append((.linkEdgeDir(true, t, rec.edge.edgeType), n))
-            }
-        }
+        let edgeDirsBefore = edgeDirNames(of: r, edges: touching)
         let oldTags = catalog.tagsOf[r] ?? []
         let typesBefore = catalog.typesIn(.types)
         let newTags = try known.map(\.1) ?? (new == nil ? Set<String>() : Set(try store.tags(itemID: new!.id)))
@@ -68,16 +59,7 @@ extension FileSystem {
                 dirs[.linkTypeDir(true, t), default: []].formUnion(names.value)
             }
         }
-        for (d, n) in edgeDirsBefore { dirs[d, default: []].insert(n) }
-        for e in touching {
-            guard let rec = catalog.edges[e], let s = catalog.byID[rec.edge.sourceID], let t = catalog.byID[rec.edge.targetID] else { continue }
-            if t == r, let n = catalog.edgeTable(backlinks: false, item: s, edgeType: rec.edge.edgeType).nameOf[e] {
-                dirs[.linkEdgeDir(false, s, rec.edge.edgeType), default: []].insert(n)
-            }
-            if s == r, let n = catalog.edgeTable(backlinks: true, item: t, edgeType: rec.edge.edgeType).nameOf[e] {
-                dirs[.linkEdgeDir(true, t, rec.edge.edgeType), default: []].insert(n)
-            }
-        }
+        for (d, n) in edgeDirsBefore + edgeDirNames(of: r, edges: touching) { dirs[d, default: []].insert(n) }
         // A type directory that appeared or vanished (every view lists every known type).
         for t in typesBefore.symmetricDifference(catalog.typesIn(.types)) {
             for v in StateView.allCases { dirs[.viewRoot(v), default: []].insert(t) }
@@ -87,6 +69,22 @@ extension FileSystem {
         var inv = invalidations(dirs)
         if contentChanged, let ino = knownIno(.item(r)) { inv.append(.inode(ino)) }
         return inv
+    }
+
+    /// The names item `r` has in the `links/` and `backlinks/` edge directories of the items at the
+    /// other end of `edges`.
+    func edgeDirNames(of r: Int64, edges: [Int64]) -> [(Node, String)] {
+        var out: [(Node, String)] = []
+        for e in edges {
+            guard let rec = catalog.edges[e], let s = catalog.byID[rec.edge.sourceID], let t = catalog.byID[rec.edge.targetID] else { continue }
+            if t == r, let n = catalog.edgeTable(backlinks: false, item: s, edgeType: rec.edge.edgeType).nameOf[e] {
+                out.append((.linkEdgeDir(false, s, rec.edge.edgeType), n))
+            }
+            if s == r, let n = catalog.edgeTable(backlinks: true, item: t, edgeType: rec.edge.edgeType).nameOf[e] {
+                out.append((.linkEdgeDir(true, t, rec.edge.edgeType), n))
+            }
+        }
+        return out
     }
 
     /// Invalidations for (directory, names) pairs; two pairs may name the same directory.

@@ -43,8 +43,6 @@ import Testing
     }
 
     @Test func FS8_renderThenParseIsIdentity() async {
-        let value = Gen<Int>.int(in: 0...6).map { _ in JSONValue.null }
-        _ = value
         await propertyCheck(count: 300, input: trickyString, trickyString, Gen<Int>.int(in: -1000...1000), trickyString) { key, str, n, body in
             var props: [String: JSONValue] = ["body": .string(body)]
             let k = key.isEmpty ? "k" : key
