@@ -32,7 +32,6 @@ struct Catalog {
     struct Parked {
         var item: Int64
         var originalName: String
-        var reattached: Bool
     }
 
     init(store: Store) throws {
@@ -62,7 +61,7 @@ struct Catalog {
 
     /// The original names of parked items in a directory: hidden until re-attached.
     func hiddenNames(_ key: String) -> Set<String> {
-        Set((parked[key] ?? [:]).values.filter { !$0.reattached }.map(\.originalName))
+        Set((parked[key] ?? [:]).values.map(\.originalName))
     }
 
     static func claim(_ s: ItemSummary, key: Int64? = nil) -> NameClaim {

@@ -169,12 +169,16 @@ extension FileSystem {
     /// an editor moved to a backup name (FS-13: `note.md` → `note.md~`, then a new `note.md`).
     func createLocal(_ p: Node, _ name: String) throws -> (FileAttr, [Invalidation])? {
         guard let key = dirKey(p) else { return nil }
-        if let (backup, pk) = catalog.parked[key]?.first(where: { $0.value.originalName == name && !$0.value.reattached }) {
-            catalog.parked[key]?[backup]?.reattached = true
-            // A new file starts empty; the item keeps its id, inode, tags, edges and attributes.
+        if let (backup, pk) = catalog.parked[key]?.first(where: { $0.value.originalName == name }) {
+            catalog.parked[key]?[backup] = nil
+            // The backup name becomes a scratch file with the bytes as they were (vim's `:set backup`
+            // keeps it); the new file starts empty, and the item keeps its id, inode, tags, edges
+            // and attributes.
+            let copy = try wrap { try store.backupItem(pk.item, dir: key, name: backup) }
+            catalog.addScratch(copy)
             let stored = try wrap { try store.writeContent(rowid: pk.item, bytes: []) }
             catalog.items[pk.item] = stored.summary
-            return (try attr(.item(pk.item)), [])
+            return (try attr(.item(pk.item)), invalidations((p, [backup])))
         }
         guard ScratchNames.matches(name) else { return nil }
         let s = try wrap { try store.createScratch(dir: key, name: name) }
@@ -216,8 +220,7 @@ extension FileSystem {
             if let key = dirKey(p) {
                 if let pk = catalog.parked[key]?[name] {
                     catalog.parked[key]?[name] = nil
-                    // The backup of a re-attached item is just a name; otherwise the item goes to the trash.
-                    if pk.reattached { return invalidations((p, [name])) }
+                    // An item renamed to a backup name and removed: it goes to the trash.
                     _ = try wrap { try store.setState(rowid: pk.item, .trashed) }
                     return try refreshItem(pk.item) + invalidations((p, [name, pk.originalName]))
                 }
@@ -377,7 +380,7 @@ extension FileSystem {
         // An item renamed to a backup name in its directory: the name is parked, the item stays.
         if case .item(let r) = src, let dk, np == p, ScratchNames.matches(newName) {
             if case .scratch(let old)? = dst { try wrap { try store.deleteScratch(old) }; catalog.removeScratch(old) }
-            catalog.parked[dk, default: [:]][newName] = Catalog.Parked(item: r, originalName: name, reattached: false)
+            catalog.parked[dk, default: [:]][newName] = Catalog.Parked(item: r, originalName: name)
             return invalidations((p, [name, newName]))
         }
         return nil

@@ -72,8 +72,18 @@ public enum Timestamp {
         var tmv = tm()
         gmtime_r(&t, &tmv)
         let ms = Int((d.timeIntervalSince1970 - Double(t)) * 1000) % 1000
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(tmv.tm_year) + 1900, Int(tmv.tm_mon) + 1,
-                      Int(tmv.tm_mday), Int(tmv.tm_hour), Int(tmv.tm_min), Int(tmv.tm_sec), ms)
+        var out = [UInt8](); out.reserveCapacity(24)
+        func digits(_ v: Int, _ n: Int, then sep: UInt8?) {
+            var d = [UInt8](repeating: 48, count: n), x = max(0, v)
+            for i in stride(from: n - 1, through: 0, by: -1) { d[i] = UInt8(48 + x % 10); x /= 10 }
+            out += d
+            if let sep { out.append(sep) }
+        }
+        digits(Int(tmv.tm_year) + 1900, 4, then: UInt8(ascii: "-")); digits(Int(tmv.tm_mon) + 1, 2, then: UInt8(ascii: "-"))
+        digits(Int(tmv.tm_mday), 2, then: UInt8(ascii: "T")); digits(Int(tmv.tm_hour), 2, then: UInt8(ascii: ":"))
+        digits(Int(tmv.tm_min), 2, then: UInt8(ascii: ":")); digits(Int(tmv.tm_sec), 2, then: UInt8(ascii: "."))
+        digits(ms, 3, then: UInt8(ascii: "Z"))
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Seconds since the epoch for an RFC 3339 timestamp; nil when it does not parse.

@@ -13,13 +13,20 @@ public enum ItemID {
         // 12 bits of sequence in rand_a keep ids minted in the same millisecond ordered.
         bytes[6] = 0x70 | UInt8((seq >> 8) & 0x0f)
         bytes[7] = UInt8(seq & 0xff)
-        var rng = SystemRandomNumberGenerator()
-        for i in 8..<16 { bytes[i] = UInt8.random(in: 0...255, using: &rng) }
+        var random = UInt64.random(in: 0...UInt64.max)
+        for i in 8..<16 { bytes[i] = UInt8(truncatingIfNeeded: random); random >>= 8 }
         bytes[8] = 0x80 | (bytes[8] & 0x3f)
-        let hex = bytes.map { String(format: "%02x", $0) }.joined()
-        let h = Array(hex)
-        return String(h[0..<8]) + "-" + String(h[8..<12]) + "-" + String(h[12..<16]) + "-"
-            + String(h[16..<20]) + "-" + String(h[20..<32])
+        return hyphenatedHex(bytes)
+    }
+
+    /// `8-4-4-4-12` lowercase hex of 16 bytes.
+    static func hyphenatedHex(_ bytes: [UInt8]) -> String {
+        var out = [UInt8](); out.reserveCapacity(36)
+        for (i, b) in bytes.enumerated() {
+            if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
+            out.append(ItemIDHex.digits[Int(b >> 4)]); out.append(ItemIDHex.digits[Int(b & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// True for a canonical lowercase UUID string of version 7.

@@ -96,6 +96,24 @@ public enum JSONCoding {
         var plain = true
         for u in s.utf8 where u < 0x20 || u == 0x22 || u == 0x5c || (yamlSafe && u >= 0x7f) { plain = false; break }
         if plain { out += s; out += "\""; return }
+        if !yamlSafe || !s.utf8.contains(where: { $0 >= 0x7f }) {
+            // Byte runs that need no escape are copied whole (notes are mostly such runs).
+            var bytes = [UInt8](); bytes.reserveCapacity(s.utf8.count + 16)
+            for u in s.utf8 {
+                switch u {
+                case 0x22: bytes += [0x5c, 0x22]
+                case 0x5c: bytes += [0x5c, 0x5c]
+                case 0x0a: bytes += [0x5c, UInt8(ascii: "n")]
+                case 0x0d: bytes += [0x5c, UInt8(ascii: "r")]
+                case 0x09: bytes += [0x5c, UInt8(ascii: "t")]
+                case ..<0x20: bytes += Array("\\u00".utf8) + [ItemIDHex.digits[Int(u >> 4)], ItemIDHex.digits[Int(u & 0x0f)]]
+                default: bytes.append(u)
+                }
+            }
+            out += String(decoding: bytes, as: UTF8.self)
+            out += "\""
+            return
+        }
         for u in s.unicodeScalars {
             switch u {
             case "\"": out += "\\\""
@@ -106,7 +124,7 @@ public enum JSONCoding {
             default:
                 let v = u.value
                 let escape = v < 0x20 || (yamlSafe && (v == 0x7f || (0x80..<0xa0).contains(v) || v == 0xfeff || v == 0x2028 || v == 0x2029))
-                if escape { out += String(format: "\\u%04x", v) } else { out.unicodeScalars.append(u) }
+                if escape { out += "\\u" + String(repeating: "0", count: 4 - String(v, radix: 16).count) + String(v, radix: 16) } else { out.unicodeScalars.append(u) }
             }
         }
         out += "\""
@@ -140,4 +158,9 @@ public enum JSONCoding {
 
 extension JSONValue: ExpressibleByStringLiteral {
     public init(stringLiteral value: String) { self = .string(value) }
+}
+
+/// Lowercase hex digits, for ids and `\\u` escapes.
+enum ItemIDHex {
+    static let digits = Array("0123456789abcdef".utf8)
 }
