@@ -48,6 +48,7 @@ public struct FSError: Error, CustomStringConvertible {
             case .exists(let m): return FSError(.exists, m)
             case .tooLarge(let m): return FSError(.tooLarge, m)
             case .notEmpty(let m): return FSError(.notEmpty, m)
+            case .io(let m): return FSError(.io, m)
             }
         }
         let text = String(describing: error)

@@ -5,6 +5,8 @@ import MarfaStore
 extension FileSystem {
     /// The text of a control file (§7). Called with the lock held.
     func controlContent(_ name: String) -> String {
+        // The queue and the status describe settled files.
+        do { try settleNow() } catch { log.error("settling failed", metadata: ["error": "\(error)"]) }
         switch ControlFile(rawValue: name) {
         case .status?: return statusJSON() + "\n"
         case .pending?: return pendingText()

@@ -145,7 +145,8 @@ extension FileSystem {
             case .tagDir(let tag): new = NewItem(type: "core.note", fileName: name, tags: [tag])
             default: throw readOnlyOrNotPermitted(p)
             }
-            let stored = try wrap { try store.createItem(new) }
+            let stored = try wrap { try store.createItem(new, unsettled: true) }
+            settler.noteWrite()
             let inv = try refreshItem(stored.rowid, known: (stored.summary, Set(new.tags)))
             var a = try attr(.item(stored.rowid))
             if case .tagDir = p {
@@ -176,8 +177,8 @@ extension FileSystem {
             // and attributes.
             let copy = try wrap { try store.backupItem(pk.item, dir: key, name: backup) }
             catalog.addScratch(copy)
-            let stored = try wrap { try store.writeContent(rowid: pk.item, bytes: []) }
-            catalog.items[pk.item] = stored.summary
+            let (size, mtime) = try wrap { try store.truncateUnsettled(rowid: pk.item, size: 0) }
+            wroteUnsettled(pk.item, size: size, mtimeNs: mtime)
             return (try attr(.item(pk.item)), invalidations((p, [backup])))
         }
         guard ScratchNames.matches(name) else { return nil }
@@ -188,6 +189,7 @@ extension FileSystem {
 
     public func mkdir(parent: UInt64, name: String) throws -> FileAttr {
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
+            try settleNow()
             let p = try node(parent)
             try checkName(name)
             if try childNode(p, name) != nil { throw FSError(.exists, name) }
@@ -216,6 +218,7 @@ extension FileSystem {
 
     public func unlink(parent: UInt64, name: String) throws {
         let inv: [Invalidation] = try locked {
+            try settleNow()
             let p = try node(parent)
             if let key = dirKey(p) {
                 if let pk = catalog.parked[key]?[name] {
@@ -262,6 +265,7 @@ extension FileSystem {
 
     public func rmdir(parent: UInt64, name: String) throws {
         try locked {
+            try settleNow()
             let p = try node(parent)
             guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
             switch child {
@@ -293,6 +297,9 @@ extension FileSystem {
             if exchange { throw FSError(.invalid, "RENAME_EXCHANGE is not supported") }
             let dst = try childNode(np, newName)
             if dst != nil && noReplace { throw FSError(.exists, newName) }
+            // A save over an item stays lean (the target settles later); any other rename queues
+            // a mutation, which must follow the creates and updates of written files.
+            if !Self.isItemFile(src) || !Self.isItemFile(dst) { try settleNow() }
             if let local = try renameLocal(p, name, src, np, newName, dst) { return local }
             if src == dst { return [] }
             switch (p, src, np) {
@@ -394,8 +401,16 @@ extension FileSystem {
         return try refreshItem(r)
     }
 
+    static func isItemFile(_ n: Node?) -> Bool {
+        switch n {
+        case .item?, .tagEntry?: return true
+        default: return false
+        }
+    }
+
     func absorb(_ r: Int64, into t: Int64) throws -> [Invalidation] {
-        _ = try wrap { try store.absorb(source: r, into: t) }
+        try wrap { try store.absorbUnsettled(source: r, into: t) }
+        settler.noteWrite()
         var inv = try refreshItem(r) + refreshItem(t, contentChanged: true)
         if catalog.items[r] == nil { catalog.aliases[r] = t }
         // The kernel moved the source's dentry onto the target's name: make it look the name up again.
@@ -424,6 +439,7 @@ extension FileSystem {
 
     public func symlink(target: String, parent: UInt64, name: String) throws -> FileAttr {
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
+            try settleNow()
             let p = try node(parent)
             try checkName(name)
             let r = try resolveTarget(target)
@@ -435,6 +451,7 @@ extension FileSystem {
 
     public func link(ino: UInt64, newParent: UInt64, newName: String) throws -> FileAttr {
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
+            try settleNow()
             let p = try node(newParent)
             guard case .item(let r) = try node(ino) else { throw FSError(.notPermitted, "only item files can be linked") }
             guard case .tagDir = p else {

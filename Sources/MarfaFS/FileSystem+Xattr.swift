@@ -11,6 +11,8 @@ extension FileSystem {
         guard name.hasPrefix("user.") else { throw FSError(.noData, name) }
         let r: Int64 = try locked {
             guard case .item(let r) = try node(ino) else { throw FSError(.noData, name) }
+            // The sync state, version and properties are those of the settled file.
+            if name.hasPrefix("user.marfa.") { try settleNow() }
             return r
         }
         guard let s = try wrap({ try store.item(rowid: r) }) else { throw FSError(.notFound, "item \(r)") }
@@ -40,7 +42,7 @@ extension FileSystem {
     }
 
     public func listxattr(_ ino: UInt64) throws -> [String] {
-        let r: Int64? = try locked { if case .item(let r) = try node(ino) { return r }; return nil }
+        let r: Int64? = try locked { if case .item(let r) = try node(ino) { try settleNow(); return r }; return nil }
         guard let r, let s = try wrap({ try store.item(rowid: r) }) else { return [] }
         var names = ["id", "type", "version", "created_at", "updated_at", "source", "sync", "tags", "favorite", "tier", "state"]
         if TypeSchema.isBlobType(s.item.type) { names.append("blob") }
@@ -54,6 +56,7 @@ extension FileSystem {
     public func setxattr(_ ino: UInt64, name: String, value: [UInt8], create: Bool = false, replace: Bool = false) throws {
         guard name.hasPrefix("user.") else { throw FSError(.notSupported, "only user.* attributes are kept") }
         let inv: [Invalidation] = try locked {
+            try settleNow()
             guard case .item(let r) = try node(ino) else { throw FSError(.notPermitted, "attributes belong to item files") }
             guard let text = String(validating: value, as: UTF8.self) else {
                 if name.hasPrefix("user.marfa.") { throw FSError(.invalid, "\(name) takes UTF-8 text") }
@@ -115,6 +118,7 @@ extension FileSystem {
     public func removexattr(_ ino: UInt64, name: String) throws {
         guard name.hasPrefix("user.") else { throw FSError(.noData, name) }
         let inv: [Invalidation] = try locked {
+            try settleNow()
             guard case .item(let r) = try node(ino) else { throw FSError(.noData, name) }
             if let key = name.dropPrefix("user.marfa.") {
                 guard let prop = key.dropPrefix("prop.") else { throw FSError(.notPermitted, "\(name) cannot be removed") }

@@ -20,12 +20,17 @@ public final class FileSystem: @unchecked Sendable {
     public var cacheTimeout: Double = 86_400
     let uid: UInt32
     let gid: UInt32
+    /// Settles written files once they have been quiet this long (FS-14).
+    let settler: Settler
 
-    public init(store: Store, logger: Logger) throws {
+    public init(store: Store, logger: Logger, settleWindow: Double = 0.2) throws {
         self.store = store
         self.log = logger
+        // Files written before a crash settle now, before anything is served (FS-15).
+        try store.settle()
         self.catalog = try Catalog(store: store)
         uid = getuid(); gid = getgid()
+        settler = Settler(window: settleWindow)
     }
 
     func locked<T>(_ body: () throws -> T) rethrows -> T {
@@ -141,8 +146,7 @@ public final class FileSystem: @unchecked Sendable {
         switch n {
         case .item(let r):
             guard let s = summary else { throw FSError(.notFound, "item \(r)") }
-            if TypeSchema.isBlobType(s.type) {
-                guard let h = s.blobRef else { return [] }
+            if TypeSchema.isBlobType(s.type), let h = s.blobRef {
                 guard let bytes = store.blobs.read(hash: h, offset: offset, count: size) else {
                     log.error("blob is not in the local cache and no server is configured", metadata: ["item.id": "\(s.id)", "blob": "\(h)"])
                     throw FSError(.io, "blob \(h) of \(s.id) is not cached")
@@ -154,7 +158,10 @@ public final class FileSystem: @unchecked Sendable {
         case .scratch(let id):
             return Self.slice(try wrap { try store.scratchData(id) }, offset: offset, size: size)
         case .controlFile(let name):
-            if name == ControlFile.flush.rawValue { return Self.slice(Array(flushAnswer().utf8), offset: offset, size: size) }
+            if name == ControlFile.flush.rawValue {
+                try locked { try settleNow() }
+                return Self.slice(Array(flushAnswer().utf8), offset: offset, size: size)
+            }
             return Self.slice(Array(locked { controlContent(name) }.utf8), offset: offset, size: size)
         default:
             throw FSError(.isDirectory, "inode \(ino)")
@@ -184,6 +191,16 @@ public final class FileSystem: @unchecked Sendable {
         guard offset >= 0, offset <= limit, Int64(data.count) <= limit - offset else {
             throw FSError(.tooLarge, "a write to byte \(offset) would pass the limit of \(limit) bytes")
         }
+        let isItem: Bool = try locked {
+            if case .item(let r) = try node(ino) {
+                // The bytes commit now; parsing and queueing wait for the file to settle (FS-14).
+                let (size, mtime) = try wrap { try store.writeUnsettled(rowid: r, offset: offset, data: data) }
+                wroteUnsettled(r, size: size, mtimeNs: mtime)
+                return true
+            }
+            return false
+        }
+        if isItem { return data.count }
         try mutateContent(ino) { bytes in
             let end = Int(offset) + data.count
             if bytes.count < end { bytes.append(contentsOf: repeatElement(0, count: end - bytes.count)) }
@@ -210,40 +227,25 @@ public final class FileSystem: @unchecked Sendable {
                 if case .controlFile = n { throw FSError(.notPermitted, "control files are read-only") }
                 throw FSError(.isDirectory, "not a file")
             }
-            try mutateContent(ino) { bytes in
-                let s = Int(size)
-                if bytes.count > s { bytes.removeSubrange(s...) } else { bytes.append(contentsOf: repeatElement(0, count: s - bytes.count)) }
+            try locked {
+                guard case .item(let r) = try node(ino) else { throw FSError(.notFound, "inode \(ino)") }
+                let (newSize, mtime) = try wrap { try store.truncateUnsettled(rowid: r, size: size) }
+                wroteUnsettled(r, size: newSize, mtimeNs: mtime)
             }
         }
         return try getattr(ino)
     }
 
+    /// Changes a scratch file's bytes (FS-14).
     func mutateContent(_ ino: UInt64, _ edit: @escaping (inout [UInt8]) throws -> Void) throws {
-        let inv: [Invalidation] = try locked {
+        try locked {
             let n = try node(ino)
-            if case .scratch(let id) = n {
-                catalog.addScratch(try wrap { try store.modifyScratch(id, edit) })
-                return []
-            }
-            guard case .item(let r) = n else {
+            guard case .scratch(let id) = n else {
                 if case .controlFile = n { throw FSError(.notPermitted, "control files are read-only") }
                 throw FSError(.isDirectory, "not a file")
             }
-            do {
-                let stored = try store.modifyContent(rowid: r, edit)
-                let new = stored.summary
-                // Most writes change only size and time, which the kernel learns from the write itself.
-                if let old = catalog.items[r], old.stem == new.stem, old.ext == new.ext, old.state == new.state, old.type == new.type {
-                    catalog.items[r] = new
-                    return []
-                }
-                return try refreshItem(r)
-            } catch let e as StoreError {
-                if case .tooLarge = e { throw FSError(.tooLarge, e.description) }
-                throw FSError.from(e)
-            }
+            catalog.addScratch(try wrap { try store.modifyScratch(id, edit) })
         }
-        notify(inv)
     }
 
     public func fsync(_ ino: UInt64) throws {

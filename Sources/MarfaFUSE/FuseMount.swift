@@ -40,6 +40,7 @@ public final class FuseMount: @unchecked Sendable {
         notifier.session = se
         notifier.start()
         fs.onInvalidate = { [notifier] inv in notifier.enqueue(inv) }
+        fs.startSettling()
     }
 
     /// Runs the request loop until unmounted or `stop()`; then releases the session.
@@ -47,6 +48,7 @@ public final class FuseMount: @unchecked Sendable {
         guard let se = session else { return }
         let rc = marfafs_session_loop_mt(se, threads)
         if rc != 0 { log.warning("fuse session loop ended", metadata: ["rc": "\(rc)"]) }
+        fs.stopSettling()
         notifier.stop()
         fuse_session_unmount(se)
         fuse_session_destroy(se)

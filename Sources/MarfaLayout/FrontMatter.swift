@@ -7,12 +7,14 @@ public enum FrontMatterError: Error, Equatable, CustomStringConvertible {
     case invalidYAML(String)
     case notAMapping
     case invalidUTF8
+    case nulBytes
 
     public var description: String {
         switch self {
         case .invalidYAML(let m): return "front matter is not valid YAML: \(m)"
         case .notAMapping: return "front matter is not a mapping of keys to values"
         case .invalidUTF8: return "the file is not valid UTF-8"
+        case .nulBytes: return "the file holds NUL bytes (binary content belongs in a core.file item)"
         }
     }
 }
@@ -28,6 +30,7 @@ public enum FrontMatter {
     /// Parses file bytes into properties: front matter keys plus the body field.
     /// The title is not set here unless the front matter writes it.
     public static func parse(_ bytes: [UInt8], bodyField: String = "body", titleField: String = "title") throws -> Parsed {
+        if bytes.contains(0) { throw FrontMatterError.nulBytes }
         guard let text = String(validating: bytes, as: UTF8.self) else { throw FrontMatterError.invalidUTF8 }
         return try parse(text, bodyField: bodyField, titleField: titleField)
     }

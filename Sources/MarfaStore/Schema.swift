@@ -93,6 +93,13 @@ enum Schema {
                 )
                 """)
         }
+        m.registerMigration("v4-unsettled") { db in
+            // FS-14: bytes written through the mount, not yet parsed and queued (Store+Settle).
+            try db.execute(sql: """
+                ALTER TABLE items ADD COLUMN unsettled INTEGER NOT NULL DEFAULT 0;
+                CREATE INDEX items_unsettled ON items(mtime_ns) WHERE unsettled = 1;
+                """)
+        }
         return m
     }
 }

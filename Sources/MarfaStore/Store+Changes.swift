@@ -23,7 +23,8 @@ extension Store {
     // MARK: items
 
     /// Creates an item and queues its create, in one transaction. Its id is minted here (FS-22).
-    public func createItem(_ n: NewItem) throws -> StoredItem {
+    /// `unsettled`: a file made through the mount, whose create is queued when it settles (FS-14).
+    public func createItem(_ n: NewItem, unsettled: Bool = false) throws -> StoredItem {
         let id = n.id ?? ItemID.make()
         let t = type(n.type)
         let now = Date()
@@ -33,7 +34,10 @@ extension Store {
         var sync = SyncState.pending
         var syncError: String?
         var hash: String?
-        if isBlob {
+        if isBlob && unsettled {
+            props["filename"] = .string(n.fileName)
+            props["mime_type"] = .string(Names.mimeType(forExtension: Names.split(n.fileName).ext))
+        } else if isBlob {
             guard Int64(n.content.count) <= Self.maxBlobBytes else { throw StoreError.tooLarge("blob of \(n.content.count) bytes") }
             props["filename"] = .string(n.fileName)
             props["mime_type"] = .string(Names.mimeType(forExtension: Names.split(n.fileName).ext))
@@ -54,10 +58,10 @@ extension Store {
             if try db.exists("SELECT 1 FROM items WHERE id = ?", [id]) { throw StoreError.exists(id) }
             try db.run("""
                 INSERT INTO items(id, type, properties, raw, file_name, stem, ext, size, version, source, source_id,
-                  timestamp, created_at, updated_at, mtime_ns, state, tier, sync, sync_error)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'library', ?, ?)
-                """, [id, n.type, JSONCoding.encode(props), isBlob ? nil : Data(n.content), n.fileName, stem, ext,
-                                 n.content.count, n.sourceID, ts, ts, ts, Self.ns(now), n.state.rawValue, sync.rawValue, syncError])
+                  timestamp, created_at, updated_at, mtime_ns, state, tier, sync, sync_error, unsettled)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'library', ?, ?, ?)
+                """, [id, n.type, JSONCoding.encode(props), isBlob && !unsettled ? nil : Data(n.content), n.fileName, stem, ext,
+                                 n.content.count, n.sourceID, ts, ts, ts, Self.ns(now), n.state.rawValue, sync.rawValue, syncError, unsettled])
             let rowid = db.lastInsertedRowID
             let tags = Set(n.tags).sorted()
             for tag in tags { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [id, tag]) }
@@ -67,7 +71,7 @@ extension Store {
                     "hash": .string(hash), "size": .int(Int64(n.content.count)), "mime_type": props["mime_type"] ?? .null,
                 ], coalesce: false)
             }
-            if sync != .invalid { try Self.enqueue(db, kind: .create, itemID: id, payload: Self.createPayload(item, tags: tags), coalesce: false) }
+            if sync != .invalid && !unsettled { try Self.enqueue(db, kind: .create, itemID: id, payload: Self.createPayload(item, tags: tags), coalesce: false) }
             return try Self.fetchItem(db, rowid: rowid)!
         }
     }
@@ -79,7 +83,7 @@ extension Store {
 
     /// Reads the current bytes, lets `edit` change them, and stores the result, in one transaction.
     public func modifyContent(rowid: Int64, _ edit: (inout [UInt8]) throws -> Void) throws -> StoredItem {
-        try write { db in
+        try settledWrite { db in
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
             var bytes = try currentBytes(db, cur)
             try edit(&bytes)
@@ -89,6 +93,8 @@ extension Store {
 
     func currentBytes(_ db: Database, _ cur: StoredItem) throws -> [UInt8] {
         let t = type(cur.item.type)
+        // An unsettled file's `raw` may have spare room past its size.
+        if let raw = cur.raw, TypeSchema.isBlobType(t.id) || raw.count != Int(cur.size) { return Array(raw.prefix(Int(cur.size))) }
         if TypeSchema.isBlobType(t.id) {
             guard let h = cur.item.properties["blob_ref"]?.stringValue else { return [] }
             guard let d = try Data.fetchOne(db.cachedStatement(sql: "SELECT data FROM sqlar WHERE name = ?"), arguments: [h]) else {
@@ -125,7 +131,7 @@ extension Store {
             let hash = try putBlob(db, bytes, hash: BlobHash.of(bytes))
             cur.item.properties["blob_ref"] = .string(hash)
             cur.sync = .pending; cur.syncError = nil
-            try db.run("UPDATE items SET properties = ?, raw = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL WHERE rowid = ?",
+            try db.run("UPDATE items SET properties = ?, raw = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
                            [JSONCoding.encode(cur.item.properties), bytes.count, ts, cur.mtimeNs, cur.rowid])
             try Self.enqueue(db, kind: .uploadBlob, itemID: cur.item.id,
                              payload: ["hash": .string(hash), "size": .int(Int64(bytes.count)),
@@ -140,13 +146,13 @@ extension Store {
             cur.sync = .pending; cur.syncError = nil
             let (stem, ext) = Naming.stemAndExt(id: cur.item.id, type: t, properties: cur.item.properties, fileName: cur.fileName)
             cur.stem = stem; cur.ext = ext
-            try db.run("UPDATE items SET properties = ?, raw = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL WHERE rowid = ?",
+            try db.run("UPDATE items SET properties = ?, raw = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
                            [JSONCoding.encode(cur.item.properties), Data(bytes), bytes.count, stem, ext, ts, cur.mtimeNs, cur.rowid])
             try enqueueItemChange(db, cur.item)
         } catch let e as FrontMatterError {
             // FS-10: kept byte for byte, marked invalid, not queued until it parses again.
             cur.sync = .invalid; cur.syncError = e.description
-            try db.run("UPDATE items SET raw = ?, size = ?, updated_at = ?, mtime_ns = ?, sync = 'invalid', sync_error = ? WHERE rowid = ?",
+            try db.run("UPDATE items SET raw = ?, size = ?, updated_at = ?, mtime_ns = ?, sync = 'invalid', sync_error = ?, unsettled = 0 WHERE rowid = ?",
                            [Data(bytes), bytes.count, ts, cur.mtimeNs, e.description, cur.rowid])
         }
         return cur
@@ -162,7 +168,7 @@ extension Store {
     /// Renames an item's file (FS-5, FS-6): the chosen name is kept; a `.md` name also sets the title,
     /// unless the file's own front matter names the title.
     public func rename(rowid: Int64, to fileName: String) throws -> StoredItem {
-        try write { db in
+        try settledWrite { db in
             guard var cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
             let t = type(cur.item.type)
             var titleInFile = false
@@ -183,7 +189,7 @@ extension Store {
 
     /// Moves an item between `active`, `archived` and `trashed` and queues the transition.
     public func setState(rowid: Int64, _ state: ItemState) throws -> StoredItem {
-        try write { db in
+        try settledWrite { db in
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
             if cur.item.state == state { return cur }
             let now = Date()
@@ -207,7 +213,7 @@ extension Store {
     }
 
     public func setTier(rowid: Int64, _ tier: Tier) throws -> StoredItem {
-        try write { db in
+        try settledWrite { db in
             guard var cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
             if cur.item.tier == tier { return cur }
             cur.item.tier = tier
@@ -219,7 +225,7 @@ extension Store {
 
     /// Sets (or with nil removes) one property (`user.marfa.prop.<name>`); the file is rendered anew.
     public func setProperty(rowid: Int64, name: String, value: JSONValue?) throws -> StoredItem {
-        try write { db in
+        try settledWrite { db in
             guard var cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
             let t = type(cur.item.type)
             if value == nil && cur.item.properties[name] == nil { throw StoreError.notFound("property \(name)") }
@@ -228,7 +234,7 @@ extension Store {
             let size = isBlob ? cur.size : Int64(render(type: t, properties: cur.item.properties).utf8.count)
             let now = Date()
             cur.item.updatedAt = Timestamp.format(now)
-            try db.run("UPDATE items SET properties = ?, raw = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL WHERE rowid = ?",
+            try db.run("UPDATE items SET properties = ?, raw = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
                            [JSONCoding.encode(cur.item.properties), size, cur.item.updatedAt, Self.ns(now), rowid])
             try enqueueItemChange(db, cur.item)
             try refreshName(db, rowid: rowid)
@@ -238,7 +244,7 @@ extension Store {
 
     /// Sets (nil: removes) an extra `user.*` attribute kept with the item as `fs.xattr` (FS-17).
     public func setXattr(rowid: Int64, name: String, value: [UInt8]?) throws {
-        try write { db in
+        try settledWrite { db in
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
             var x = cur.xattrs
             if value == nil && x[name] == nil { throw StoreError.notFound("attribute \(name)") }
@@ -255,7 +261,7 @@ extension Store {
 
     /// Replaces an item's tag set and queues it (consecutive tag changes coalesce).
     public func setTags(rowid: Int64, _ tags: Set<String>) throws {
-        try write { db in
+        try settledWrite { db in
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
             try setTags(db, cur, tags)
         }
@@ -288,7 +294,7 @@ extension Store {
 
     /// Renames a tag on every item that has it; returns the rowids of those items.
     public func renameTag(_ from: String, to: String) throws -> [Int64] {
-        try write { db in
+        try settledWrite { db in
             let rows = try Int64.fetchAll(db.cachedStatement(sql: "SELECT items.rowid FROM items JOIN tags ON tags.item_id = items.id WHERE tags.tag = ?"), arguments: [from])
             for r in rows {
                 guard let cur = try Self.fetchItem(db, rowid: r) else { continue }
@@ -306,7 +312,7 @@ extension Store {
     // MARK: edges
 
     public func createEdge(sourceID: String, targetID: String, edgeType: String) throws -> EdgeRecord {
-        try write { db in
+        try settledWrite { db in
             if let existing = try db.row("SELECT * FROM edges WHERE source_id = ? AND target_id = ? AND edge_type = ?",
                                                [sourceID, targetID, edgeType]) {
                 throw StoreError.exists("edge \(EdgeRecord(row: existing).edge.id)")
@@ -324,7 +330,7 @@ extension Store {
     }
 
     public func deleteEdge(rowid: Int64) throws {
-        try write { db in
+        try settledWrite { db in
             guard let rec = try db.row("SELECT * FROM edges WHERE rowid = ?", [rowid]).map(EdgeRecord.init(row:)) else {
                 throw StoreError.notFound("edge \(rowid)")
             }
@@ -429,7 +435,7 @@ extension Store {
     /// An editor's atomic save (FS-13): `target` takes `source`'s bytes and keeps its identity;
     /// `source` disappears (forgotten if the server never saw it, else trashed). One transaction.
     public func absorb(source: Int64, into target: Int64) throws -> StoredItem {
-        try write { db in
+        try settledWrite { db in
             guard let src = try Self.fetchItem(db, rowid: source) else { throw StoreError.notFound("item \(source)") }
             guard let dst = try Self.fetchItem(db, rowid: target) else { throw StoreError.notFound("item \(target)") }
             let stored = try applyContent(db, dst, bytes: try currentBytes(db, src), now: Date())

@@ -11,6 +11,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case exists(String)
     case tooLarge(String)
     case notEmpty(String)
+    case io(String)
 
     public var description: String {
         switch self {
@@ -18,6 +19,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .exists(let s): return "already exists: \(s)"
         case .tooLarge(let s): return "too large: \(s)"
         case .notEmpty(let s): return "not empty: \(s)"
+        case .io(let s): return "store I/O: \(s)"
         }
     }
 }
@@ -31,7 +33,7 @@ public final class Store: Sendable {
     let typeCache: TypeCache
     public let blobs: BlobReader
     /// The largest text file accepted (a note is text, not a disk image).
-    public static let maxTextBytes = 64 << 20
+    public static let maxTextBytes = 16 << 20
     /// The largest blob accepted through a write: one `sqlar` row, below SQLite's 1 GB value limit.
     public static let maxBlobBytes: Int64 = 900 << 20
 
@@ -114,10 +116,10 @@ public final class Store: Sendable {
     /// The bytes of a text item's file: what was written (FS-9), else the rendering (FS-8).
     public func textContent(rowid: Int64) throws -> [UInt8] {
         try pool.read { db in
-            guard let row = try db.row("SELECT raw, properties, type FROM items WHERE rowid = ?", [rowid]) else {
+            guard let row = try db.row("SELECT raw, size, properties, type FROM items WHERE rowid = ?", [rowid]) else {
                 throw StoreError.notFound("item \(rowid)")
             }
-            if let d: Data = row["raw"] { return [UInt8](d) }
+            if let d: Data = row["raw"] { return [UInt8](d.prefix(row["size"] as Int)) }
             return Array(render(type: type(row["type"]), properties: JSONCoding.object(from: row["properties"])).utf8)
         }
     }
@@ -162,6 +164,15 @@ public final class Store: Sendable {
 
     func write<T>(_ body: (Database) throws -> T) throws -> T {
         try pool.write(body)
+    }
+
+    /// A write that first settles every unsettled item, so queued mutations keep the order of the
+    /// changes (an item's create before its tags, edges or transitions).
+    func settledWrite<T>(_ body: (Database) throws -> T) throws -> T {
+        try pool.write { db in
+            _ = try settle(db)
+            return try body(db)
+        }
     }
 }
 

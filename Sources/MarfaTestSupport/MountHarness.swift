@@ -97,9 +97,16 @@ public final class MountHarness: @unchecked Sendable {
         Shell.run(["/bin/bash", "-c", "cd '\(mountpoint)' && " + command])
     }
 
-    /// Reads the store with the sqlite3 program (the daemon keeps it open in WAL mode).
+    /// Makes the daemon settle every written file now (FS-14), as reading `.marfafs/status` does.
+    public func settle() {
+        if mounted { _ = Shell.run(["/bin/cat", mountpoint + "/.marfafs/status"]) }
+    }
+
+    /// Reads the store with the sqlite3 program (the daemon keeps it open in WAL mode), after the
+    /// daemon has settled what was written.
     public func sql(_ query: String) -> String {
-        Shell.run(["/usr/bin/sqlite3", "-readonly", store, query]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        settle()
+        return Shell.run(["/usr/bin/sqlite3", "-readonly", store, query]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     public func path(_ rel: String) -> String { mountpoint + "/" + rel }
@@ -108,7 +115,8 @@ public final class MountHarness: @unchecked Sendable {
     /// test sees only the mutations its own steps queue.
     @discardableResult
     public func markQueueSent() -> Bool {
-        Shell.run(["/usr/bin/sqlite3", store, "DELETE FROM mutations; UPDATE items SET version = 1 WHERE version = 0"]).status == 0
+        settle()
+        return Shell.run(["/usr/bin/sqlite3", store, "DELETE FROM mutations; UPDATE items SET version = 1 WHERE version = 0"]).status == 0
     }
 
     /// Makes a folder with a shell script (run with the folder as working directory) and imports it

@@ -62,10 +62,52 @@ final class Core {
         #expect(String(decoding: try c.fs.read(tmpIno, offset: 0, size: 10), as: UTF8.self) == "new")
     }
 
+    @Test func FS14_writtenFilesQueueOnlyOnceTheySettle() throws {
+        let c = try Core()
+        try c.write("types/core.note/a.md", "---\ntitle: Alpha\n---\nbody")
+        #expect(try c.store.mutations().isEmpty, "nothing queued while the file is being written")
+        #expect(try c.store.hasUnsettled())
+        // A temporary file renamed over the note before it settles never reaches the queue.
+        try c.write("types/core.note/a.md.tmp", "second")
+        let dir = try c.ino("types/core.note")
+        try c.fs.rename(parent: dir, name: "a.md.tmp", newParent: dir, newName: "a.md")
+        try c.fs.settleNow()
+        let queued = try c.store.mutations()
+        #expect(queued.map(\.kind) == [.create])
+        #expect(queued.first?.payload["properties"]?.objectValue?["body"]?.stringValue == "second")
+        #expect(try !c.store.hasUnsettled())
+        // Settling keeps the time the kernel saw at the write.
+        let f = try c.ino("types/core.note/a.md")
+        let before = try c.fs.getattr(f).mtimeNs
+        #expect(try c.store.summary(rowid: Int64(f - 16))?.mtimeNs == before)
+    }
+
+    @Test func FS9_sequentialWritesOfALargeFileAreExact() throws {
+        let c = try Core()
+        let f = try c.fs.create(parent: try c.ino("types/core.note"), name: "big.md").ino
+        var expected = [UInt8]()
+        for i in 0..<48 {
+            let chunk = [UInt8](repeating: UInt8(ascii: "a") + UInt8(i % 26), count: 64 * 1024 + i)
+            _ = try c.fs.write(f, offset: Int64(expected.count), data: chunk)
+            expected += chunk
+        }
+        _ = try c.fs.setattr(f, size: 2_000_000)
+        expected.removeSubrange(2_000_000...)
+        _ = try c.fs.write(f, offset: 2_500_000, data: Array("end".utf8))
+        expected += [UInt8](repeating: 0, count: 500_000) + Array("end".utf8)
+        #expect(try c.fs.getattr(f).size == Int64(expected.count))
+        #expect(try c.fs.read(f, offset: 0, size: expected.count) == expected)
+        try c.fs.settleNow()
+        #expect(try c.fs.read(f, offset: 1_999_990, size: 20) == Array(expected[1_999_990..<2_000_010]))
+        #expect(try c.store.textContent(rowid: Int64(f - 16)) == expected)
+        #expect(throws: FSError.self) { _ = try c.fs.write(f, offset: Int64(Store.maxTextBytes) - 1, data: [1, 2]) }
+    }
+
     @Test func FS17_refusedXattrChangesNothing() throws {
         let c = try Core()
         try c.write("types/core.note/a.md", "a")
         let f = try c.ino("types/core.note/a.md")
+        try c.fs.settleNow()
         let before = try c.store.mutations().count
         for (n, v) in [("user.marfa.tier", "gold"), ("user.marfa.tags", "ok,bad\u{7}"), ("user.marfa.state", "gone")] {
             #expect(throws: FSError.self) { try c.fs.setxattr(f, name: n, value: Array(v.utf8)) }

@@ -341,6 +341,21 @@ import Testing
         }
     }
 
+    @Test func robustness_aOneGiBWriteStopsAtTheLimitAndChangesNothingElse() throws {
+        try MountHarness.with { m in
+            #expect(m.sh("echo keep > types/core.note/n.md").status == 0)
+            let r = m.sh("dd if=/dev/zero of=types/core.note/big.md bs=1M count=1024 2>&1")
+            #expect(r.status != 0 && r.out.contains("File too large"), "\(r.out)")
+            #expect(m.sh("stat -c %s types/core.note/big.md").out == "\(16 << 20)", "a text file stops at 16 MiB")
+            #expect(m.sh("getfattr --only-values -n user.marfa.sync types/core.note/big.md").out == "invalid", "NUL bytes are not text")
+            // A write past the limit is refused whole and leaves the file as it was.
+            #expect(m.sh("printf x | dd of=types/core.note/n.md bs=1 seek=\(16 << 20) conv=notrunc 2>&1").status != 0)
+            #expect(m.sh("cat types/core.note/n.md; stat -c %s types/core.note/n.md").out == "keep\n5")
+            #expect(m.sql("SELECT kind FROM mutations") == "create", "only n.md is queued; the invalid file is kept, not sent")
+            #expect(m.sh("ls types/core.note").out == "big.md\nn.md", "the daemon is still up")
+        }
+    }
+
     @Test func FS17_xattrsReadWriteAndRefuseBadValues() throws {
         try MountHarness.with { m in
             #expect(m.sh("echo a > types/core.note/a.md").status == 0)

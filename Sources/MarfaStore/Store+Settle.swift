@@ -1,0 +1,137 @@
+import Foundation
+import GRDB
+import MarfaModel
+import GRDBSQLite
+
+/// Writes through the mount commit their bytes at once and settle later (FS-14): a write stores
+/// the bytes (`items.raw`, `unsettled = 1`) in one short transaction, with no parsing and no queued
+/// mutation; settling parses the bytes into properties and queues the create or update, in one
+/// transaction. A crash between the two loses nothing: the next mount settles what is left.
+///
+/// While an item is unsettled, `raw` may be longer than the file (spare room, so sequential
+/// writes are linear, not quadratic); `size` is the file's length.
+extension Store {
+    /// Writes `data` at `offset` of an item's file; returns the new size and mtime.
+    public func writeUnsettled(rowid: Int64, offset: Int64, data: [UInt8]) throws -> (size: Int64, mtimeNs: Int64) {
+        try write { db in
+            var f = try openUnsettled(db, rowid)
+            let end = Int(offset) + data.count
+            try f.reserve(db, max(f.size, end), limit: f.limit)
+            if Int(offset) > f.size { try f.put(db, at: f.size, [UInt8](repeating: 0, count: Int(offset) - f.size)) }
+            try f.put(db, at: Int(offset), data)
+            return try f.finish(db, size: max(f.size, end))
+        }
+    }
+
+    /// Sets an item's file length (truncate or extend with zeros).
+    public func truncateUnsettled(rowid: Int64, size: Int64) throws -> (size: Int64, mtimeNs: Int64) {
+        try write { db in
+            var f = try openUnsettled(db, rowid)
+            let n = Int(size)
+            try f.reserve(db, n, limit: f.limit)
+            if n > f.size { try f.put(db, at: f.size, [UInt8](repeating: 0, count: n - f.size)) }
+            return try f.finish(db, size: n)
+        }
+    }
+
+    /// An editor's atomic save (FS-13): `target` takes `source`'s bytes (settled later) and keeps
+    /// its identity; `source` disappears (forgotten if the server never saw it, else trashed).
+    public func absorbUnsettled(source: Int64, into target: Int64) throws {
+        try write { db in
+            guard let src = try Self.fetchItem(db, rowid: source) else { throw StoreError.notFound("item \(source)") }
+            let bytes = try currentBytes(db, src)
+            var f = try openUnsettled(db, target)
+            guard bytes.count <= f.limit else { throw StoreError.tooLarge("\(bytes.count) bytes") }
+            try db.run("UPDATE items SET raw = ? WHERE rowid = ?", [Data(bytes), target])
+            f.capacity = bytes.count
+            _ = try f.finish(db, size: bytes.count)
+            try forgetOrTrash(db, src)
+        }
+    }
+
+    /// Settles unsettled items last written at or before `writtenBefore` (nanoseconds; nil: all),
+    /// at most `limit` of them, in one transaction; returns their rowids.
+    @discardableResult
+    public func settle(writtenBefore: Int64? = nil, limit: Int = .max) throws -> [Int64] {
+        guard try pool.read({ db in try db.exists("SELECT 1 FROM items WHERE unsettled = 1") }) else { return [] }
+        return try write { db in try settle(db, writtenBefore: writtenBefore, limit: limit) }
+    }
+
+    func settle(_ db: Database, writtenBefore: Int64? = nil, limit: Int = .max) throws -> [Int64] {
+        let rows = try Int64.fetchAll(db.cachedStatement(sql: "SELECT rowid FROM items WHERE unsettled = 1 AND mtime_ns <= ? ORDER BY rowid LIMIT ?"),
+                                      arguments: [writtenBefore ?? .max, limit])
+        for r in rows {
+            guard let cur = try Self.fetchItem(db, rowid: r) else { continue }
+            _ = try applyContent(db, cur, bytes: try currentBytes(db, cur), now: Date(timeIntervalSince1970: Double(cur.mtimeNs) / 1e9))
+            // The file's time stays what the kernel and editors saw at the write.
+            try db.run("UPDATE items SET mtime_ns = ? WHERE rowid = ?", [cur.mtimeNs, r])
+        }
+        return rows
+    }
+
+    public func hasUnsettled() throws -> Bool {
+        try pool.read { db in try db.exists("SELECT 1 FROM items WHERE unsettled = 1") }
+    }
+
+    /// The file of an unsettled item, open for writing inside a transaction.
+    struct UnsettledFile {
+        let rowid: Int64
+        let isBlob: Bool
+        let limit: Int
+        var size: Int
+        var capacity: Int
+
+        /// Makes sure `raw` has room for `needed` bytes (doubling, so appends stay linear).
+        mutating func reserve(_ db: Database, _ needed: Int, limit: Int) throws {
+            guard needed <= limit else { throw StoreError.tooLarge("a file of \(needed) bytes is past the limit of \(limit) bytes") }
+            guard needed > capacity else { return }
+            let newCapacity = min(limit, max(needed, capacity * 2, 4096))
+            try db.run("UPDATE items SET raw = zeroblob(?) WHERE rowid = ? AND raw IS NULL", [newCapacity, rowid])
+            if db.changesCount == 0 {
+                let old = try Data.fetchOne(db.cachedStatement(sql: "SELECT raw FROM items WHERE rowid = ?"), arguments: [rowid]) ?? Data()
+                var grown = [UInt8](old.prefix(size))
+                grown.append(contentsOf: repeatElement(0, count: newCapacity - grown.count))
+                try db.run("UPDATE items SET raw = ? WHERE rowid = ?", [Data(grown), rowid])
+            }
+            capacity = newCapacity
+        }
+
+        /// Writes bytes into `raw` in place (SQLite incremental blob I/O).
+        func put(_ db: Database, at offset: Int, _ bytes: [UInt8]) throws {
+            guard !bytes.isEmpty else { return }
+            var blob: OpaquePointer?
+            guard sqlite3_blob_open(db.sqliteConnection, "main", "items", "raw", rowid, 1, &blob) == SQLITE_OK, let blob else {
+                throw StoreError.io("cannot open the bytes of item \(rowid): \(String(cString: sqlite3_errmsg(db.sqliteConnection)))")
+            }
+            defer { sqlite3_blob_close(blob) }
+            let rc = bytes.withUnsafeBytes { sqlite3_blob_write(blob, $0.baseAddress, Int32($0.count), Int32(offset)) }
+            guard rc == SQLITE_OK else { throw StoreError.io("cannot write the bytes of item \(rowid) (\(rc))") }
+        }
+
+        func finish(_ db: Database, size: Int) throws -> (size: Int64, mtimeNs: Int64) {
+            let now = Store.ns(Date())
+            try db.run("UPDATE items SET size = ?, mtime_ns = ?, unsettled = 1\(isBlob ? ", blob_ref = NULL" : "") WHERE rowid = ?",
+                       [size, now, rowid])
+            return (Int64(size), now)
+        }
+    }
+
+    func openUnsettled(_ db: Database, _ rowid: Int64) throws -> UnsettledFile {
+        // length() of a blob reads no content; anything else on `raw` would read it whole.
+        guard let row = try db.row("SELECT type, size, unsettled, length(raw) AS capacity FROM items WHERE rowid = ?", [rowid]) else {
+            throw StoreError.notFound("item \(rowid)")
+        }
+        let t: String = row["type"]
+        let isBlob = TypeSchema.isBlobType(t)
+        let limit = isBlob ? Int(Self.maxBlobBytes) : Self.maxTextBytes
+        var f = UnsettledFile(rowid: rowid, isBlob: isBlob, limit: limit, size: row["size"], capacity: row["capacity"] ?? 0)
+        if (row["unsettled"] as Int) == 0 && (isBlob || row["capacity"] == nil) {
+            // A settled blob (in `sqlar`) or a text known only by its properties: its bytes move to `raw`.
+            guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+            let bytes = try currentBytes(db, cur)
+            try db.run("UPDATE items SET raw = ? WHERE rowid = ?", [Data(bytes), rowid])
+            f.size = bytes.count; f.capacity = bytes.count
+        }
+        return f
+    }
+}
