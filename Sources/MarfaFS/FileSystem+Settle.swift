@@ -40,20 +40,21 @@ extension FileSystem {
         }
     }
 
-    /// One batch of files quiet for `settleWindow`; true if more may be waiting.
+    /// One batch of files quiet for the settle window; true if more may be waiting. The store
+    /// work runs outside the lock (requests go on); only the catalog update takes it.
     func settleQuietFiles() -> Bool {
         let before = Int64((Date().timeIntervalSince1970 - settler.window) * 1e9)
-        let batch = 200
+        let batch = 32
         do {
+            let rows = try store.settle(writtenBefore: before, limit: batch)
             let inv: [Invalidation] = try locked {
-                let rows = try wrap { try store.settle(writtenBefore: before, limit: batch) }
                 var inv: [Invalidation] = []
                 for r in rows { inv += try refreshItem(r) }
                 if rows.count < batch, try !store.hasUnsettled() { settler.settledAll() }
                 return inv
             }
             notify(inv)
-            return inv.count >= batch
+            return rows.count == batch
         } catch {
             log.error("settling failed; retried on the next pass", metadata: ["error": "\(error)"])
             return false
@@ -61,25 +62,34 @@ extension FileSystem {
     }
 }
 
-/// The background thread that settles quiet files.
+/// The background thread that settles quiet files. It waits for the mount to be quiet for the
+/// window (a burst of writes, an editor's save, `cp -r`, settles once it is over), but never lets
+/// a written file wait more than `maxDelay` seconds.
 final class Settler: @unchecked Sendable {
     /// Seconds a file must be left alone before it settles.
     let window: Double
+    let maxDelay: Double
     private let cond = NSCondition()
     private var dirty = true
     private var running = false
-    private var thread: Thread?
+    private var lastWrite = Date().timeIntervalSince1970
+    private var firstPending: Double? = Date().timeIntervalSince1970
 
-    init(window: Double) { self.window = window }
+    init(window: Double, maxDelay: Double = 1) { self.window = window; self.maxDelay = maxDelay }
 
     var mayHaveWork: Bool { cond.lock(); defer { cond.unlock() }; return dirty }
 
     func noteWrite() {
-        cond.lock(); dirty = true; cond.signal(); cond.unlock()
+        cond.lock()
+        lastWrite = Date().timeIntervalSince1970
+        if firstPending == nil { firstPending = lastWrite }
+        dirty = true
+        cond.signal()
+        cond.unlock()
     }
 
     func settledAll() {
-        cond.lock(); dirty = false; cond.unlock()
+        cond.lock(); dirty = false; firstPending = nil; cond.unlock()
     }
 
     func start(_ pass: @escaping @Sendable () -> Bool) {
@@ -88,16 +98,21 @@ final class Settler: @unchecked Sendable {
             while true {
                 cond.lock()
                 while running && !dirty { cond.wait() }
-                let go = running
+                guard running else { cond.unlock(); return }
+                let now = Date().timeIntervalSince1970
+                let due = min(lastWrite + window, (firstPending ?? now) + maxDelay)
+                if due > now {
+                    _ = cond.wait(until: Date(timeIntervalSince1970: due))
+                    cond.unlock()
+                    continue
+                }
+                // Quiet, or a file has waited too long: settle what has been quiet for the window.
+                if let f = firstPending, now - f >= maxDelay { firstPending = now }
                 cond.unlock()
-                guard go else { return }
-                // Wait out the window, then settle what has gone quiet.
-                Thread.sleep(forTimeInterval: window / 2)
                 while pass() {}
             }
         }
         t.name = "marfafs-settle"
-        thread = t
         t.start()
     }
 

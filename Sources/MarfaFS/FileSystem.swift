@@ -23,7 +23,7 @@ public final class FileSystem: @unchecked Sendable {
     /// Settles written files once they have been quiet this long (FS-14).
     let settler: Settler
 
-    public init(store: Store, logger: Logger, settleWindow: Double = 0.2) throws {
+    public init(store: Store, logger: Logger, settleWindow: Double = 0.1) throws {
         self.store = store
         self.log = logger
         // Files written before a crash settle now, before anything is served (FS-15).
