@@ -53,12 +53,12 @@ extension Store {
     /// at most `limit` of them, in one transaction; returns their rowids.
     @discardableResult
     public func settle(writtenBefore: Int64? = nil, limit: Int = .max) throws -> [Int64] {
-        guard try pool.read({ db in try db.exists("SELECT 1 FROM items WHERE unsettled = 1") }) else { return [] }
+        guard try pool.read({ db in try db.exists("SELECT 1 FROM items INDEXED BY items_unsettled WHERE unsettled = 1") }) else { return [] }
         return try write { db in try settle(db, writtenBefore: writtenBefore, limit: limit) }
     }
 
     func settle(_ db: Database, writtenBefore: Int64? = nil, limit: Int = .max) throws -> [Int64] {
-        let rows = try Int64.fetchAll(db.cachedStatement(sql: "SELECT rowid FROM items WHERE unsettled = 1 AND mtime_ns <= ? ORDER BY rowid LIMIT ?"),
+        let rows = try Int64.fetchAll(db.cachedStatement(sql: "SELECT rowid FROM items INDEXED BY items_unsettled WHERE unsettled = 1 AND mtime_ns <= ? ORDER BY mtime_ns, rowid LIMIT ?"),
                                       arguments: [writtenBefore ?? .max, limit])
         for r in rows {
             guard let cur = try Self.fetchItem(db, rowid: r) else { continue }
@@ -70,7 +70,7 @@ extension Store {
     }
 
     public func hasUnsettled() throws -> Bool {
-        try pool.read { db in try db.exists("SELECT 1 FROM items WHERE unsettled = 1") }
+        try pool.read { db in try db.exists("SELECT 1 FROM items INDEXED BY items_unsettled WHERE unsettled = 1") }
     }
 
     /// The file of an unsettled item, open for writing inside a transaction.

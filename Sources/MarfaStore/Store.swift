@@ -49,6 +49,14 @@ public final class Store: Sendable {
             // Reads through a memory map cost no copy into SQLite's page cache.
             try db.run("PRAGMA mmap_size = 4294967296")
             try db.run("PRAGMA cache_size = -32768")
+            // MARFAFS_SLOW_SQL_MS=N: statements slower than N ms go to standard error.
+            if let ms = ProcessInfo.processInfo.environment["MARFAFS_SLOW_SQL_MS"].flatMap(Double.init) {
+                db.trace(options: .profile) { event in
+                    if case .profile(let statement, let duration) = event, duration * 1000 >= ms {
+                        FileHandle.standardError.write(Data("slow SQL (\(Int(duration * 1000)) ms): \(statement.expandedSQL)\n".utf8))
+                    }
+                }
+            }
         }
         pool = try DatabasePool(path: path, configuration: config)
         try Schema.migrator().migrate(pool)
