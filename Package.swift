@@ -14,6 +14,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         .target(name: "MarfaModel"),
@@ -34,8 +36,16 @@ let package = Package(
             "MarfaFS", "CFuse",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        .target(name: "MarfaServer", dependencies: [
+            "MarfaModel",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+        ]),
         .executableTarget(name: "marfafs", dependencies: [
-            "MarfaModel", "MarfaLayout", "MarfaStore", "MarfaFS", "MarfaFUSE",
+            "MarfaModel", "MarfaLayout", "MarfaStore", "MarfaFS", "MarfaFUSE", "MarfaServer",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -47,5 +57,6 @@ let package = Package(
         .testTarget(name: "MarfaStoreTests", dependencies: ["MarfaStore", "MarfaModel", "MarfaLayout", "MarfaTestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "MarfaFSTests", dependencies: ["MarfaFS", "MarfaStore", "MarfaModel", "MarfaLayout", "MarfaTestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "MountTests", dependencies: ["MarfaTestSupport", "MarfaModel"]),
+        .testTarget(name: "ServerTests", dependencies: ["MarfaTestSupport", "MarfaModel"]),
     ]
 )

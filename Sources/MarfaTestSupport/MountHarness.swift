@@ -155,14 +155,14 @@ public enum Shell {
         public var out: String { stdout.trimmingCharacters(in: .whitespacesAndNewlines) }
     }
 
-    /// Starts a program in the background (output discarded); returns its pid.
-    public static func spawn(_ argv: [String]) -> pid_t? {
+    /// Starts a program in the background (output to the given files, else discarded); returns its pid.
+    public static func spawn(_ argv: [String], stdout: String = "/dev/null", stderr: String = "/dev/null") -> pid_t? {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_APPEND, 0o600)
         let cargs = argv.map { strdup($0) } + [nil]
         defer { cargs.forEach { free($0) } }
         var pid: pid_t = 0

@@ -9,7 +9,7 @@ struct Marfafs: ParsableCommand {
         abstract: "Mount a knowledge base as a filesystem.",
         discussion: "See marfafs(1) for commands and exit codes, marfafs(7) for the layout.",
         subcommands: [MountCommand.self, UnmountCommand.self, StatusCommand.self, PendingCommand.self,
-                      ImportCommand.self, ExportCommand.self])
+                      ImportCommand.self, ExportCommand.self, ServeCommand.self])
 }
 
 /// Exit codes (marfafs(1)): 0 success, 1 failure, 3 busy or in use, 64 usage error (ArgumentParser).

@@ -1,0 +1,266 @@
+import Foundation
+import Hummingbird
+import Logging
+import MarfaModel
+import HTTPTypes
+import NIOCore
+
+extension HTTPField.Name {
+    static let requestID = HTTPField.Name("X-Request-ID")!
+    static let idempotencyKey = HTTPField.Name("Idempotency-Key")!
+    static let idempotencyReplayed = HTTPField.Name("Idempotency-Replayed")!
+}
+
+/// Turns every failure into the W-3 envelope and gives every response an `X-Request-ID` (W-4):
+/// the client's own, else a fresh one.
+struct EnvelopeMiddleware<Context: RequestContext>: RouterMiddleware {
+    let log: Logger
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let given = request.headers[.requestID].flatMap { $0.count <= 200 && !$0.isEmpty ? $0 : nil }
+        let rid = given ?? ItemID.make()
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch let e as APIError {
+            response = Self.json(e.status, e.body)
+        } catch let e as HTTPError {
+            let code: String
+            switch e.status.code {
+            case 404: code = "not_found"
+            case 405: code = "not_found"
+            case 413: code = "request_too_large"
+            case 401: code = "unauthorized"
+            default: code = "validation_error"
+            }
+            let status = e.status.code == 405 ? 404 : e.status.code
+            response = Self.json(status, APIError(status, code, e.body ?? e.status.reasonPhrase).body)
+        } catch {
+            log.error("request failed", metadata: ["request_id": "\(rid)", "error": "\(error)"])
+            response = Self.json(500, APIError(500, "internal_error", "the server failed; see its log (request \(rid))").body)
+        }
+        response.headers[.requestID] = rid
+        log.info("\(request.method) \(request.uri.path) \(response.status.code)", metadata: ["request_id": "\(rid)"])
+        return response
+    }
+
+    static func json(_ status: Int, _ body: [String: JSONValue], headers: HTTPFields = [:]) -> Response {
+        var h = headers
+        h[.contentType] = "application/json"
+        return Response(status: .init(code: status), headers: h, body: .init(byteBuffer: ByteBuffer(string: JSONCoding.encode(body) + "\n")))
+    }
+}
+
+/// The routes of wire.md, over one `ServerStore`.
+struct API: Sendable {
+    let store: ServerStore
+    /// The largest JSON body accepted (413 `request_too_large` past it).
+    let maxBody: Int
+
+    func json(_ status: Int, _ body: [String: JSONValue]) -> Response { EnvelopeMiddleware<BasicRequestContext>.json(status, body) }
+
+    func principal(_ request: Request) throws -> Principal {
+        guard let auth = request.headers[.authorization], auth.hasPrefix("Bearer ") else { throw APIError.unauthorized }
+        guard let p = try store.authenticate(String(auth.dropFirst(7)).trimmingCharacters(in: .whitespaces)) else { throw APIError.unauthorized }
+        return p
+    }
+
+    func body(_ request: Request) async throws -> (text: String, object: [String: JSONValue]) {
+        let buffer: ByteBuffer
+        do { buffer = try await request.body.collect(upTo: maxBody) } catch is NIOTooManyBytesError {
+            throw APIError(413, "request_too_large", "the body is larger than \(maxBody) bytes")
+        }
+        let text = String(buffer: buffer)
+        if text.isEmpty { return ("", [:]) }
+        guard String(validating: buffer.readableBytesView, as: UTF8.self) != nil else { throw APIError.validation("the body is not UTF-8") }
+        let value: JSONValue
+        do { value = try JSONParser.parse(text) } catch { throw APIError.validation("the body is not valid JSON: \(error)") }
+        guard case .object(let o) = value else { throw APIError.validation("the body must be a JSON object") }
+        return (text, o)
+    }
+
+    /// A write with W-5 semantics: a repeated `Idempotency-Key` replays the stored answer.
+    func idempotent(_ request: Request, _ p: Principal, bodyText: String, _ run: () throws -> (Int, [String: JSONValue])) throws -> Response {
+        guard let key = request.headers[.idempotencyKey] else {
+            let (status, out) = try run()
+            return json(status, out)
+        }
+        guard !key.isEmpty, key.count <= 255 else { throw APIError.validation("Idempotency-Key is 1 to 255 characters", field: "Idempotency-Key") }
+        let fingerprint = "\(request.method) \(request.uri.path)\n" + bodyText
+        if let stored = try store.storedResponse(p, key: key) {
+            guard stored.fingerprint == fingerprint else {
+                throw APIError(422, "idempotency_key_reused", "this Idempotency-Key was used with a different request")
+            }
+            var r = json(stored.status, JSONCoding.object(from: stored.body))
+            r.headers[.idempotencyReplayed] = "true"
+            return r
+        }
+        let (status, out) = try run()
+        try store.storeResponse(p, key: key, fingerprint: fingerprint, status: status, body: JSONCoding.encode(out))
+        return json(status, out)
+    }
+
+    func id(_ context: BasicRequestContext) throws -> String {
+        guard let id = context.parameters.get("id") else { throw APIError(400, "invalid_id", "missing id") }
+        return id
+    }
+
+    func listQuery(_ request: Request) throws -> ServerStore.ListQuery {
+        let qp = request.uri.queryParameters
+        var q = ServerStore.ListQuery()
+        q.type = qp.get("type")
+        if let s = qp.get("state") {
+            guard s == "any" || ServerStore.states.contains(s) else { throw APIError.validation("state is active, archived, trashed or any", field: "state") }
+            q.state = s
+        }
+        if let t = qp.get("tier") {
+            guard ServerStore.tiers.contains(t) else { throw APIError.validation("tier is library or feed", field: "tier") }
+            q.tier = t
+        }
+        if let tags = qp.get("tags") { q.tags = tags.split(separator: ",").map(String.init) }
+        if let u = qp.get("updated_after") {
+            guard Timestamp.parse(u) != nil else { throw APIError.validation("updated_after must be an RFC 3339 timestamp", field: "updated_after") }
+            q.updatedAfter = u
+        }
+        q.includeMetadata = qp.get("include") == "metadata"
+        if let l = qp.get("limit") {
+            guard let n = Int(l), (1...200).contains(n) else { throw APIError.validation("limit is 1 to 200", field: "limit") }
+            q.limit = n
+        }
+        q.cursor = qp.get("cursor")
+        return q
+    }
+
+    func register(_ router: Router<BasicRequestContext>) {
+        // Keys and tenants (W-18)
+        router.post("/keys") { request, _ -> Response in
+            let (_, b) = try await body(request)
+            if try !store.hasKeys(), request.headers[.authorization] == nil, let (key, plain) = try store.bootstrap(label: b["label"]?.stringValue ?? "admin") {
+                return json(201, key.merging(["key": .string(plain)]) { _, new in new })
+            }
+            let p = try principal(request)
+            guard p.isAdmin else { throw APIError(403, "forbidden", "managing keys needs an admin key") }
+            guard let label = b["label"]?.stringValue, !label.isEmpty else { throw APIError.missing("label") }
+            let role = try ServerStore.enumField(b, "role", ["admin", "member"]) ?? "member"
+            var perms: [String: String]?
+            if let v = b["type_permissions"], v != .null {
+                guard case .object(let o) = v else { throw APIError.validation("type_permissions maps types to read or write", field: "type_permissions") }
+                perms = [:]
+                for (t, a) in o {
+                    guard let s = a.stringValue, s == "read" || s == "write" else {
+                        throw APIError.validation("type_permissions maps types to read or write", field: "type_permissions")
+                    }
+                    perms![t] = s
+                }
+            }
+            let (key, plain) = try store.createKey(p, label: label, role: role, typePermissions: perms)
+            return json(201, key.merging(["key": .string(plain)]) { _, new in new })
+        }
+        router.get("/keys") { request, _ -> Response in
+            let p = try principal(request)
+            guard p.isAdmin else { throw APIError(403, "forbidden", "listing keys needs an admin key") }
+            return json(200, ["data": .array(try store.listKeys(p).map(JSONValue.object)), "cursor": .null, "has_more": .bool(false)])
+        }
+        router.delete("/keys/:id") { request, context -> Response in
+            let p = try principal(request)
+            guard p.isAdmin else { throw APIError(403, "forbidden", "revoking keys needs an admin key") }
+            guard try store.revokeKey(p, id: try id(context)) else { throw APIError(404, "not_found", "no such key") }
+            return json(200, ["ok": .bool(true)])
+        }
+        router.get("/tenants/current") { request, _ -> Response in
+            let p = try principal(request)
+            return json(200, ["tenant": .object(try store.tenant(p))])
+        }
+        router.post("/tenants") { request, _ -> Response in
+            let p = try principal(request)
+            guard p.isAdmin && p.isOperator else { throw APIError(403, "forbidden", "only the operator's admin keys add tenants") }
+            let (_, b) = try await body(request)
+            guard let name = b["name"]?.stringValue, !name.isEmpty else { throw APIError.missing("name") }
+            let (tenant, key) = try store.createTenant(name: name)
+            return json(201, ["tenant": .object(tenant), "key": .string(key)])
+        }
+
+        // Types (W-9, W-10)
+        router.get("/types") { request, _ -> Response in
+            _ = try principal(request)
+            return json(200, ["data": .array(TypeSchema.builtIns.map { .object(JSONCoding.object(from: JSONCoding.encode($0))) }), "cursor": .null, "has_more": .bool(false)])
+        }
+        router.get("/types/:id") { request, context -> Response in
+            _ = try principal(request)
+            let t = try ServerStore.type(try id(context))
+            return json(200, ["type": .object(JSONCoding.object(from: JSONCoding.encode(t)))])
+        }
+
+        // Items (§2)
+        router.post("/items") { request, _ -> Response in
+            let p = try principal(request)
+            let (text, b) = try await body(request)
+            return try idempotent(request, p, bodyText: text) { try store.createItem(p, b) }
+        }
+        router.get("/items") { request, _ -> Response in
+            let p = try principal(request)
+            return json(200, try store.listItems(p, try listQuery(request)))
+        }
+        router.get("/items/:id") { request, context -> Response in
+            let p = try principal(request)
+            return json(200, try store.getItem(p, try id(context)))
+        }
+        router.patch("/items/:id") { request, context -> Response in
+            let p = try principal(request)
+            let (text, b) = try await body(request)
+            let id = try id(context)
+            return try idempotent(request, p, bodyText: text) { (200, try store.patchItem(p, id, b)) }
+        }
+        router.delete("/items/:id") { request, context -> Response in
+            let p = try principal(request)
+            let id = try id(context)
+            return try idempotent(request, p, bodyText: "") { _ = try store.setState(p, id, to: "trashed"); return (200, ["ok": .bool(true)]) }
+        }
+        router.post("/items/:id/transition") { request, context -> Response in
+            let p = try principal(request)
+            let (text, b) = try await body(request)
+            let id = try id(context)
+            guard let state = try ServerStore.enumField(b, "state", ServerStore.states) else { throw APIError.missing("state") }
+            return try idempotent(request, p, bodyText: text) { (200, try store.setState(p, id, to: state)) }
+        }
+        router.post("/items/:id/restore") { request, context -> Response in
+            let p = try principal(request)
+            let id = try id(context)
+            return try idempotent(request, p, bodyText: "") { (200, try store.setState(p, id, to: "active", restore: true)) }
+        }
+        router.get("/items/:id/versions") { request, context -> Response in
+            let p = try principal(request)
+            return json(200, try store.versions(p, try id(context)))
+        }
+
+        // Tags (§2 metadata)
+        for method in ["PUT", "PATCH"] {
+            let handler: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, context in
+                let p = try principal(request)
+                let (text, b) = try await body(request)
+                let tags = try ServerStore.checkTags(b["tags"] ?? .array([]))
+                let id = try id(context)
+                return try idempotent(request, p, bodyText: text) { (200, try store.changeTags(p, id, method == "PUT" ? .replace(tags) : .add(tags))) }
+            }
+            if method == "PUT" { router.put("/items/:id/metadata", use: handler) } else { router.patch("/items/:id/metadata", use: handler) }
+        }
+        router.post("/items/:id/tags") { request, context -> Response in
+            let p = try principal(request)
+            let (text, b) = try await body(request)
+            guard b["tags"] != nil else { throw APIError.missing("tags") }
+            let tags = try ServerStore.checkTags(b["tags"])
+            let id = try id(context)
+            return try idempotent(request, p, bodyText: text) { (200, try store.changeTags(p, id, .add(tags))) }
+        }
+        router.delete("/items/:id/tags/:tag") { request, context -> Response in
+            let p = try principal(request)
+            let id = try id(context)
+            guard let tag = context.parameters.get("tag") else { throw APIError.missing("tag") }
+            return try idempotent(request, p, bodyText: "") { (200, try store.changeTags(p, id, .remove(tag))) }
+        }
+        router.get("/metadata/tags") { request, _ -> Response in
+            let p = try principal(request)
+            return json(200, try store.tagCounts(p))
+        }
+    }
+}

@@ -1,0 +1,41 @@
+import Foundation
+import GRDB
+
+/// The reference server's database: tenants, salted key hashes, items with every version's
+/// snapshot, tags, the event log and stored idempotent responses. Every row of tenant data
+/// carries its tenant, and every query names it.
+enum ServerSchema {
+    static func migrator() -> DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1") { db in
+            try db.execute(sql: """
+            CREATE TABLE tenants(id TEXT PRIMARY KEY, name TEXT NOT NULL, operator INTEGER NOT NULL, created_at TEXT NOT NULL);
+            CREATE TABLE keys(
+              id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL REFERENCES tenants(id), label TEXT NOT NULL,
+              role TEXT NOT NULL, type_permissions TEXT, lookup TEXT NOT NULL, salt BLOB NOT NULL, hash BLOB NOT NULL,
+              created_at TEXT NOT NULL, last_used_at TEXT, revoked_at TEXT);
+            CREATE INDEX keys_by_lookup ON keys(lookup);
+            CREATE TABLE items(
+              tenant_id TEXT NOT NULL, id TEXT NOT NULL, type TEXT NOT NULL, properties TEXT NOT NULL,
+              version INTEGER NOT NULL, schema_version INTEGER NOT NULL, source TEXT NOT NULL, source_id TEXT,
+              timestamp TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+              state TEXT NOT NULL, tier TEXT NOT NULL, PRIMARY KEY(tenant_id, id)) WITHOUT ROWID;
+            CREATE INDEX items_by_updated ON items(tenant_id, updated_at, id);
+            CREATE TABLE item_versions(
+              tenant_id TEXT NOT NULL, item_id TEXT NOT NULL, version INTEGER NOT NULL, properties TEXT NOT NULL,
+              created_at TEXT NOT NULL, PRIMARY KEY(tenant_id, item_id, version)) WITHOUT ROWID;
+            CREATE TABLE tags(tenant_id TEXT NOT NULL, item_id TEXT NOT NULL, tag TEXT NOT NULL,
+              PRIMARY KEY(tenant_id, item_id, tag)) WITHOUT ROWID;
+            CREATE INDEX tags_by_tag ON tags(tenant_id, tag);
+            CREATE TABLE events(
+              id INTEGER PRIMARY KEY AUTOINCREMENT, tenant_id TEXT NOT NULL, name TEXT NOT NULL,
+              item_type TEXT, edge_type TEXT, data TEXT NOT NULL, created_at TEXT NOT NULL);
+            CREATE INDEX events_by_tenant ON events(tenant_id, id);
+            CREATE TABLE idempotency(
+              tenant_id TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, status INTEGER NOT NULL,
+              body TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY(tenant_id, key)) WITHOUT ROWID;
+            """)
+        }
+        return m
+    }
+}

@@ -1,0 +1,342 @@
+import Foundation
+import GRDB
+import MarfaModel
+
+/// Items (wire.md §2): versions with a snapshot each, W-7 conflicts, states, tags.
+extension ServerStore {
+    static let states: Set<String> = ["active", "archived", "trashed"]
+    static let tiers: Set<String> = ["library", "feed"]
+    static let transitions: [String: Set<String>] = ["active": ["archived", "trashed"], "archived": ["active", "trashed"], "trashed": ["active"]]
+
+    static func isValidID(_ s: String) -> Bool {
+        !s.isEmpty && s.utf8.count <= 128 && s.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 45 || $0 == 95 }
+    }
+
+    static func checkTags(_ v: JSONValue?) throws -> [String] {
+        guard let v else { return [] }
+        guard case .array(let a) = v else { throw APIError.validation("tags must be an array of strings", field: "tags") }
+        var out = Set<String>()
+        for t in a {
+            guard let s = t.stringValue, !s.isEmpty, s.count <= 128, !s.contains(","),
+                  !s.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                throw APIError.validation("a tag is a non-empty string of at most 128 characters without commas or control characters", field: "tags")
+            }
+            out.insert(s)
+        }
+        return out.sorted()
+    }
+
+    /// The type schema for `id`, or 404 `type_not_found`.
+    static func type(_ id: String) throws -> TypeSchema {
+        guard let t = TypeSchema.builtIns.first(where: { $0.id == id }) else {
+            throw APIError(404, "type_not_found", "no type \(id)")
+        }
+        return t
+    }
+
+    static func checkProperties(_ props: [String: JSONValue], type t: TypeSchema, complete: Bool) throws {
+        for (name, spec) in t.fields {
+            guard let v = props[name], v != .null else {
+                if complete && spec.required == true { throw APIError.missing("properties.\(name)") }
+                continue
+            }
+            let ok: Bool
+            switch (spec.type, v) {
+            case ("string", .string), ("boolean", .bool), ("number", .int), ("number", .double), ("array", .array), ("object", .object): ok = true
+            default: ok = false
+            }
+            if !ok { throw APIError(400, "invalid_properties", "properties.\(name) must be of type \(spec.type)", details: ["field": .string(name)]) }
+            if let max = spec.maxLength, case .string(let s) = v, s.count > max {
+                throw APIError(400, "invalid_properties", "properties.\(name) is longer than \(max)", details: ["field": .string(name)])
+            }
+        }
+    }
+
+    static func itemJSON(_ r: Row) -> [String: JSONValue] {
+        [
+            "id": .string(r["id"]), "type": .string(r["type"]), "properties": .object(JSONCoding.object(from: r["properties"])),
+            "version": .int(r["version"]), "schema_version": .int(r["schema_version"]), "source": .string(r["source"]),
+            "source_id": (r["source_id"] as String?).map(JSONValue.string) ?? .null,
+            "timestamp": .string(r["timestamp"]), "created_at": .string(r["created_at"]), "updated_at": .string(r["updated_at"]),
+            "tenant_id": .string(r["tenant_id"]), "space_id": .string(r["tenant_id"]),
+            "state": .string(r["state"]), "tier": .string(r["tier"]),
+        ]
+    }
+
+    func row(_ db: Database, _ p: Principal, _ id: String) throws -> Row? {
+        try Row.fetchOne(db, sql: "SELECT * FROM items WHERE tenant_id = ? AND id = ?", arguments: [p.tenantID, id])
+    }
+
+    /// The item, readable by `p`, or 404 (an item of a type the key may not read does not exist for it).
+    func readable(_ db: Database, _ p: Principal, _ id: String) throws -> Row {
+        guard Self.isValidID(id) else { throw APIError(400, "invalid_id", "not an item id: \(id)") }
+        guard let r = try row(db, p, id), p.may("read", type: r["type"]) else { throw APIError.itemNotFound(id) }
+        return r
+    }
+
+    func writable(_ db: Database, _ p: Principal, _ id: String) throws -> Row {
+        let r = try readable(db, p, id)
+        guard p.may("write", type: r["type"]) else { throw APIError(403, "type_not_permitted", "this key may not change items of type \(r["type"] as String)") }
+        return r
+    }
+
+    func tags(_ db: Database, _ p: Principal, _ id: String) throws -> [String] {
+        try String.fetchAll(db, sql: "SELECT tag FROM tags WHERE tenant_id = ? AND item_id = ? ORDER BY tag", arguments: [p.tenantID, id])
+    }
+
+    func envelope(_ db: Database, _ p: Principal, _ r: Row) throws -> [String: JSONValue] {
+        let id: String = r["id"]
+        return ["item": .object(Self.itemJSON(r)),
+                "metadata": .object(["item_id": .string(id), "tags": .array(try tags(db, p, id).map(JSONValue.string)), "extensions": .object([:])])]
+    }
+
+    // MARK: create, read, list
+
+    /// `POST /items`: (status, body).
+    public func createItem(_ p: Principal, _ body: [String: JSONValue]) throws -> (Int, [String: JSONValue]) {
+        guard let typeValue = body["type"] else { throw APIError.missing("type") }
+        guard let typeID = typeValue.stringValue else { throw APIError.validation("type must be a string", field: "type") }
+        let t = try Self.type(typeID)
+        guard p.may("write", type: typeID) else { throw APIError(403, "type_not_permitted", "this key may not create items of type \(typeID)") }
+        var props: [String: JSONValue] = [:]
+        if let v = body["properties"] {
+            guard case .object(let o) = v else { throw APIError.validation("properties must be an object", field: "properties") }
+            props = o
+        }
+        try Self.checkProperties(props, type: t, complete: true)
+        let state = try Self.enumField(body, "state", Self.states) ?? "active"
+        let tier = try Self.enumField(body, "tier", Self.tiers) ?? "library"
+        let tags = try Self.checkTags(body["tags"])
+        let id: String
+        if let v = body["id"] {
+            guard let s = v.stringValue, Self.isValidID(s) else { throw APIError(400, "invalid_id", "id must be 1-128 letters, digits, '-' or '_'") }
+            id = s
+        } else { id = ItemID.make() }
+        let timestamp = try Self.timestampField(body, "timestamp")
+        var sourceID: String?
+        if let v = body["source_id"], v != .null {
+            guard let s = v.stringValue else { throw APIError.validation("source_id must be a string", field: "source_id") }
+            sourceID = s
+        }
+        return try pool.write { db in
+            if let existing = try row(db, p, id) {
+                guard (existing["type"] as String) == typeID else { throw APIError(409, "id_reused", "id \(id) names an item of another type") }
+                var out = try envelope(db, p, existing)
+                out["acknowledged"] = .bool(true)
+                return (200, out)
+            }
+            let now = Self.now()
+            try db.execute(sql: """
+                INSERT INTO items(tenant_id, id, type, properties, version, schema_version, source, source_id, timestamp, created_at, updated_at, state, tier)
+                VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [p.tenantID, id, typeID, JSONCoding.encode(props), t.version, p.label, sourceID, timestamp ?? now, now, now, state, tier])
+            try db.execute(sql: "INSERT INTO item_versions(tenant_id, item_id, version, properties, created_at) VALUES (?, ?, 1, ?, ?)",
+                           arguments: [p.tenantID, id, JSONCoding.encode(props), now])
+            for tag in tags { try db.execute(sql: "INSERT INTO tags(tenant_id, item_id, tag) VALUES (?, ?, ?)", arguments: [p.tenantID, id, tag]) }
+            let r = try row(db, p, id)!
+            try appendEvent(db, p, name: "item.created", itemType: typeID, data: Self.itemJSON(r))
+            return (201, try envelope(db, p, r))
+        }
+    }
+
+    public func getItem(_ p: Principal, _ id: String) throws -> [String: JSONValue] {
+        try pool.read { db in try envelope(db, p, try readable(db, p, id)) }
+    }
+
+    public struct ListQuery: Sendable {
+        public var type: String?
+        public var state: String?
+        public var tier: String?
+        public var tags: [String] = []
+        public var updatedAfter: String?
+        public var includeMetadata = false
+        public var limit = 50
+        public var cursor: String?
+        public init() {}
+    }
+
+    /// `GET /items` (W-6): ordered by `(updated_at, id)`; the cursor is the last row's pair.
+    public func listItems(_ p: Principal, _ q: ListQuery) throws -> [String: JSONValue] {
+        var sql = "SELECT * FROM items WHERE tenant_id = ?"
+        var args: [any DatabaseValueConvertible] = [p.tenantID]
+        if let t = q.type { sql += " AND (type = ? OR type LIKE ? ESCAPE '\\')"; args += [t, t.replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_") + ".%"] }
+        switch q.state {
+        case nil: sql += " AND state != 'trashed'"
+        case "any"?: break
+        case let s?: sql += " AND state = ?"; args.append(s)
+        }
+        if let t = q.tier { sql += " AND tier = ?"; args.append(t) }
+        for tag in q.tags { sql += " AND EXISTS(SELECT 1 FROM tags g WHERE g.tenant_id = items.tenant_id AND g.item_id = items.id AND g.tag = ?)"; args.append(tag) }
+        if let u = q.updatedAfter { sql += " AND updated_at >= ?"; args.append(u) }
+        if let c = q.cursor {
+            guard let d = Data(base64Encoded: c), let s = String(data: d, encoding: .utf8), let bar = s.firstIndex(of: "\n") else {
+                throw APIError.validation("cursor is not one this server gave", field: "cursor")
+            }
+            sql += " AND (updated_at, id) > (?, ?)"; args += [String(s[..<bar]), String(s[s.index(after: bar)...])]
+        }
+        sql += " ORDER BY updated_at, id LIMIT ?"; args.append(q.limit + 1)
+        return try pool.read { db in
+            var rows = try Row.fetchAll(db, sql: sql, arguments: StatementArguments(args)).filter { p.may("read", type: $0["type"]) }
+            let more = rows.count > q.limit
+            if more { rows.removeLast(rows.count - q.limit) }
+            let data: [JSONValue] = try rows.map { q.includeMetadata ? .object(try envelope(db, p, $0)) : .object(Self.itemJSON($0)) }
+            let cursor: JSONValue = more ? .string(Data(((rows.last!["updated_at"] as String) + "\n" + (rows.last!["id"] as String)).utf8).base64EncodedString()) : .null
+            return ["data": .array(data), "cursor": cursor, "has_more": .bool(more)]
+        }
+    }
+
+    // MARK: update (W-7)
+
+    /// `PATCH /items/{id}`.
+    public func patchItem(_ p: Principal, _ id: String, _ body: [String: JSONValue]) throws -> [String: JSONValue] {
+        var base: Int64?
+        if let v = body["version"], v != .null {
+            guard case .int(let n) = v, n >= 1 else { throw APIError.validation("version must be a positive integer", field: "version") }
+            base = n
+        }
+        var patch: [String: JSONValue] = [:]
+        if let v = body["properties"] {
+            guard case .object(let o) = v else { throw APIError.validation("properties must be an object", field: "properties") }
+            patch = o
+        }
+        let replace: Bool
+        switch body["properties_mode"] {
+        case nil, .string("merge")?: replace = false
+        case .string("replace")?: replace = true
+        default: throw APIError.validation("properties_mode is merge or replace", field: "properties_mode")
+        }
+        let tier = try Self.enumField(body, "tier", Self.tiers)
+        return try pool.write { db in
+            let r = try writable(db, p, id)
+            let t = try Self.type(r["type"])
+            let current = JSONCoding.object(from: r["properties"])
+            let version: Int64 = r["version"]
+            var next = replace ? patch : current.merging(patch) { _, new in new }
+            next = next.filter { $0.value != .null || replace }
+            if let base, base != version {
+                let ancestorText = base < version ? try String.fetchOne(db, sql: "SELECT properties FROM item_versions WHERE tenant_id = ? AND item_id = ? AND version = ?",
+                                                                         arguments: [p.tenantID, id, base]) : nil
+                guard let ancestorText else {
+                    throw APIError(409, "ancestor_unavailable", "version \(base) of \(id) is not known",
+                                   extra: ["current": .object(["version": .int(version), "properties": .object(current)]), "requested_version": .int(base)])
+                }
+                let ancestor = JSONCoding.object(from: ancestorText)
+                let serverChanged = Set(Set(ancestor.keys).union(current.keys).filter { ancestor[$0] != current[$0] })
+                let requestKeys = replace ? Set(ancestor.keys).union(patch.keys) : Set(patch.keys)
+                let requestChanged = requestKeys.filter { (replace ? patch[$0] : patch[$0]) != ancestor[$0] }
+                let conflicting = serverChanged.intersection(requestChanged).sorted()
+                if !conflicting.isEmpty {
+                    throw APIError(409, "version_conflict", "\(id) changed on the server since version \(base)", extra: [
+                        "current": .object(["version": .int(version), "properties": .object(current)]),
+                        "ancestor": .object(["version": .int(base), "properties": .object(ancestor)]),
+                        "conflicting_fields": .array(conflicting.map(JSONValue.string)),
+                        "merge_policy": .object(["default": .string(t.mergePolicy.default.rawValue),
+                                                 "fields": .object(t.mergePolicy.fields.mapValues { .string($0.rawValue) })]),
+                    ])
+                }
+                // A stale edit of fields the server did not change: applied over the current state.
+                if replace { next = current.merging(patch.filter { requestChanged.contains($0.key) }) { _, new in new } }
+            }
+            try Self.checkProperties(next, type: t, complete: true)
+            let now = Self.now()
+            let changed = next != current || (tier != nil && tier != r["tier"])
+            if changed {
+                try db.execute(sql: "UPDATE items SET properties = ?, version = version + 1, tier = COALESCE(?, tier), updated_at = ? WHERE tenant_id = ? AND id = ?",
+                               arguments: [JSONCoding.encode(next), tier, now, p.tenantID, id])
+                try db.execute(sql: "INSERT INTO item_versions(tenant_id, item_id, version, properties, created_at) VALUES (?, ?, ?, ?, ?)",
+                               arguments: [p.tenantID, id, version + 1, JSONCoding.encode(next), now])
+                let updated = try row(db, p, id)!
+                try appendEvent(db, p, name: "item.updated", itemType: r["type"], data: Self.itemJSON(updated))
+                return try envelope(db, p, updated)
+            }
+            return try envelope(db, p, r)
+        }
+    }
+
+    // MARK: states
+
+    /// Moves an item to `state` (`POST …/transition`, `…/restore`, `DELETE`).
+    public func setState(_ p: Principal, _ id: String, to state: String, restore: Bool = false) throws -> [String: JSONValue] {
+        try pool.write { db in
+            let r = try writable(db, p, id)
+            let from: String = r["state"]
+            if restore {
+                guard from != "active" else { throw APIError(400, "invalid_transition", "\(id) is already active") }
+            } else if from != state {
+                guard Self.transitions[from]?.contains(state) == true else {
+                    throw APIError(400, "invalid_transition", "\(from) → \(state) is not a transition")
+                }
+            }
+            if from != state {
+                try db.execute(sql: "UPDATE items SET state = ?, updated_at = ? WHERE tenant_id = ? AND id = ?", arguments: [state, Self.now(), p.tenantID, id])
+            }
+            let updated = try row(db, p, id)!
+            if from != state {
+                let name = state == "trashed" ? "item.deleted" : restore ? "item.restored" : "item.state_changed"
+                let data: [String: JSONValue] = name == "item.deleted" ? ["id": .string(id), "type": .string(r["type"])] : Self.itemJSON(updated)
+                try appendEvent(db, p, name: name, itemType: r["type"], data: data)
+            }
+            return try envelope(db, p, updated)
+        }
+    }
+
+    /// `GET /items/{id}/versions`: the snapshots before the current one, oldest first.
+    public func versions(_ p: Principal, _ id: String) throws -> [String: JSONValue] {
+        try pool.read { db in
+            let r = try readable(db, p, id)
+            let rows = try Row.fetchAll(db, sql: "SELECT version, properties, created_at FROM item_versions WHERE tenant_id = ? AND item_id = ? AND version < ? ORDER BY version",
+                                        arguments: [p.tenantID, id, r["version"] as Int64])
+            return ["data": .array(rows.map { .object(["version": .int($0["version"]), "properties": .object(JSONCoding.object(from: $0["properties"])),
+                                                         "created_at": .string($0["created_at"])]) }), "cursor": .null, "has_more": .bool(false)]
+        }
+    }
+
+    // MARK: tags
+
+    public enum TagChange: Sendable { case replace([String]), add([String]), remove(String) }
+
+    public func changeTags(_ p: Principal, _ id: String, _ change: TagChange) throws -> [String: JSONValue] {
+        try pool.write { db in
+            let r = try writable(db, p, id)
+            let old = Set(try tags(db, p, id))
+            var new = old
+            switch change {
+            case .replace(let t): new = Set(t)
+            case .add(let t): new.formUnion(t)
+            case .remove(let t): new.remove(t)
+            }
+            if new != old {
+                try db.execute(sql: "DELETE FROM tags WHERE tenant_id = ? AND item_id = ?", arguments: [p.tenantID, id])
+                for tag in new.sorted() { try db.execute(sql: "INSERT INTO tags(tenant_id, item_id, tag) VALUES (?, ?, ?)", arguments: [p.tenantID, id, tag]) }
+                try db.execute(sql: "UPDATE items SET updated_at = ? WHERE tenant_id = ? AND id = ?", arguments: [Self.now(), p.tenantID, id])
+                try appendEvent(db, p, name: "metadata.changed", itemType: r["type"], data: [
+                    "item_id": .string(id), "tags": .array(new.sorted().map(JSONValue.string)), "tier": .string(r["tier"]), "state": .string(r["state"]),
+                ])
+            }
+            return try envelope(db, p, try row(db, p, id)!)
+        }
+    }
+
+    public func tagCounts(_ p: Principal) throws -> [String: JSONValue] {
+        try pool.read { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT tag, count(*) AS n FROM tags WHERE tenant_id = ? GROUP BY tag ORDER BY tag", arguments: [p.tenantID])
+            return ["data": .array(rows.map { .object(["tag": .string($0["tag"]), "count": .int($0["n"])]) })]
+        }
+    }
+
+    // MARK: helpers
+
+    static func enumField(_ body: [String: JSONValue], _ name: String, _ allowed: Set<String>) throws -> String? {
+        guard let v = body[name], v != .null else { return nil }
+        guard let s = v.stringValue, allowed.contains(s) else {
+            throw APIError.validation("\(name) is one of \(allowed.sorted().joined(separator: ", "))", field: name)
+        }
+        return s
+    }
+
+    static func timestampField(_ body: [String: JSONValue], _ name: String) throws -> String? {
+        guard let v = body[name], v != .null else { return nil }
+        guard let s = v.stringValue, Timestamp.parse(s) != nil else { throw APIError.validation("\(name) must be an RFC 3339 timestamp", field: name) }
+        return s
+    }
+}

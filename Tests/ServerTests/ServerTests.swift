@@ -1,0 +1,239 @@
+import Foundation
+import MarfaModel
+import MarfaTestSupport
+import Testing
+
+/// The reference server over real HTTP on 127.0.0.1 (wire.md), one or more tests per W-rule.
+@Suite struct ServerTests {
+    func note(_ s: ServerHarness, _ key: String, _ props: String = #"{"title":"T","body":"one"}"#, id: String? = nil) -> ServerHarness.Reply {
+        let idPart = id.map { #""id":"\#($0)","# } ?? ""
+        return s.call("POST", "/items", key: key, body: #"{\#(idPart)"type":"core.note","properties":\#(props)}"#)
+    }
+
+    @Test func W18_bootstrapThenOnlyAdminKeysManageKeysAndRevocationIsImmediate() throws {
+        let s = try ServerHarness()
+        let admin = try s.bootstrap()
+        #expect(admin.hasPrefix("marfa_k1_"))
+        #expect(s.call("POST", "/keys", body: #"{"label":"second"}"#).status == 401, "bootstrap only on a server with no keys")
+        let member = s.call("POST", "/keys", key: admin, body: #"{"label":"phone","role":"member","type_permissions":{"core.note":"write"}}"#)
+        #expect(member.status == 201)
+        let memberKey = try #require(member.json["key"]?.stringValue)
+        #expect(s.call("GET", "/keys", key: memberKey).code == "forbidden")
+        let listed = s.call("GET", "/keys", key: admin)
+        #expect(listed.json["data"].map { if case .array(let a) = $0 { return a.count }; return 0 } == 2)
+        #expect(!listed.body.contains(memberKey), "a key's plaintext is shown once")
+        #expect(s.call("GET", "/tenants/current", key: memberKey).status == 200)
+        let keyID = try #require(member.json["id"]?.stringValue)
+        #expect(s.call("DELETE", "/keys/\(keyID)", key: admin).status == 200)
+        let after = s.call("GET", "/tenants/current", key: memberKey)
+        #expect(after.status == 401 && after.code == "unauthorized")
+    }
+
+    @Test func W18_memberKeysOnForbiddenTypesGet403() throws {
+        let s = try ServerHarness()
+        let admin = try s.bootstrap()
+        let key = try #require(s.call("POST", "/keys", key: admin, body: #"{"label":"m","role":"member","type_permissions":{"core.note":"write","core.bookmark":"read"}}"#).json["key"]?.stringValue)
+        #expect(note(s, key).status == 201)
+        let bm = s.call("POST", "/items", key: key, body: #"{"type":"core.bookmark","properties":{"title":"x"}}"#)
+        #expect(bm.status == 403 && bm.code == "type_not_permitted")
+        let hl = s.call("POST", "/items", key: admin, body: #"{"type":"core.highlight","properties":{"text":"x"}}"#)
+        let hid = try #require(hl.item["id"]?.stringValue)
+        #expect(s.call("GET", "/items/\(hid)", key: key).code == "item_not_found", "unreadable is not found")
+    }
+
+    @Test func W18_tenantsAreIsolatedOnEveryRoute() throws {
+        let s = try ServerHarness()
+        let admin = try s.bootstrap()
+        let t2 = s.call("POST", "/tenants", key: admin, body: #"{"name":"second"}"#)
+        #expect(t2.status == 201)
+        let other = try #require(t2.json["key"]?.stringValue)
+        #expect(s.call("POST", "/tenants", key: other, body: #"{"name":"third"}"#).code == "forbidden", "only the operator adds tenants")
+        let mine = note(s, admin, id: "shared-id")
+        let id = try #require(mine.item["id"]?.stringValue)
+        #expect(s.call("GET", "/items/\(id)", key: other).status == 404)
+        #expect(s.call("PATCH", "/items/\(id)", key: other, body: #"{"properties":{"body":"x"}}"#).status == 404)
+        #expect(s.call("DELETE", "/items/\(id)", key: other).status == 404)
+        #expect(s.call("POST", "/items/\(id)/transition", key: other, body: #"{"state":"archived"}"#).status == 404)
+        #expect(s.call("POST", "/items/\(id)/restore", key: other).status == 404)
+        #expect(s.call("GET", "/items/\(id)/versions", key: other).status == 404)
+        #expect(s.call("PUT", "/items/\(id)/metadata", key: other, body: #"{"tags":["x"]}"#).status == 404)
+        #expect(s.call("POST", "/items/\(id)/tags", key: other, body: #"{"tags":["x"]}"#).status == 404)
+        #expect(s.call("DELETE", "/items/\(id)/tags/x", key: other).status == 404)
+        #expect(s.call("GET", "/items?state=any", key: other).json["data"] == .array([]))
+        #expect(s.call("GET", "/metadata/tags", key: other).json["data"] == .array([]))
+        let keyID = try #require(s.call("GET", "/keys", key: admin).json["data"].flatMap { if case .array(let a) = $0 { return a.first?.objectValue?["id"]?.stringValue }; return nil })
+        #expect(s.call("DELETE", "/keys/\(keyID)", key: other).status == 404, "a key of another tenant cannot be revoked")
+        // The same client-minted id in another tenant is another item.
+        #expect(note(s, other, id: "shared-id").status == 201)
+        #expect(s.call("GET", "/items/shared-id", key: admin).item["properties"]?.objectValue?["body"]?.stringValue == "one")
+    }
+
+    @Test func W2_W3_missingWrongAndRevokedKeysAre401InTheEnvelope() throws {
+        let s = try ServerHarness()
+        _ = try s.bootstrap()
+        for key in [nil, "nonsense", "marfa_k1_0000000000000000000000000000000000000000000000"] {
+            let r = s.call("GET", "/items", key: key)
+            #expect(r.status == 401 && r.code == "unauthorized" && r.json["error"]?.objectValue?["message"]?.stringValue != nil)
+        }
+    }
+
+    @Test func W3_badInputGetsTheEnvelopeAndChangesNothing() throws {
+        let s = try ServerHarness()
+        let key = try s.bootstrap()
+        let cases: [(String, Int, String)] = [
+            (#"{"type":"core.note","properties":"#, 400, "validation_error"),
+            (#"[1,2]"#, 400, "validation_error"),
+            (#"{"properties":{}}"#, 400, "missing_required_field"),
+            (#"{"type":42}"#, 400, "validation_error"),
+            (#"{"type":"core.note","properties":{"title":7}}"#, 400, "invalid_properties"),
+            (#"{"type":"no.such"}"#, 404, "type_not_found"),
+            (#"{"type":"core.note","id":"bad id!"}"#, 400, "invalid_id"),
+            (#"{"type":"core.note","tags":["a,b"]}"#, 400, "validation_error"),
+            (#"{"type":"core.note","state":"gone"}"#, 400, "validation_error"),
+            (#"{"type":"core.file","properties":{"title":"x"}}"#, 400, "missing_required_field"),
+        ]
+        for (body, status, code) in cases {
+            let r = s.call("POST", "/items", key: key, body: body)
+            #expect(r.status == status && r.code == code, "\(body) → \(r.status) \(r.body)")
+        }
+        let huge = #"{"type":"core.note","properties":{"body":""# + String(repeating: "x", count: 17 << 20) + #""}}"#
+        let r = s.call("POST", "/items", key: key, body: huge)
+        #expect(r.status == 413 && r.code == "request_too_large")
+        #expect(s.call("GET", "/items?state=any", key: key).json["data"] == .array([]), "nothing was created")
+        #expect(s.call("GET", "/no/such/route", key: key).code == "not_found")
+        #expect(s.call("GET", "/items?limit=0", key: key).code == "validation_error")
+        #expect(s.call("GET", "/items/bad%20id", key: key).code == "invalid_id")
+    }
+
+    @Test func W4_everyResponseCarriesARequestID() throws {
+        let s = try ServerHarness()
+        let key = try s.bootstrap()
+        let a = s.call("GET", "/items", key: key), b = s.call("GET", "/nowhere")
+        #expect(a.headers["x-request-id"] != nil && b.headers["x-request-id"] != nil && a.headers["x-request-id"] != b.headers["x-request-id"])
+        #expect(s.call("GET", "/items", key: key, headers: ["X-Request-ID": "trace-42"]).headers["x-request-id"] == "trace-42")
+    }
+
+    @Test func W5_idempotencyKeyReplaysAndRefusesReuse() throws {
+        let s = try ServerHarness()
+        let key = try s.bootstrap()
+        let body = #"{"type":"core.note","properties":{"title":"once"}}"#
+        let first = s.call("POST", "/items", key: key, body: body, headers: ["Idempotency-Key": "k-1"])
+        let again = s.call("POST", "/items", key: key, body: body, headers: ["Idempotency-Key": "k-1"])
+        #expect(first.status == 201 && again.status == 201)
+        #expect(again.headers["idempotency-replayed"] == "true" && first.headers["idempotency-replayed"] == nil)
+        #expect(again.item["id"] == first.item["id"])
+        #expect(s.call("GET", "/items", key: key).json["data"].map { if case .array(let a) = $0 { return a.count }; return -1 } == 1)
+        let other = s.call("POST", "/items", key: key, body: #"{"type":"core.note","properties":{"title":"other"}}"#, headers: ["Idempotency-Key": "k-1"])
+        #expect(other.status == 422 && other.code == "idempotency_key_reused")
+    }
+
+    @Test func W1_createKeepsAClientMintedIdAndARepeatIsAcknowledged() throws {
+        let s = try ServerHarness()
+        let key = try s.bootstrap()
+        let id = ItemID.make()
+        let r = note(s, key, id: id)
+        #expect(r.status == 201 && r.item["id"]?.stringValue == id && r.item["version"] == .int(1))
+        #expect(r.item["tenant_id"] != nil && r.item["tenant_id"] == r.item["space_id"])
+        let again = note(s, key, #"{"title":"changed"}"#, id: id)
+        #expect(again.status == 200 && again.json["acknowledged"] == .bool(true))
+        #expect(again.item["properties"]?.objectValue?["title"]?.stringValue == "T", "nothing written")
+        let clash = s.call("POST", "/items", key: key, body: #"{"id":"\#(id)","type":"core.bookmark"}"#)
+        #expect(clash.status == 409 && clash.code == "id_reused")
+        let minted = note(s, key).item["id"]?.stringValue ?? ""
+        #expect(ItemID.isUUIDv7(minted))
+    }
+
+    @Test func W7_staleWritesMergeOrConflictWithTheThreeWayContext() throws {
+        let s = try ServerHarness()
+        let key = try s.bootstrap()
+        let id = try #require(note(s, key, #"{"title":"T","body":"one","extra":1}"#).item["id"]?.stringValue)
+        #expect(s.call("PATCH", "/items/\(id)", key: key, body: #"{"version":1,"properties":{"body":"two"}}"#).item["version"] == .int(2))
+        // Stale, but touching only a field the server did not change: merged.
+        let merged = s.call("PATCH", "/items/\(id)", key: key, body: #"{"version":1,"properties":{"title":"New"}}"#)
+        #expect(merged.status == 200 && merged.item["version"] == .int(3))
+        #expect(merged.item["properties"]?.objectValue?["body"]?.stringValue == "two")
+        // Stale and overlapping: 409 with current, ancestor, conflicting fields and the policy.
+        let c = s.call("PATCH", "/items/\(id)", key: key, body: #"{"version":1,"properties":{"body":"three","title":"Other"}}"#)
+        #expect(c.status == 409 && c.code == "version_conflict")
+        #expect(c.json["current"]?.objectValue?["version"] == .int(3))
+        #expect(c.json["ancestor"]?.objectValue?["properties"]?.objectValue?["body"]?.stringValue == "one")
+        #expect(c.json["conflicting_fields"] == .array(["body", "title"]))
+        #expect(c.json["merge_policy"]?.objectValue?["fields"]?.objectValue?["body"] == .string("keep_both_copies"))
+        #expect(c.json["merge_policy"]?.objectValue?["default"] == .string("last_writer_wins"))
+        #expect(s.call("GET", "/items/\(id)", key: key).item["version"] == .int(3), "a refused write changes nothing")
+        let gone = s.call("PATCH", "/items/\(id)", key: key, body: #"{"version":9,"properties":{"body":"x"}}"#)
+        #expect(gone.status == 409 && gone.code == "ancestor_unavailable" && gone.json["requested_version"] == .int(9))
+        let versions = s.call("GET", "/items/\(id)/versions", key: key).json["data"]
+        var numbers: [JSONValue] = []
+        if case .array(let a)? = versions { numbers = a.compactMap { $0.objectValue?["version"] } }
+        #expect(numbers == [.int(1), .int(2)])
+    }
+
+    @Test func W6_listsFilterAndPageWithACursor() throws {
+        let s = try ServerHarness()
+        let key = try s.bootstrap()
+        for i in 0..<5 { _ = s.call("POST", "/items", key: key, body: #"{"type":"core.note","properties":{"title":"n\#(i)"},"tags":["\#(i % 2 == 0 ? "even" : "odd")","all"]}"#) }
+        _ = s.call("POST", "/items", key: key, body: #"{"type":"core.file.image","properties":{"title":"i","filename":"i.png","mime_type":"image/png","blob_ref":"sha256:00"}}"#)
+        var seen: [String] = []
+        var cursor: String?
+        repeat {
+            let r = s.call("GET", "/items?limit=2" + (cursor.map { "&cursor=" + $0.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! } ?? ""), key: key)
+            if case .array(let a)? = r.json["data"] { seen += a.compactMap { $0.objectValue?["id"]?.stringValue } }
+            cursor = r.json["cursor"]?.stringValue
+            #expect(r.json["has_more"] == .bool(cursor != nil))
+        } while cursor != nil
+        #expect(seen.count == 6 && Set(seen).count == 6)
+        func count(_ q: String) -> Int { if case .array(let a)? = s.call("GET", "/items?" + q, key: key).json["data"] { return a.count }; return -1 }
+        #expect(count("type=core.file") == 1, "subtypes are included")
+        #expect(count("tags=even,all") == 3)
+        #expect(count("include=metadata&tags=odd") == 2)
+        let first = try #require(seen.first)
+        #expect(s.call("DELETE", "/items/\(first)", key: key).status == 200)
+        #expect(count("state=any") == 6 && count("") == 5 && count("state=trashed") == 1)
+        let meta = s.call("GET", "/items?include=metadata&limit=1", key: key).json["data"]
+        if case .array(let a)? = meta { #expect(a.first?.objectValue?["metadata"]?.objectValue?["tags"] != nil) }
+    }
+
+    @Test func W2_transitionsRestoreAndTags() throws {
+        let s = try ServerHarness()
+        let key = try s.bootstrap()
+        let id = try #require(note(s, key).item["id"]?.stringValue)
+        #expect(s.call("POST", "/items/\(id)/transition", key: key, body: #"{"state":"archived"}"#).item["state"] == .string("archived"))
+        #expect(s.call("POST", "/items/\(id)/restore", key: key).item["state"] == .string("active"))
+        #expect(s.call("POST", "/items/\(id)/transition", key: key, body: #"{"state":"trashed"}"#).status == 200)
+        let bad = s.call("POST", "/items/\(id)/transition", key: key, body: #"{"state":"archived"}"#)
+        #expect(bad.status == 400 && bad.code == "invalid_transition")
+        #expect(s.call("PUT", "/items/\(id)/metadata", key: key, body: #"{"tags":["b","a"]}"#).json["metadata"]?.objectValue?["tags"] == .array(["a", "b"]))
+        #expect(s.call("POST", "/items/\(id)/tags", key: key, body: #"{"tags":["c"]}"#).json["metadata"]?.objectValue?["tags"] == .array(["a", "b", "c"]))
+        #expect(s.call("DELETE", "/items/\(id)/tags/a", key: key).json["metadata"]?.objectValue?["tags"] == .array(["b", "c"]))
+        #expect(s.call("GET", "/metadata/tags", key: key).json["data"] == .array([.object(["tag": "b", "count": .int(1)]), .object(["tag": "c", "count": .int(1)])]))
+    }
+
+    @Test func W9_W10_builtInTypesWithTheirMergePolicies() throws {
+        let s = try ServerHarness()
+        let key = try s.bootstrap()
+        let note = s.call("GET", "/types/core.note", key: key).json["type"]?.objectValue
+        #expect(note?["merge_policy"]?.objectValue?["fields"]?.objectValue?["body"] == .string("keep_both_copies"))
+        #expect(s.call("GET", "/types/core.file.image", key: key).json["type"]?.objectValue?["parent"] == .string("core.file"))
+        #expect(s.call("GET", "/types/nope", key: key).code == "type_not_found")
+        if case .array(let a)? = s.call("GET", "/types", key: key).json["data"] { #expect(a.count == 8) } else { Issue.record("no type list") }
+    }
+
+    @Test func serve_initWritesA0600KeyFileAndDataSurvivesARestart() throws {
+        let dir = NSTemporaryDirectory() + "marfafs-init-" + UUID().uuidString.prefix(8)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let db = dir + "/server.sqlite"
+        let r = Shell.run([MountHarness.binary, "serve", "--db", db, "--init"])
+        #expect(r.status == 0)
+        let path = r.out
+        let attrs = try FileManager.default.attributesOfItem(atPath: path)
+        #expect((attrs[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        let key = try String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(Shell.run([MountHarness.binary, "serve", "--db", db, "--init"]).status != 0, "init only once")
+        let s = try ServerHarness(db: db)
+        let id = try #require(note(s, key).item["id"]?.stringValue)
+        #expect(s.stop() == 0, "SIGTERM shuts down gracefully")
+        try s.start()
+        #expect(s.call("GET", "/items/\(id)", key: key).status == 200)
+    }
+}
