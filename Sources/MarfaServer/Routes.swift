@@ -159,7 +159,7 @@ struct API: Sendable {
         router.get("/keys") { request, _ -> Response in
             let p = try principal(request)
             guard p.isAdmin else { throw APIError(403, "forbidden", "listing keys needs an admin key") }
-            return json(200, ["data": .array(try store.listKeys(p).map(JSONValue.object)), "cursor": .null, "has_more": .bool(false)])
+            return json(200, ["keys": .array(try store.listKeys(p).map(JSONValue.object))])
         }
         router.delete("/keys/:id") { request, context -> Response in
             let p = try principal(request)
@@ -183,12 +183,13 @@ struct API: Sendable {
         // Types (W-9, W-10)
         router.get("/types") { request, _ -> Response in
             _ = try principal(request)
-            return json(200, ["data": .array(TypeSchema.builtIns.map { .object(JSONCoding.object(from: JSONCoding.encode($0))) }), "cursor": .null, "has_more": .bool(false)])
+            let types = TypeSchema.builtIns.map { JSONCoding.encode($0) }.joined(separator: ",")
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: "[" + types + "]\n")))
         }
         router.get("/types/:id") { request, context -> Response in
             _ = try principal(request)
             let t = try ServerStore.type(try id(context))
-            return json(200, ["type": .object(JSONCoding.object(from: JSONCoding.encode(t)))])
+            return json(200, JSONCoding.object(from: JSONCoding.encode(t)))
         }
 
         // Items (§2)

@@ -53,14 +53,15 @@ extension ServerStore {
     }
 
     static func itemJSON(_ r: Row) -> [String: JSONValue] {
-        [
+        var o: [String: JSONValue] = [
             "id": .string(r["id"]), "type": .string(r["type"]), "properties": .object(JSONCoding.object(from: r["properties"])),
             "version": .int(r["version"]), "schema_version": .int(r["schema_version"]), "source": .string(r["source"]),
-            "source_id": (r["source_id"] as String?).map(JSONValue.string) ?? .null,
             "timestamp": .string(r["timestamp"]), "created_at": .string(r["created_at"]), "updated_at": .string(r["updated_at"]),
             "tenant_id": .string(r["tenant_id"]), "space_id": .string(r["tenant_id"]),
             "state": .string(r["state"]), "tier": .string(r["tier"]),
         ]
+        if let sid: String = r["source_id"] { o["source_id"] = .string(sid) }
+        return o
     }
 
     func row(_ db: Database, _ p: Principal, _ id: String) throws -> Row? {
@@ -286,8 +287,10 @@ extension ServerStore {
             let r = try readable(db, p, id)
             let rows = try Row.fetchAll(db, sql: "SELECT version, properties, created_at FROM item_versions WHERE tenant_id = ? AND item_id = ? AND version < ? ORDER BY version",
                                         arguments: [p.tenantID, id, r["version"] as Int64])
-            return ["data": .array(rows.map { .object(["version": .int($0["version"]), "properties": .object(JSONCoding.object(from: $0["properties"])),
-                                                         "created_at": .string($0["created_at"])]) }), "cursor": .null, "has_more": .bool(false)]
+            return ["versions": .array(rows.map {
+                .object(["id": .string("\(id)@\($0["version"] as Int64)"), "item_id": .string(id), "version": .int($0["version"]),
+                         "properties": .object(JSONCoding.object(from: $0["properties"])), "created_at": .string($0["created_at"])])
+            })]
         }
     }
 
@@ -320,7 +323,7 @@ extension ServerStore {
     public func tagCounts(_ p: Principal) throws -> [String: JSONValue] {
         try pool.read { db in
             let rows = try Row.fetchAll(db, sql: "SELECT tag, count(*) AS n FROM tags WHERE tenant_id = ? GROUP BY tag ORDER BY tag", arguments: [p.tenantID])
-            return ["data": .array(rows.map { .object(["tag": .string($0["tag"]), "count": .int($0["n"])]) })]
+            return ["tags": .array(rows.map { .object(["tag": .string($0["tag"]), "count": .int($0["n"])]) })]
         }
     }
 

@@ -77,8 +77,8 @@ public final class ServerStore: Sendable {
         var o: [String: JSONValue] = [
             "id": .string(r["id"]), "label": .string(r["label"]), "role": .string(r["role"]),
             "tenant_id": .string(r["tenant_id"]), "space_id": .string(r["tenant_id"]),
-            "created_at": .string(r["created_at"]), "last_used_at": (r["last_used_at"] as String?).map(JSONValue.string) ?? .null,
-            "is_operator": .bool((r["operator"] as Bool) && (r["role"] as String) == "admin"),
+            "created_at": .string(r["created_at"]), "last_used_at": .string((r["last_used_at"] as String?) ?? r["created_at"]),
+            "is_operator": .bool((r["operator"] as Bool) && (r["role"] as String) == "admin"), "is_platform": .bool(false),
             "source": .string(r["label"]), "default_tier": "library", "edge_permissions": .object([:]),
             "extension_permissions": .object([:]), "space_permissions": .array([]),
             "type_permissions": .object((r["type_permissions"] as String?).map { JSONCoding.object(from: $0) } ?? [:]),
@@ -139,7 +139,19 @@ public final class ServerStore: Sendable {
     }
 
     /// The principal a bearer token stands for, or nil (unknown, malformed or revoked: 401).
+    /// A key's `last_used_at` is kept to the minute.
     public func authenticate(_ token: String) throws -> Principal? {
+        guard let (p, lastUsed) = try lookUp(token) else { return nil }
+        let now = Date()
+        if Timestamp.parse(lastUsed).map({ now.timeIntervalSince1970 - $0 >= 60 }) ?? true {
+            try pool.write { db in
+                try db.execute(sql: "UPDATE keys SET last_used_at = ? WHERE id = ?", arguments: [Timestamp.format(now), p.keyID])
+            }
+        }
+        return p
+    }
+
+    func lookUp(_ token: String) throws -> (Principal, String)? {
         guard token.hasPrefix("marfa_k1_"), token.count >= 21, token.count <= 200 else { return nil }
         return try pool.read { db in
             for r in try Row.fetchAll(db, sql: """
@@ -150,8 +162,9 @@ public final class ServerStore: Sendable {
                 guard Self.hash(token, salt: salt) == hash else { continue }
                 let perms = (r["type_permissions"] as String?).map { JSONCoding.object(from: $0).compactMapValues(\.stringValue) }
                 let role: String = r["role"]
-                return Principal(tenantID: r["tenant_id"], keyID: r["id"], label: r["label"], isAdmin: role == "admin",
-                                 isOperator: r["operator"] as Bool, typePermissions: role == "admin" ? nil : perms)
+                return (Principal(tenantID: r["tenant_id"], keyID: r["id"], label: r["label"], isAdmin: role == "admin",
+                                  isOperator: r["operator"] as Bool, typePermissions: role == "admin" ? nil : perms),
+                        (r["last_used_at"] as String?) ?? "")
             }
             return nil
         }
