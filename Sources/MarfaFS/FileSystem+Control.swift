@@ -3,6 +3,15 @@ import MarfaModel
 import MarfaStore
 
 extension FileSystem {
+    /// A control file's text: made anew at a stat (`fresh`), reused by reads within a second of it.
+    /// Called with the lock held.
+    func controlSnapshot(_ name: String, fresh: Bool) -> String {
+        if !fresh, let s = controlSnapshots[name], Date().timeIntervalSince(s.at) < 1 { return s.text }
+        let text = controlContent(name)
+        controlSnapshots[name] = (text, Date())
+        return text
+    }
+
     /// The text of a control file (§7). Called with the lock held.
     func controlContent(_ name: String) -> String {
         // The queue and the status describe settled files.

@@ -22,6 +22,9 @@ public final class FileSystem: @unchecked Sendable {
     let gid: UInt32
     /// Settles written files once they have been quiet this long (FS-14).
     let settler: Settler
+    /// The text of each control file as its last stat saw it: a read right after serves the same
+    /// bytes, so the length the kernel was told and the bytes it reads agree.
+    var controlSnapshots: [String: (text: String, at: Date)] = [:]
 
     public init(store: Store, logger: Logger, settleWindow: Double = 0.1) throws {
         self.store = store
@@ -88,7 +91,7 @@ public final class FileSystem: @unchecked Sendable {
             guard let s = catalog.scratch[id] else { throw FSError(.notFound, "scratch file \(id)") }
             return FileAttr(ino: i, kind: .file, size: s.size, mtimeNs: s.mtimeNs, nlink: 1, timeout: cacheTimeout)
         case .controlFile(let name):
-            let size = Int64(controlContent(name).utf8.count)
+            let size = Int64(controlSnapshot(name, fresh: true).utf8.count)
             return FileAttr(ino: i, kind: .file, size: size, mtimeNs: Int64(Date().timeIntervalSince1970 * 1e9), nlink: 1, timeout: 0)
         case .tagEntry, .linkEntry, .byIDEntry:
             let target = try readlinkLocked(n)
@@ -158,11 +161,7 @@ public final class FileSystem: @unchecked Sendable {
         case .scratch(let id):
             return Self.slice(try wrap { try store.scratchData(id) }, offset: offset, size: size)
         case .controlFile(let name):
-            if name == ControlFile.flush.rawValue {
-                try locked { try settleNow() }
-                return Self.slice(Array(flushAnswer().utf8), offset: offset, size: size)
-            }
-            return Self.slice(Array(locked { controlContent(name) }.utf8), offset: offset, size: size)
+            return Self.slice(Array(locked { controlSnapshot(name, fresh: false) }.utf8), offset: offset, size: size)
         default:
             throw FSError(.isDirectory, "inode \(ino)")
         }
