@@ -10,6 +10,8 @@ public enum ReferenceServer {
         public var host = "127.0.0.1"
         public var port = 8600
         public var maxBody = 16 << 20
+        /// Requests per minute per credential (W-4); nil: no limit.
+        public var rateLimit: Int?
         public init(db: String) { self.db = db }
     }
 
@@ -18,6 +20,7 @@ public enum ReferenceServer {
         let store = try ServerStore(path: o.db)
         let router = Router()
         router.add(middleware: EnvelopeMiddleware<BasicRequestContext>(log: logger))
+        if let limit = o.rateLimit { router.add(middleware: RateLimitMiddleware<BasicRequestContext>(limit: limit, log: logger)) }
         API(store: store, maxBody: o.maxBody).register(router)
         let app = Application(
             router: router,

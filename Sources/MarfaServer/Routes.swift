@@ -22,26 +22,34 @@ struct EnvelopeMiddleware<Context: RequestContext>: RouterMiddleware {
         var response: Response
         do {
             response = try await next(request, context)
-        } catch let e as APIError {
-            response = Self.json(e.status, e.body)
-        } catch let e as HTTPError {
+        } catch {
+            response = Self.response(for: error, requestID: rid, log: log)
+        }
+        response.headers[.requestID] = rid
+        log.info("\(request.method) \(request.uri.path) \(response.status.code)", metadata: ["request_id": "\(rid)"])
+        return response
+    }
+
+    /// The W-3 answer for a failure: ours as they are, the framework's mapped to our codes,
+    /// anything else a logged 500.
+    static func response(for error: any Error, requestID rid: String, log: Logger) -> Response {
+        switch error {
+        case let e as APIError:
+            return json(e.status, e.body)
+        case let e as HTTPError:
             let code: String
             switch e.status.code {
-            case 404: code = "not_found"
-            case 405: code = "not_found"
+            case 404, 405: code = "not_found"
             case 413: code = "request_too_large"
             case 401: code = "unauthorized"
             default: code = "validation_error"
             }
             let status = e.status.code == 405 ? 404 : e.status.code
-            response = Self.json(status, APIError(status, code, e.body ?? e.status.reasonPhrase).body)
-        } catch {
+            return json(status, APIError(status, code, e.body ?? e.status.reasonPhrase).body)
+        default:
             log.error("request failed", metadata: ["request_id": "\(rid)", "error": "\(error)"])
-            response = Self.json(500, APIError(500, "internal_error", "the server failed; see its log (request \(rid))").body)
+            return json(500, APIError(500, "internal_error", "the server failed; see its log (request \(rid))").body)
         }
-        response.headers[.requestID] = rid
-        log.info("\(request.method) \(request.uri.path) \(response.status.code)", metadata: ["request_id": "\(rid)"])
-        return response
     }
 
     static func json(_ status: Int, _ body: [String: JSONValue], headers: HTTPFields = [:]) -> Response {

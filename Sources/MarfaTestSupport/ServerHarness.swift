@@ -9,7 +9,11 @@ public final class ServerHarness: @unchecked Sendable {
     public private(set) var base = ""
     private var pid: pid_t = 0
 
-    public init(db: String? = nil) throws {
+    /// Extra `marfafs serve` options (e.g. `--rate-limit 5`).
+    let options: [String]
+
+    public init(db: String? = nil, options: [String] = []) throws {
+        self.options = options
         let top = ProcessInfo.processInfo.environment["MARFAFS_TEST_ROOT"] ?? (NSTemporaryDirectory() + "marfafs-tests")
         root = top + "/srv-" + UUID().uuidString.prefix(8).lowercased()
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -21,7 +25,7 @@ public final class ServerHarness: @unchecked Sendable {
     public func start() throws {
         let out = root + "/serve.out"
         unlink(out)
-        guard let p = Shell.spawn([MountHarness.binary, "serve", "--db", db, "--port", "0"], stdout: out, stderr: root + "/serve.log") else {
+        guard let p = Shell.spawn([MountHarness.binary, "serve", "--db", db, "--port", "0"] + options, stdout: out, stderr: root + "/serve.log") else {
             throw HarnessError("cannot start marfafs serve")
         }
         pid = p

@@ -19,6 +19,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Port to listen on (0: any free port).")
     var port = 8600
 
+    @Option(help: "Requests per minute per API key (W-4 headers and 429 past it). Default: no limit.")
+    var rateLimit: Int?
+
     @Flag(help: "On a server with no keys, create the first tenant and its admin key, write the key to a 0600 file beside the database, print the file's path, and exit.")
     var `init` = false
 
@@ -40,6 +43,10 @@ struct ServeCommand: ParsableCommand {
         var options = ReferenceServer.Options(db: dbPath)
         options.host = host
         options.port = port
+        if let rateLimit {
+            guard rateLimit > 0 else { throw ValidationError("--rate-limit must be at least 1") }
+            options.rateLimit = rateLimit
+        }
         final class Outcome: @unchecked Sendable { var error: Error? }
         let outcome = Outcome()
         let done = DispatchSemaphore(value: 0)

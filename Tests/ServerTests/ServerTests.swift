@@ -113,6 +113,27 @@ import Testing
         #expect(s.call("GET", "/items", key: key, headers: ["X-Request-ID": "trace-42"]).headers["x-request-id"] == "trace-42")
     }
 
+    @Test func W4_rateLimitHeadersAnd429WithRetryAfter() throws {
+        let s = try ServerHarness(options: ["--rate-limit", "4"])
+        let key = try s.bootstrap()
+        var remaining: [String] = []
+        for _ in 0..<4 {
+            let r = s.call("GET", "/items", key: key)
+            #expect(r.status == 200 && r.headers["x-ratelimit-limit"] == "4" && r.headers["x-ratelimit-reset"] != nil)
+            remaining.append(r.headers["x-ratelimit-remaining"] ?? "")
+        }
+        let over = s.call("GET", "/items", key: key)
+        // The bootstrap call counts in its own (anonymous) bucket; the window may turn over once.
+        if over.status == 429 {
+            #expect(remaining == ["3", "2", "1", "0"])
+            #expect(over.code == "rate_limited" && Int(over.headers["retry-after"] ?? "") ?? 0 >= 1)
+            #expect(over.headers["x-ratelimit-remaining"] == "0")
+        } else {
+            #expect(over.status == 200, "a new minute began: \(remaining)")
+        }
+        #expect(s.call("GET", "/items", key: nil).headers["x-ratelimit-limit"] == "4", "every response carries the headers")
+    }
+
     @Test func W5_idempotencyKeyReplaysAndRefusesReuse() throws {
         let s = try ServerHarness()
         let key = try s.bootstrap()
