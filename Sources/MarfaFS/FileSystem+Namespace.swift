@@ -139,12 +139,7 @@ extension FileSystem {
             try checkName(name)
             if try childNode(p, name) != nil { throw FSError(.exists, name) }
             if let local = try createLocal(p, name) { return local }
-            let new: NewItem
-            switch p {
-            case .typeDir(.types, let t): new = NewItem(type: t, fileName: name)
-            case .tagDir(let tag): new = NewItem(type: "core.note", fileName: name, tags: [tag])
-            default: throw readOnlyOrNotPermitted(p)
-            }
+            let new = try newItem(in: p, named: name)
             let stored = try wrap { try store.createItem(new, unsettled: true) }
             settler.noteWrite()
             let inv = try refreshItem(stored.rowid, known: (stored.summary, Set(new.tags)))
@@ -164,6 +159,16 @@ extension FileSystem {
         }
         notify(inv)
         return a
+    }
+
+    /// The item a new file named `name` in directory `p` becomes: one of the directory's type in
+    /// `types/<type>/`, a note with the tag in `tags/<tag>/`.
+    func newItem(in p: Node, named name: String) throws -> NewItem {
+        switch p {
+        case .typeDir(.types, let t): return NewItem(type: t, fileName: name)
+        case .tagDir(let tag): return NewItem(type: "core.note", fileName: name, tags: [tag])
+        default: throw readOnlyOrNotPermitted(p)
+        }
     }
 
     /// Creates that stay local: a scratch file (FS-14), or the re-attachment of an item whose name
@@ -370,12 +375,7 @@ extension FileSystem {
                 target = t
                 inv = try refreshItem(t, contentChanged: true)
             } else {
-                let new: NewItem
-                switch np {
-                case .typeDir(.types, let t): new = NewItem(type: t, fileName: newName)
-                case .tagDir(let tag): new = NewItem(type: "core.note", fileName: newName, tags: [tag])
-                default: throw readOnlyOrNotPermitted(np)
-                }
+                let new = try newItem(in: np, named: newName)
                 let stored = try wrap { try store.promoteScratch(sid, as: new) }
                 target = stored.rowid
                 inv = try refreshItem(stored.rowid, known: (stored.summary, Set(new.tags)))

@@ -173,38 +173,20 @@ public final class FileSystem: @unchecked Sendable {
         return Array(bytes[Int(offset)..<end])
     }
 
-    /// The largest file an item may have: text items are notes, blob items one cached blob.
-    func sizeLimit(_ ino: UInt64) throws -> Int64 {
-        try locked {
-            let n = try node(ino)
-            if case .scratch = n { return Store.maxBlobBytes }
-            guard case .item(let r) = n, let s = catalog.items[r] else { return Int64(Store.maxTextBytes) }
-            return TypeSchema.isBlobType(s.type) ? Store.maxBlobBytes : Int64(Store.maxTextBytes)
-        }
-    }
-
-    /// Writes bytes at an offset of an item's file; the change and its mutation commit before return.
-    /// A write that would take the file past its limit is refused whole (EFBIG) before any work.
+    /// Writes bytes at an offset of a file. An item's bytes commit before the reply and the file
+    /// settles later (FS-14). A write that would take the file past its limit is refused whole
+    /// (EFBIG) before any work.
     public func write(_ ino: UInt64, offset: Int64, data: [UInt8]) throws -> Int {
-        let limit = try sizeLimit(ino)
-        guard offset >= 0, offset <= limit, Int64(data.count) <= limit - offset else {
-            throw FSError(.tooLarge, "a write to byte \(offset) would pass the limit of \(limit) bytes")
+        guard offset >= 0, offset <= Int64.max - Int64(data.count) else {
+            throw FSError(.tooLarge, "a write to byte \(offset) is past any file's limit")
         }
-        let isItem: Bool = try locked {
-            if case .item(let r) = try node(ino) {
-                // The bytes commit now; parsing and queueing wait for the file to settle (FS-14).
-                let (size, mtime) = try wrap { try store.writeUnsettled(rowid: r, offset: offset, data: data) }
-                wroteUnsettled(r, size: size, mtimeNs: mtime)
-                return true
-            }
-            return false
-        }
-        if isItem { return data.count }
-        try mutateContent(ino) { bytes in
-            let end = Int(offset) + data.count
-            if bytes.count < end { bytes.append(contentsOf: repeatElement(0, count: end - bytes.count)) }
-            bytes.replaceSubrange(Int(offset)..<end, with: data)
-        }
+        try changeFile(ino, reaching: offset + Int64(data.count),
+                       item: { r in try self.store.writeUnsettled(rowid: r, offset: offset, data: data) },
+                       scratch: { bytes in
+                           let end = Int(offset) + data.count
+                           if bytes.count < end { bytes.append(contentsOf: repeatElement(0, count: end - bytes.count)) }
+                           bytes.replaceSubrange(Int(offset)..<end, with: data)
+                       })
         return data.count
     }
 
@@ -212,38 +194,37 @@ public final class FileSystem: @unchecked Sendable {
     public func setattr(_ ino: UInt64, size: Int64?) throws -> FileAttr {
         if let size {
             guard size >= 0 else { throw FSError(.invalid, "negative size") }
-            let limit = try sizeLimit(ino)
-            guard size <= limit else { throw FSError(.tooLarge, "size \(size) is past the limit of \(limit) bytes") }
-            let n = try locked { try node(ino) }
-            guard case .item = n else {
-                if case .scratch = n {
-                    try mutateContent(ino) { bytes in
-                        let s = Int(size)
-                        if bytes.count > s { bytes.removeSubrange(s...) } else { bytes.append(contentsOf: repeatElement(0, count: s - bytes.count)) }
-                    }
-                    return try getattr(ino)
-                }
-                if case .controlFile = n { throw FSError(.notPermitted, "control files are read-only") }
-                throw FSError(.isDirectory, "not a file")
-            }
-            try locked {
-                guard case .item(let r) = try node(ino) else { throw FSError(.notFound, "inode \(ino)") }
-                let (newSize, mtime) = try wrap { try store.truncateUnsettled(rowid: r, size: size) }
-                wroteUnsettled(r, size: newSize, mtimeNs: mtime)
-            }
+            try changeFile(ino, reaching: size,
+                           item: { r in try self.store.truncateUnsettled(rowid: r, size: size) },
+                           scratch: { bytes in
+                               let s = Int(size)
+                               if bytes.count > s { bytes.removeSubrange(s...) } else { bytes.append(contentsOf: repeatElement(0, count: s - bytes.count)) }
+                           })
         }
         return try getattr(ino)
     }
 
-    /// Changes a scratch file's bytes (FS-14).
-    func mutateContent(_ ino: UInt64, _ edit: @escaping (inout [UInt8]) throws -> Void) throws {
+    /// Changes the bytes of an item (committed now, settled later) or of a scratch file, after
+    /// checking that the file may grow to `end` bytes: a text item to a note's limit, a blob item or
+    /// a scratch file to one cached blob's.
+    func changeFile(_ ino: UInt64, reaching end: Int64, item: (Int64) throws -> (size: Int64, mtimeNs: Int64),
+                    scratch: @escaping (inout [UInt8]) throws -> Void) throws {
         try locked {
             let n = try node(ino)
-            guard case .scratch(let id) = n else {
-                if case .controlFile = n { throw FSError(.notPermitted, "control files are read-only") }
-                throw FSError(.isDirectory, "not a file")
+            let limit: Int64
+            switch n {
+            case .item(let r): limit = catalog.items[r].map { TypeSchema.isBlobType($0.type) } == true ? Store.maxBlobBytes : Int64(Store.maxTextBytes)
+            case .scratch: limit = Store.maxBlobBytes
+            case .controlFile: throw FSError(.notPermitted, "control files are read-only")
+            default: throw FSError(.isDirectory, "not a file")
             }
-            catalog.addScratch(try wrap { try store.modifyScratch(id, edit) })
+            guard end <= limit else { throw FSError(.tooLarge, "\(end) bytes is past the limit of \(limit) bytes") }
+            if case .item(let r) = n {
+                let (size, mtime) = try wrap { try item(r) }
+                wroteUnsettled(r, size: size, mtimeNs: mtime)
+            } else if case .scratch(let id) = n {
+                catalog.addScratch(try wrap { try store.modifyScratch(id, scratch) })
+            }
         }
     }
 

@@ -63,11 +63,7 @@ public struct JSONParser {
             guard i < b.count, b[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             i += 1; skipSpace()
             o[k] = try value()
-            skipSpace()
-            guard i < b.count else { throw fail("unexpected end") }
-            if b[i] == UInt8(ascii: ",") { i += 1; continue }
-            if b[i] == UInt8(ascii: "}") { i += 1; return .object(o) }
-            throw fail("expected ',' or '}'")
+            if try closes(UInt8(ascii: "}")) { return .object(o) }
         }
     }
 
@@ -81,12 +77,17 @@ public struct JSONParser {
         while true {
             skipSpace()
             a.append(try value())
-            skipSpace()
-            guard i < b.count else { throw fail("unexpected end") }
-            if b[i] == UInt8(ascii: ",") { i += 1; continue }
-            if b[i] == UInt8(ascii: "]") { i += 1; return .array(a) }
-            throw fail("expected ',' or ']'")
+            if try closes(UInt8(ascii: "]")) { return .array(a) }
         }
+    }
+
+    /// After a member of an object or array: true at its closing bracket, false after a comma.
+    mutating func closes(_ close: UInt8) throws -> Bool {
+        skipSpace()
+        guard i < b.count else { throw fail("unexpected end") }
+        if b[i] == UInt8(ascii: ",") { i += 1; return false }
+        if b[i] == close { i += 1; return true }
+        throw fail("expected ',' or '\(Character(UnicodeScalar(close)))'")
     }
 
     mutating func hex4() throws -> UInt32 {

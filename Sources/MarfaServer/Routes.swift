@@ -139,11 +139,20 @@ struct API: Sendable {
         return q
     }
 
+    func changeTags(_ request: Request, _ context: BasicRequestContext, replace: Bool) async throws -> Response {
+        let p = try principal(request)
+        let (text, b) = try await body(request)
+        let tags = try ServerStore.checkTags(b["tags"] ?? .array([]))
+        let id = try id(context)
+        return try idempotent(request, p, bodyText: text) { (200, try store.changeTags(p, id, replace ? .replace(tags) : .add(tags))) }
+    }
+
     func register(_ router: Router<BasicRequestContext>) {
         // Keys and tenants (W-18)
         router.post("/keys") { request, _ -> Response in
             let (_, b) = try await body(request)
-            if try !store.hasKeys(), request.headers[.authorization] == nil, let (key, plain) = try store.bootstrap(label: b["label"]?.stringValue ?? "admin") {
+            // W-18 bootstrap: only on a server with no keys yet (`bootstrap` answers nil otherwise).
+            if request.headers[.authorization] == nil, let (key, plain) = try store.bootstrap(label: b["label"]?.stringValue ?? "admin") {
                 return json(201, key.merging(["key": .string(plain)]) { _, new in new })
             }
             let p = try principal(request)
@@ -243,16 +252,9 @@ struct API: Sendable {
         }
 
         // Tags (§2 metadata)
-        for method in ["PUT", "PATCH"] {
-            let handler: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, context in
-                let p = try principal(request)
-                let (text, b) = try await body(request)
-                let tags = try ServerStore.checkTags(b["tags"] ?? .array([]))
-                let id = try id(context)
-                return try idempotent(request, p, bodyText: text) { (200, try store.changeTags(p, id, method == "PUT" ? .replace(tags) : .add(tags))) }
-            }
-            if method == "PUT" { router.put("/items/:id/metadata", use: handler) } else { router.patch("/items/:id/metadata", use: handler) }
-        }
+        // PUT replaces the tag set, PATCH adds to it.
+        router.put("/items/:id/metadata") { request, context in try await changeTags(request, context, replace: true) }
+        router.patch("/items/:id/metadata") { request, context in try await changeTags(request, context, replace: false) }
         router.post("/items/:id/tags") { request, context -> Response in
             let p = try principal(request)
             let (text, b) = try await body(request)

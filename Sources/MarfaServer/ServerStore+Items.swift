@@ -160,6 +160,12 @@ extension ServerStore {
     public func listItems(_ p: Principal, _ q: ListQuery) throws -> [String: JSONValue] {
         var sql = "SELECT * FROM items WHERE tenant_id = ?"
         var args: [any DatabaseValueConvertible] = [p.tenantID]
+        if let perms = p.typePermissions {
+            // A member key reads the types it has a permission on, and their subtypes.
+            let readable = perms.keys.sorted()
+            sql += readable.isEmpty ? " AND 0" : " AND (" + readable.map { _ in "type = ? OR substr(type, 1, length(?) + 1) = ? || '.'" }.joined(separator: " OR ") + ")"
+            for t in readable { args += [t, t, t] }
+        }
         if let t = q.type { sql += " AND (type = ? OR type LIKE ? ESCAPE '\\')"; args += [t, t.replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_") + ".%"] }
         switch q.state {
         case nil: sql += " AND state != 'trashed'"
@@ -177,7 +183,7 @@ extension ServerStore {
         }
         sql += " ORDER BY updated_at, id LIMIT ?"; args.append(q.limit + 1)
         return try pool.read { db in
-            var rows = try Row.fetchAll(db, sql: sql, arguments: StatementArguments(args)).filter { p.may("read", type: $0["type"]) }
+            var rows = try Row.fetchAll(db, sql: sql, arguments: StatementArguments(args))
             let more = rows.count > q.limit
             if more { rows.removeLast(rows.count - q.limit) }
             let data: [JSONValue] = try rows.map { q.includeMetadata ? .object(try envelope(db, p, $0)) : .object(Self.itemJSON($0)) }
@@ -224,7 +230,7 @@ extension ServerStore {
                 let ancestor = JSONCoding.object(from: ancestorText)
                 let serverChanged = Set(Set(ancestor.keys).union(current.keys).filter { ancestor[$0] != current[$0] })
                 let requestKeys = replace ? Set(ancestor.keys).union(patch.keys) : Set(patch.keys)
-                let requestChanged = requestKeys.filter { (replace ? patch[$0] : patch[$0]) != ancestor[$0] }
+                let requestChanged = requestKeys.filter { patch[$0] != ancestor[$0] }
                 let conflicting = serverChanged.intersection(requestChanged).sorted()
                 if !conflicting.isEmpty {
                     throw APIError(409, "version_conflict", "\(id) changed on the server since version \(base)", extra: [

@@ -42,15 +42,14 @@ public final class ServerStore: Sendable {
 
     // MARK: keys and tenants (W-18)
 
-    public func hasKeys() throws -> Bool {
-        try pool.read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM keys)") ?? false }
+    static func randomBytes(_ n: Int) -> [UInt8] {
+        var rng = SystemRandomNumberGenerator()
+        return (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) }
     }
 
+    /// `marfa_k1_` and 48 hex digits (24 random bytes).
     static func mintKey() -> String {
-        var bytes = [UInt8](repeating: 0, count: 24)
-        var rng = SystemRandomNumberGenerator()
-        for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255, using: &rng) }
-        return "marfa_k1_" + bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+        "marfa_k1_" + randomBytes(24).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 
     static func hash(_ key: String, salt: Data) -> Data {
@@ -60,8 +59,7 @@ public final class ServerStore: Sendable {
     /// Makes a key of `tenantID`; returns its row (as the wire shows it) and the plaintext, once.
     func insertKey(_ db: Database, tenantID: String, label: String, role: String, typePermissions: [String: String]?) throws -> ([String: JSONValue], String) {
         let key = Self.mintKey()
-        var salt = Data(count: 16)
-        for i in 0..<16 { salt[i] = UInt8.random(in: 0...255) }
+        let salt = Data(Self.randomBytes(16))
         let id = "key_" + ItemID.make()
         let now = Self.now()
         let perms = typePermissions.map { JSONCoding.encode($0.mapValues(JSONValue.string)) }

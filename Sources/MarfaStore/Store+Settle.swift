@@ -53,7 +53,7 @@ extension Store {
     /// at most `limit` of them, in one transaction; returns their rowids.
     @discardableResult
     public func settle(writtenBefore: Int64? = nil, limit: Int = .max) throws -> [Int64] {
-        guard try pool.read({ db in try db.exists("SELECT 1 FROM items INDEXED BY items_unsettled WHERE unsettled = 1") }) else { return [] }
+        guard try hasUnsettled() else { return [] }
         return try write { db in try settle(db, writtenBefore: writtenBefore, limit: limit) }
     }
 

@@ -85,6 +85,9 @@ public final class MountHarness: @unchecked Sendable {
         return "."
     }
 
+    /// The upstream OpenAPI document and wire fixtures, as copied into `Tests/Fixtures/upstream`.
+    public static var upstream: String { repoRoot + "/Tests/Fixtures/upstream" }
+
     /// Lazy unmount plus an abort of the FUSE connection: for teardown after a failure.
     public static func forceUnmount(_ path: String) {
         _ = Shell.run(["/bin/fusermount3", "-u", "-z", path])
@@ -155,18 +158,27 @@ public enum Shell {
         public var out: String { stdout.trimmingCharacters(in: .whitespacesAndNewlines) }
     }
 
-    /// Starts a program in the background (output to the given files, else discarded); returns its pid.
-    public static func spawn(_ argv: [String], stdout: String = "/dev/null", stderr: String = "/dev/null") -> pid_t? {
+    /// Starts a program with stdin from /dev/null and stdout and stderr to files; returns its pid
+    /// and the `posix_spawn` result (0: started).
+    static func launch(_ argv: [String], stdout: String, stderr: String, append: Bool) -> (pid: pid_t, rc: Int32) {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
+        let mode = O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, mode, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr, mode, 0o600)
         let cargs = argv.map { strdup($0) } + [nil]
         defer { cargs.forEach { free($0) } }
         var pid: pid_t = 0
-        return posix_spawnp(&pid, argv[0], &actions, nil, cargs, environ) == 0 ? pid : nil
+        let rc = posix_spawnp(&pid, argv[0], &actions, nil, cargs, environ)
+        return (pid, rc)
+    }
+
+    /// Starts a program in the background (output appended to the given files, else discarded); returns its pid.
+    public static func spawn(_ argv: [String], stdout: String = "/dev/null", stderr: String = "/dev/null") -> pid_t? {
+        let (pid, rc) = launch(argv, stdout: stdout, stderr: stderr, append: true)
+        return rc == 0 ? pid : nil
     }
 
     /// Runs a program with stdin from /dev/null and its output captured in temporary files
@@ -180,16 +192,7 @@ public enum Shell {
         let base = NSTemporaryDirectory() + "marfafs-sh-" + UUID().uuidString
         let outPath = base + ".out", errPath = base + ".err"
         defer { unlink(outPath); unlink(errPath) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        let cargs = argv.map { strdup($0) } + [nil]
-        defer { cargs.forEach { free($0) } }
-        var pid: pid_t = 0
-        let rc = posix_spawnp(&pid, argv[0], &actions, nil, cargs, environ)
+        let (pid, rc) = launch(argv, stdout: outPath, stderr: errPath, append: false)
         guard rc == 0 else { return Result(status: -1, stdout: "", stderr: "spawn \(argv[0]): \(String(cString: strerror(rc)))") }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}

@@ -3,10 +3,10 @@ import MarfaModel
 import MarfaTestSupport
 import Testing
 
-/// Every upstream wire fixture (../shared/spec/upstream/wire) decodes with the model types the
+/// Every upstream wire fixture (Tests/Fixtures/upstream/wire, from ../shared/spec/upstream) decodes with the model types the
 /// client uses.
 @Suite struct FixtureTests {
-    static let dir = MountHarness.repoRoot + "/../shared/spec/upstream/wire/"
+    static let dir = MountHarness.upstream + "/wire/"
 
     func decode<T: Decodable>(_ type: T.Type, _ file: String) throws -> T {
         try JSONCoding.decode(T.self, from: String(contentsOfFile: Self.dir + file, encoding: .utf8))
