@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import ServiceLifecycle
 
 /// `marfafs serve`: the reference server of wire.md on Hummingbird 2.
 public enum ReferenceServer {
@@ -10,8 +11,14 @@ public enum ReferenceServer {
         public var host = "127.0.0.1"
         public var port = 8600
         public var maxBody = 16 << 20
+        /// The largest blob accepted by `POST /blobs`.
+        public var maxBlob = 256 << 20
         /// Requests per minute per credential (W-4); nil: no limit.
         public var rateLimit: Int?
+        /// How long the event log keeps events (W-17: older `Last-Event-ID`s get `catchup_too_old`).
+        public var eventRetention: Duration = .seconds(72 * 3600)
+        /// The `: ping` interval of an idle event stream (W-14).
+        public var heartbeat: Duration = .seconds(30)
         public init(db: String) { self.db = db }
     }
 
@@ -21,7 +28,7 @@ public enum ReferenceServer {
         let router = Router()
         router.add(middleware: EnvelopeMiddleware<BasicRequestContext>(log: logger))
         if let limit = o.rateLimit { router.add(middleware: RateLimitMiddleware<BasicRequestContext>(limit: limit, log: logger)) }
-        API(store: store, maxBody: o.maxBody).register(router)
+        API(store: store, maxBody: o.maxBody, maxBlob: o.maxBlob, eventRetention: o.eventRetention, heartbeat: o.heartbeat).register(router)
         let app = Application(
             router: router,
             configuration: .init(address: .hostname(o.host, port: o.port), serverName: "marfafs"),
@@ -31,7 +38,12 @@ public enum ReferenceServer {
             },
             logger: logger
         )
-        try await app.runService()
+        // Services stop in reverse order: the event log's keeper first, which ends the open event
+        // streams, so the HTTP server's graceful shutdown does not wait on them.
+        let group = ServiceGroup(configuration: .init(
+            services: [app, EventLogKeeper(store: store, retention: o.eventRetention, log: logger)],
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
     }
 
     /// `marfafs serve --init`: the first admin key, written to a 0600 file; nil if keys exist.
@@ -45,5 +57,21 @@ public enum ReferenceServer {
         let line = key + "\n"
         _ = line.withCString { write(fd, $0, strlen($0)) }
         return keyFile
+    }
+}
+
+/// Prunes the event log past its retention, now and then; at shutdown, ends the event streams.
+struct EventLogKeeper: Service {
+    let store: ServerStore
+    let retention: Duration
+    let log: Logger
+
+    func run() async throws {
+        let every = min(retention / 2, .seconds(60))
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            do { try store.pruneEvents(retention: retention) } catch { log.error("pruning the event log failed", metadata: ["error": "\(error)"]) }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: every) }
+        }
+        store.bell.close()
     }
 }

@@ -9,6 +9,8 @@ extension HTTPField.Name {
     static let requestID = HTTPField.Name("X-Request-ID")!
     static let idempotencyKey = HTTPField.Name("Idempotency-Key")!
     static let idempotencyReplayed = HTTPField.Name("Idempotency-Replayed")!
+    static let lastEventID = HTTPField.Name("Last-Event-ID")!
+    static let xAccelBuffering = HTTPField.Name("X-Accel-Buffering")!
 }
 
 /// Turns every failure into the W-3 envelope and gives every response an `X-Request-ID` (W-4):
@@ -64,8 +66,22 @@ struct API: Sendable {
     let store: ServerStore
     /// The largest JSON body accepted (413 `request_too_large` past it).
     let maxBody: Int
+    /// The largest blob accepted.
+    let maxBlob: Int
+    let eventRetention: Duration
+    let heartbeat: Duration
 
     func json(_ status: Int, _ body: [String: JSONValue]) -> Response { EnvelopeMiddleware<BasicRequestContext>.json(status, body) }
+
+    static func isMIMEType(_ s: String) -> Bool {
+        let parts = s.split(separator: "/", omittingEmptySubsequences: false)
+        let token: (Substring) -> Bool = { !$0.isEmpty && $0.utf8.allSatisfy { $0 > 32 && $0 < 127 && !"()<>@,;:\\\"/[]?={}".utf8.contains($0) } }
+        return parts.count == 2 && token(parts[0]) && token(parts[1])
+    }
+
+    static func blobHeaders(_ info: ServerStore.BlobInfo) -> HTTPFields {
+        [.contentType: info.mimeType, .eTag: "\"\(info.hash)\"", .acceptRanges: "bytes", .cacheControl: "private, max-age=31536000, immutable"]
+    }
 
     func principal(_ request: Request) throws -> Principal {
         guard let auth = request.headers[.authorization], auth.hasPrefix("Bearer ") else { throw APIError.unauthorized }
@@ -73,11 +89,14 @@ struct API: Sendable {
         return p
     }
 
-    func body(_ request: Request) async throws -> (text: String, object: [String: JSONValue]) {
-        let buffer: ByteBuffer
-        do { buffer = try await request.body.collect(upTo: maxBody) } catch is NIOTooManyBytesError {
-            throw APIError(413, "request_too_large", "the body is larger than \(maxBody) bytes")
+    func bytes(_ request: Request, upTo limit: Int) async throws -> ByteBuffer {
+        do { return try await request.body.collect(upTo: limit) } catch is NIOTooManyBytesError {
+            throw APIError(413, "request_too_large", "the body is larger than \(limit) bytes")
         }
+    }
+
+    func body(_ request: Request) async throws -> (text: String, object: [String: JSONValue]) {
+        let buffer = try await bytes(request, upTo: maxBody)
         let text = String(buffer: buffer)
         if text.isEmpty { return ("", [:]) }
         guard String(validating: buffer.readableBytesView, as: UTF8.self) != nil else { throw APIError.validation("the body is not UTF-8") }
@@ -113,9 +132,37 @@ struct API: Sendable {
         return id
     }
 
+    static func list(_ s: String?) -> [String] {
+        s.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } } ?? []
+    }
+
+    /// `updated_after`, `limit` and `cursor`, shared by every list (W-6).
+    func paging(_ request: Request) throws -> (updatedAfter: String?, limit: Int, cursor: String?) {
+        let qp = request.uri.queryParameters
+        var out: (updatedAfter: String?, limit: Int, cursor: String?) = (nil, 50, qp.get("cursor"))
+        if let u = qp.get("updated_after") {
+            guard Timestamp.parse(u) != nil else { throw APIError.validation("updated_after must be an RFC 3339 timestamp", field: "updated_after") }
+            out.updatedAfter = u
+        }
+        if let l = qp.get("limit") {
+            guard let n = Int(l), (1...200).contains(n) else { throw APIError.validation("limit is 1 to 200", field: "limit") }
+            out.limit = n
+        }
+        return out
+    }
+
+    func edgeQuery(_ request: Request, item: (String, String)? = nil) throws -> ServerStore.EdgeQuery {
+        var q = ServerStore.EdgeQuery()
+        (q.updatedAfter, q.limit, q.cursor) = try paging(request)
+        q.edgeTypes = Self.list(request.uri.queryParameters.get("edge_type"))
+        q.item = item
+        return q
+    }
+
     func listQuery(_ request: Request) throws -> ServerStore.ListQuery {
         let qp = request.uri.queryParameters
         var q = ServerStore.ListQuery()
+        (q.updatedAfter, q.limit, q.cursor) = try paging(request)
         q.type = qp.get("type")
         if let s = qp.get("state") {
             guard s == "any" || ServerStore.states.contains(s) else { throw APIError.validation("state is active, archived, trashed or any", field: "state") }
@@ -125,17 +172,8 @@ struct API: Sendable {
             guard ServerStore.tiers.contains(t) else { throw APIError.validation("tier is library or feed", field: "tier") }
             q.tier = t
         }
-        if let tags = qp.get("tags") { q.tags = tags.split(separator: ",").map(String.init) }
-        if let u = qp.get("updated_after") {
-            guard Timestamp.parse(u) != nil else { throw APIError.validation("updated_after must be an RFC 3339 timestamp", field: "updated_after") }
-            q.updatedAfter = u
-        }
+        q.tags = Self.list(qp.get("tags"))
         q.includeMetadata = qp.get("include") == "metadata"
-        if let l = qp.get("limit") {
-            guard let n = Int(l), (1...200).contains(n) else { throw APIError.validation("limit is 1 to 200", field: "limit") }
-            q.limit = n
-        }
-        q.cursor = qp.get("cursor")
         return q
     }
 
@@ -199,14 +237,117 @@ struct API: Sendable {
 
         // Types (W-9, W-10)
         router.get("/types") { request, _ -> Response in
-            _ = try principal(request)
-            let types = TypeSchema.builtIns.map { JSONCoding.encode($0) }.joined(separator: ",")
+            let types = try store.listTypes(try principal(request)).map { JSONCoding.encode($0) }.joined(separator: ",")
             return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: "[" + types + "]\n")))
         }
         router.get("/types/:id") { request, context -> Response in
-            _ = try principal(request)
-            let t = try ServerStore.type(try id(context))
+            let t = try store.getType(try principal(request), try id(context))
             return json(200, JSONCoding.object(from: JSONCoding.encode(t)))
+        }
+        router.post("/types") { request, _ -> Response in
+            let p = try principal(request)
+            let (text, b) = try await body(request)
+            return try idempotent(request, p, bodyText: text) { try store.registerType(p, b) }
+        }
+
+        // Edges (W-11, W-12)
+        router.post("/edges") { request, _ -> Response in
+            let p = try principal(request)
+            let (text, b) = try await body(request)
+            return try idempotent(request, p, bodyText: text) { try store.createEdge(p, b) }
+        }
+        router.get("/edges") { request, _ -> Response in
+            let p = try principal(request)
+            return json(200, try store.listEdges(p, try edgeQuery(request)))
+        }
+        router.get("/edges/:id") { request, context -> Response in
+            let p = try principal(request)
+            return json(200, try store.getEdge(p, try id(context)))
+        }
+        router.delete("/edges/:id") { request, context -> Response in
+            let p = try principal(request)
+            let id = try id(context)
+            return try idempotent(request, p, bodyText: "") { (200, try store.deleteEdge(p, id)) }
+        }
+        router.get("/items/:id/edges") { request, context -> Response in
+            let p = try principal(request)
+            return json(200, try store.listEdges(p, try edgeQuery(request, item: (try id(context), "source"))))
+        }
+        router.get("/items/:id/backrefs") { request, context -> Response in
+            let p = try principal(request)
+            return json(200, try store.listEdges(p, try edgeQuery(request, item: (try id(context), "target"))))
+        }
+
+        // Blobs (W-13)
+        router.post("/blobs") { request, _ -> Response in
+            let p = try principal(request)
+            let mime = request.headers[.contentType].map { $0.split(separator: ";")[0].trimmingCharacters(in: .whitespaces).lowercased() } ?? "application/octet-stream"
+            guard Self.isMIMEType(mime) else { throw APIError.validation("Content-Type must be the blob's MIME type (type/subtype)", field: "Content-Type") }
+            let buffer = try await bytes(request, upTo: maxBlob)
+            let (status, out) = try store.putBlob(p, bytes: Array(buffer.readableBytesView), mimeType: mime,
+                                                  expected: request.uri.queryParameters.get("hash").map { String($0) })
+            return json(status, out)
+        }
+        router.head("/blobs/:hash") { request, context -> Response in
+            let p = try principal(request)
+            let info = try store.blobInfo(p, context.parameters.get("hash") ?? "")
+            var h = Self.blobHeaders(info)
+            h[.contentLength] = String(info.size)
+            return Response(status: .ok, headers: h, body: ResponseBody())
+        }
+        router.get("/blobs/:hash") { request, context -> Response in
+            let p = try principal(request)
+            let info = try store.blobInfo(p, context.parameters.get("hash") ?? "")
+            var h = Self.blobHeaders(info)
+            if request.headers[.ifNoneMatch]?.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == "\"\(info.hash)\"" }) == true {
+                return Response(status: .notModified, headers: h)
+            }
+            let range: Range<Int>?
+            do { range = try ServerStore.byteRange(request.headers[.range], size: info.size) } catch let e as APIError {
+                var r = json(e.status, e.body)
+                r.headers[.contentRange] = "bytes */\(info.size)"
+                return r
+            }
+            let served = range ?? 0..<info.size
+            if let range { h[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(info.size)" }
+            let store = self.store
+            return Response(status: range == nil ? .ok : .partialContent, headers: h, body: ResponseBody(contentLength: served.count) { writer in
+                let chunk = 1 << 20
+                var at = served.lowerBound
+                while at < served.upperBound {
+                    let end = min(at + chunk, served.upperBound)
+                    try await writer.write(ByteBuffer(data: try store.blobBytes(p, info.hash, at..<end)))
+                    at = end
+                }
+                try await writer.finish(nil)
+            })
+        }
+
+        // Events (W-14..W-17)
+        router.get("/events") { request, _ -> Response in
+            let p = try principal(request)
+            let qp = request.uri.queryParameters
+            var filter = EventFilter()
+            filter.events = Set(Self.list(qp.get("event")))
+            filter.edgeTypes = Set(Self.list(qp.get("edge_type")))
+            filter.type = qp.get("type").map { String($0) }
+            let start = try store.streamStart(p, lastEventID: request.headers[.lastEventID], retention: eventRetention)
+            let headers: HTTPFields = [.contentType: "text/event-stream", .cacheControl: "no-cache", .xAccelBuffering: "no"]
+            let streamer = EventStreamer(store: store, principal: p, filter: filter, heartbeat: heartbeat)
+            return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+                switch start {
+                case .tooOld(let minRetained, let requested):
+                    let data = JSONCoding.encode(["min_retained_id": .string(String(minRetained)), "requested": .string(requested)] as [String: JSONValue])
+                    try await writer.write(ByteBuffer(string: EventStreamer.frame(id: nil, event: "catchup_too_old", data: data)))
+                case .after(let id):
+                    do {
+                        try await streamer.run(start: id) { try await writer.write(ByteBuffer(string: $0)) }
+                    } catch {
+                        return  // the subscriber went away
+                    }
+                }
+                try await writer.finish(nil)
+            })
         }
 
         // Items (§2)

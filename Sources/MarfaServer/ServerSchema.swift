@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 
 /// The reference server's database: tenants, salted key hashes, items with every version's
-/// snapshot, tags, the event log and stored idempotent responses. Every row of tenant data
+/// snapshot, tags, edges, blobs, custom types, the event log (and how far retention has pruned it)
+/// and stored idempotent responses. Every row of tenant data
 /// carries its tenant, and every query names it.
 enum ServerSchema {
     static func migrator() -> DatabaseMigrator {
@@ -34,6 +35,27 @@ enum ServerSchema {
             CREATE TABLE idempotency(
               tenant_id TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, status INTEGER NOT NULL,
               body TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY(tenant_id, key)) WITHOUT ROWID;
+            """)
+        }
+        m.registerMigration("v2-edges-blobs-types-events") { db in
+            try db.execute(sql: """
+            CREATE TABLE edges(
+              tenant_id TEXT NOT NULL, id TEXT NOT NULL, source_id TEXT NOT NULL, target_id TEXT NOT NULL,
+              edge_type TEXT NOT NULL, properties TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+              PRIMARY KEY(tenant_id, id)) WITHOUT ROWID;
+            CREATE UNIQUE INDEX edges_by_source ON edges(tenant_id, source_id, edge_type, target_id);
+            CREATE INDEX edges_by_target ON edges(tenant_id, target_id, edge_type);
+            CREATE INDEX edges_by_updated ON edges(tenant_id, updated_at, id);
+            CREATE TABLE blobs(
+              tenant_id TEXT NOT NULL, hash TEXT NOT NULL, mime_type TEXT NOT NULL, size INTEGER NOT NULL,
+              data BLOB NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY(tenant_id, hash)) WITHOUT ROWID;
+            CREATE TABLE types(
+              tenant_id TEXT NOT NULL, id TEXT NOT NULL, parent TEXT, definition TEXT NOT NULL, created_at TEXT NOT NULL,
+              PRIMARY KEY(tenant_id, id)) WITHOUT ROWID;
+            ALTER TABLE events ADD COLUMN source_type TEXT;
+            ALTER TABLE events ADD COLUMN target_type TEXT;
+            CREATE INDEX events_by_time ON events(created_at);
+            CREATE TABLE event_horizon(tenant_id TEXT PRIMARY KEY, pruned_through INTEGER NOT NULL);
             """)
         }
         return m

@@ -26,14 +26,6 @@ extension ServerStore {
         return out.sorted()
     }
 
-    /// The type schema for `id`, or 404 `type_not_found`.
-    static func type(_ id: String) throws -> TypeSchema {
-        guard let t = TypeSchema.builtIns.first(where: { $0.id == id }) else {
-            throw APIError(404, "type_not_found", "no type \(id)")
-        }
-        return t
-    }
-
     static func checkProperties(_ props: [String: JSONValue], type t: TypeSchema, complete: Bool) throws {
         for (name, spec) in t.fields {
             guard let v = props[name], v != .null else {
@@ -97,14 +89,12 @@ extension ServerStore {
     public func createItem(_ p: Principal, _ body: [String: JSONValue]) throws -> (Int, [String: JSONValue]) {
         guard let typeValue = body["type"] else { throw APIError.missing("type") }
         guard let typeID = typeValue.stringValue else { throw APIError.validation("type must be a string", field: "type") }
-        let t = try Self.type(typeID)
         guard p.may("write", type: typeID) else { throw APIError(403, "type_not_permitted", "this key may not create items of type \(typeID)") }
         var props: [String: JSONValue] = [:]
         if let v = body["properties"] {
             guard case .object(let o) = v else { throw APIError.validation("properties must be an object", field: "properties") }
             props = o
         }
-        try Self.checkProperties(props, type: t, complete: true)
         let state = try Self.enumField(body, "state", Self.states) ?? "active"
         let tier = try Self.enumField(body, "tier", Self.tiers) ?? "library"
         let tags = try Self.checkTags(body["tags"])
@@ -120,6 +110,8 @@ extension ServerStore {
             sourceID = s
         }
         return try pool.write { db in
+            let t = try type(db, tenantID: p.tenantID, typeID)
+            try Self.checkProperties(props, type: t, complete: true)
             if let existing = try row(db, p, id) {
                 guard (existing["type"] as String) == typeID else { throw APIError(409, "id_reused", "id \(id) names an item of another type") }
                 var out = try envelope(db, p, existing)
@@ -158,38 +150,46 @@ extension ServerStore {
 
     /// `GET /items` (W-6): ordered by `(updated_at, id)`; the cursor is the last row's pair.
     public func listItems(_ p: Principal, _ q: ListQuery) throws -> [String: JSONValue] {
-        var sql = "SELECT * FROM items WHERE tenant_id = ?"
-        var args: [any DatabaseValueConvertible] = [p.tenantID]
-        if let perms = p.typePermissions {
-            // A member key reads the types it has a permission on, and their subtypes.
-            let readable = perms.keys.sorted()
-            sql += readable.isEmpty ? " AND 0" : " AND (" + readable.map { _ in "type = ? OR substr(type, 1, length(?) + 1) = ? || '.'" }.joined(separator: " OR ") + ")"
-            for t in readable { args += [t, t, t] }
-        }
-        if let t = q.type { sql += " AND (type = ? OR type LIKE ? ESCAPE '\\')"; args += [t, t.replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_") + ".%"] }
-        switch q.state {
-        case nil: sql += " AND state != 'trashed'"
-        case "any"?: break
-        case let s?: sql += " AND state = ?"; args.append(s)
-        }
-        if let t = q.tier { sql += " AND tier = ?"; args.append(t) }
-        for tag in q.tags { sql += " AND EXISTS(SELECT 1 FROM tags g WHERE g.tenant_id = items.tenant_id AND g.item_id = items.id AND g.tag = ?)"; args.append(tag) }
-        if let u = q.updatedAfter { sql += " AND updated_at >= ?"; args.append(u) }
-        if let c = q.cursor {
-            guard let d = Data(base64Encoded: c), let s = String(data: d, encoding: .utf8), let bar = s.firstIndex(of: "\n") else {
-                throw APIError.validation("cursor is not one this server gave", field: "cursor")
-            }
-            sql += " AND (updated_at, id) > (?, ?)"; args += [String(s[..<bar]), String(s[s.index(after: bar)...])]
-        }
-        sql += " ORDER BY updated_at, id LIMIT ?"; args.append(q.limit + 1)
+        let after = try Self.cursorPair(q.cursor)
         return try pool.read { db in
-            var rows = try Row.fetchAll(db, sql: sql, arguments: StatementArguments(args))
-            let more = rows.count > q.limit
-            if more { rows.removeLast(rows.count - q.limit) }
+            var sql = "SELECT * FROM items WHERE tenant_id = ?"
+            var args: [any DatabaseValueConvertible] = [p.tenantID]
+            func typeIn(_ ids: [String]) {
+                sql += ids.isEmpty ? " AND 0" : " AND type IN (" + ids.map { _ in "?" }.joined(separator: ",") + ")"
+                args += ids
+            }
+            // A member key reads the types it has a permission on, and their subtypes.
+            if p.typePermissions != nil { typeIn(try types(db, tenantID: p.tenantID).map(\.id).filter { p.may("read", type: $0) }) }
+            if let t = q.type { typeIn(try typeAndSubtypes(db, tenantID: p.tenantID, t)) }
+            switch q.state {
+            case nil: sql += " AND state != 'trashed'"
+            case "any"?: break
+            case let s?: sql += " AND state = ?"; args.append(s)
+            }
+            if let t = q.tier { sql += " AND tier = ?"; args.append(t) }
+            for tag in q.tags { sql += " AND EXISTS(SELECT 1 FROM tags g WHERE g.tenant_id = items.tenant_id AND g.item_id = items.id AND g.tag = ?)"; args.append(tag) }
+            if let u = q.updatedAfter { sql += " AND updated_at >= ?"; args.append(u) }
+            if let (u, id) = after { sql += " AND (updated_at, id) > (?, ?)"; args += [u, id] }
+            sql += " ORDER BY updated_at, id LIMIT ?"; args.append(q.limit + 1)
+            let (rows, cursor) = Self.page(try Row.fetchAll(db, sql: sql, arguments: StatementArguments(args)), limit: q.limit)
             let data: [JSONValue] = try rows.map { q.includeMetadata ? .object(try envelope(db, p, $0)) : .object(Self.itemJSON($0)) }
-            let cursor: JSONValue = more ? .string(Data(((rows.last!["updated_at"] as String) + "\n" + (rows.last!["id"] as String)).utf8).base64EncodedString()) : .null
-            return ["data": .array(data), "cursor": cursor, "has_more": .bool(more)]
+            return ["data": .array(data), "cursor": cursor, "has_more": .bool(cursor != .null)]
         }
+    }
+
+    /// W-6: the first `limit` rows (fetched `limit + 1`) and the cursor after the last, or null.
+    static func page(_ fetched: [Row], limit: Int) -> ([Row], JSONValue) {
+        guard fetched.count > limit else { return (fetched, .null) }
+        let rows = Array(fetched.prefix(limit))
+        return (rows, .string(Data(((rows.last!["updated_at"] as String) + "\n" + (rows.last!["id"] as String)).utf8).base64EncodedString()))
+    }
+
+    static func cursorPair(_ cursor: String?) throws -> (String, String)? {
+        guard let c = cursor else { return nil }
+        guard let d = Data(base64Encoded: c), let s = String(data: d, encoding: .utf8), let bar = s.firstIndex(of: "\n") else {
+            throw APIError.validation("cursor is not one this server gave", field: "cursor")
+        }
+        return (String(s[..<bar]), String(s[s.index(after: bar)...]))
     }
 
     // MARK: update (W-7)
@@ -215,7 +215,7 @@ extension ServerStore {
         let tier = try Self.enumField(body, "tier", Self.tiers)
         return try pool.write { db in
             let r = try writable(db, p, id)
-            let t = try Self.type(r["type"])
+            let t = try type(db, tenantID: p.tenantID, r["type"])
             let current = JSONCoding.object(from: r["properties"])
             let version: Int64 = r["version"]
             var next = replace ? patch : current.merging(patch) { _, new in new }

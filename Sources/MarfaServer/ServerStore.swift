@@ -12,13 +12,15 @@ public struct Principal: Sendable {
     public var isOperator: Bool
     /// Member keys: type → "read" | "write" (a type's permission covers its subtypes); nil: all.
     public var typePermissions: [String: String]?
+    /// The parents of the tenant's custom types, so a permission on a type covers custom subtypes.
+    var typeParents: [String: String] = [:]
 
     func may(_ access: String, type: String) -> Bool {
         guard let perms = typePermissions else { return true }
         var t: String? = type
         while let cur = t {
             if let p = perms[cur] { return access == "read" || p == "write" }
-            t = cur.lastIndex(of: ".").map { String(cur[..<$0]) }
+            t = typeParents[cur] ?? ServerStore.builtInParents[cur] ?? cur.lastIndex(of: ".").map { String(cur[..<$0]) }
         }
         return false
     }
@@ -27,6 +29,8 @@ public struct Principal: Sendable {
 /// The reference server's data, on GRDB.
 public final class ServerStore: Sendable {
     let pool: DatabasePool
+    /// Rung after every commit that appended events; event streams wait on it.
+    let bell = EventBell()
 
     public init(path: String) throws {
         let dir = (path as NSString).deletingLastPathComponent
@@ -160,9 +164,10 @@ public final class ServerStore: Sendable {
                 guard Self.hash(token, salt: salt) == hash else { continue }
                 let perms = (r["type_permissions"] as String?).map { JSONCoding.object(from: $0).compactMapValues(\.stringValue) }
                 let role: String = r["role"]
-                return (Principal(tenantID: r["tenant_id"], keyID: r["id"], label: r["label"], isAdmin: role == "admin",
-                                  isOperator: r["operator"] as Bool, typePermissions: role == "admin" ? nil : perms),
-                        (r["last_used_at"] as String?) ?? "")
+                var p = Principal(tenantID: r["tenant_id"], keyID: r["id"], label: r["label"], isAdmin: role == "admin",
+                                  isOperator: r["operator"] as Bool, typePermissions: role == "admin" ? nil : perms)
+                if p.typePermissions != nil { p.typeParents = try customParents(db, tenantID: p.tenantID) }
+                return (p, (r["last_used_at"] as String?) ?? "")
             }
             return nil
         }
@@ -184,10 +189,18 @@ public final class ServerStore: Sendable {
         }
     }
 
-    // MARK: events (W-14..W-17: the log; the stream comes with its own routes)
+    // MARK: events (W-14..W-17: the log; EventStream serves it)
 
-    func appendEvent(_ db: Database, _ p: Principal, name: String, itemType: String?, data: [String: JSONValue]) throws {
-        try db.execute(sql: "INSERT INTO events(tenant_id, name, item_type, data, created_at) VALUES (?, ?, ?, ?, ?)",
-                       arguments: [p.tenantID, name, itemType, JSONCoding.encode(data), Self.now()])
+    /// Appends to the event log inside the caller's transaction; subscribers hear of it on commit.
+    /// The types of the item (or of an edge's two ends) are kept so a stream can filter and leave
+    /// out what a key may not read.
+    func appendEvent(_ db: Database, _ p: Principal, name: String, itemType: String? = nil, edgeType: String? = nil,
+                     sourceType: String? = nil, targetType: String? = nil, data: [String: JSONValue]) throws {
+        try db.execute(sql: """
+            INSERT INTO events(tenant_id, name, item_type, edge_type, source_type, target_type, data, created_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [p.tenantID, name, itemType, edgeType, sourceType, targetType, JSONCoding.encode(data), Self.now()])
+        let bell = self.bell
+        db.afterNextTransaction { _ in bell.ring() }
     }
 }

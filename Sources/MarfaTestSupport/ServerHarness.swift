@@ -69,18 +69,21 @@ public final class ServerHarness: @unchecked Sendable {
         public var item: [String: JSONValue] { json["item"]?.objectValue ?? [:] }
     }
 
-    /// One request. `body` is sent as is (so malformed JSON can be sent too).
-    public func call(_ method: String, _ path: String, key: String? = nil, body: String? = nil, headers: [String: String] = [:]) -> Reply {
+    /// One request. `body` is sent as is (so malformed JSON can be sent too); `data` is sent with
+    /// `contentType` instead.
+    public func call(_ method: String, _ path: String, key: String? = nil, body: String? = nil, data: Data? = nil,
+                     contentType: String = "application/json", headers: [String: String] = [:]) -> Reply {
         let tag = UUID().uuidString.prefix(8)
         let bodyFile = root + "/req-\(tag)", outFile = root + "/resp-\(tag)", headFile = root + "/head-\(tag)"
         defer { unlink(bodyFile); unlink(outFile); unlink(headFile) }
         var argv = ["/usr/bin/curl", "-s", "-X", method, "-o", outFile, "-D", headFile, "-w", "%{http_code}", "--max-time", "30"]
         if let key { argv += ["-H", "Authorization: Bearer \(key)"] }
         for (k, v) in headers { argv += ["-H", "\(k): \(v)"] }
-        if let body {
-            FileManager.default.createFile(atPath: bodyFile, contents: Data(body.utf8))
-            argv += ["-H", "Content-Type: application/json", "--data-binary", "@" + bodyFile]
+        if let payload = data ?? body.map({ Data($0.utf8) }) {
+            _ = FileManager.default.createFile(atPath: bodyFile, contents: payload)
+            argv += ["-H", "Content-Type: \(contentType)", "--data-binary", "@" + bodyFile]
         }
+        if method == "HEAD" { argv[argv.firstIndex(of: "-X")!...argv.firstIndex(of: "-X")! + 1] = ["-I"] }
         argv.append(base + path)
         let r = Shell.run(argv)
         var hs: [String: String] = [:]
@@ -93,10 +96,94 @@ public final class ServerHarness: @unchecked Sendable {
         return Reply(status: Int(r.stdout) ?? 0, headers: hs, body: out)
     }
 
+    /// Subscribes to `GET /events` (curl -N into a file) until `close()`.
+    public func events(key: String, query: String = "", lastEventID: String? = nil) throws -> EventTap {
+        try EventTap(url: base + "/events" + query, key: key, lastEventID: lastEventID, file: root + "/events-" + UUID().uuidString.prefix(8))
+    }
+
     /// W-18 bootstrap: the first admin key of a fresh server.
     public func bootstrap() throws -> String {
         let r = call("POST", "/keys", body: #"{"label":"admin"}"#)
         guard r.status == 201, let key = r.json["key"]?.stringValue else { throw HarnessError("bootstrap failed: \(r.status) \(r.body)") }
         return key
     }
+}
+
+/// One SSE subscriber: curl writes the stream to a file, parsed into frames on demand.
+public final class EventTap: @unchecked Sendable {
+    public struct Frame: Sendable, Equatable {
+        public var id: String?
+        public var event: String?
+        public var data: String
+        /// The comment of a comment-only block (`: ping` → "ping").
+        public var comment: String?
+        public var json: [String: JSONValue] { (try? JSONParser.parse(data))?.objectValue ?? [:] }
+    }
+
+    let file: String
+    private var pid: pid_t
+
+    init(url: String, key: String, lastEventID: String?, file: String) throws {
+        self.file = file
+        var argv = ["/usr/bin/curl", "-sN", "-H", "Accept: text/event-stream", "-H", "Authorization: Bearer \(key)"]
+        if let lastEventID { argv += ["-H", "Last-Event-ID: \(lastEventID)"] }
+        guard let p = Shell.spawn(argv + [url], stdout: file, stderr: file + ".err") else { throw HarnessError("cannot start curl") }
+        pid = p
+    }
+
+    public var text: String { (try? String(contentsOfFile: file, encoding: .utf8)) ?? "" }
+
+    /// The complete frames so far (a block ends with a blank line).
+    public var frames: [Frame] {
+        var blocks = text.components(separatedBy: "\n\n")
+        blocks.removeLast()  // incomplete (or empty) tail
+        return blocks.map { block in
+            var f = Frame(data: "")
+            var data: [String] = []
+            for line in block.split(separator: "\n", omittingEmptySubsequences: false) {
+                if line.hasPrefix(":") { f.comment = line.dropFirst().trimmingCharacters(in: .whitespaces); continue }
+                let (field, value) = line.firstIndex(of: ":").map { (String(line[..<$0]), String(line[line.index(after: $0)...].drop { $0 == " " })) } ?? (String(line), "")
+                switch field {
+                case "id": f.id = value
+                case "event": f.event = value
+                case "data": data.append(value)
+                default: break
+                }
+            }
+            f.data = data.joined(separator: "\n")
+            return f
+        }
+    }
+
+    /// The frames that carry an event (not comments).
+    public var events: [Frame] { frames.filter { $0.event != nil } }
+
+    /// Polls until `condition` holds on the frames, or `timeout` seconds pass.
+    @discardableResult
+    public func wait(timeout: Double = 10, until condition: ([Frame]) -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if condition(frames) { return true }
+            usleep(20_000)
+        }
+        return condition(frames)
+    }
+
+    /// Whether the server ended the stream (curl exited).
+    public var ended: Bool {
+        guard pid > 0 else { return true }
+        var status: Int32 = 0
+        if waitpid(pid, &status, WNOHANG) == pid { pid = 0; return true }
+        return false
+    }
+
+    public func close() {
+        guard pid > 0 else { return }
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        pid = 0
+    }
+
+    deinit { close() }
 }

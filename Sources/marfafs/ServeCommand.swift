@@ -22,6 +22,15 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Requests per minute per API key (W-4 headers and 429 past it). Default: no limit.")
     var rateLimit: Int?
 
+    @Option(help: "How long the event log keeps events, e.g. 72h, 30m, 90s, 7d. A Last-Event-ID older than that gets catchup_too_old.")
+    var eventRetention = "72h"
+
+    @Option(help: ArgumentHelp("Seconds between `: ping` comments on an idle event stream.", visibility: .hidden))
+    var heartbeat = 30.0
+
+    @Option(help: "The largest blob POST /blobs accepts, in MiB.")
+    var maxBlobMib = 256
+
     @Flag(help: "On a server with no keys, create the first tenant and its admin key, write the key to a 0600 file beside the database, print the file's path, and exit.")
     var `init` = false
 
@@ -43,6 +52,14 @@ struct ServeCommand: ParsableCommand {
         var options = ReferenceServer.Options(db: dbPath)
         options.host = host
         options.port = port
+        guard let retention = Self.duration(eventRetention) else {
+            throw ValidationError("--event-retention is a number and a unit: 90s, 30m, 72h, 7d")
+        }
+        options.eventRetention = retention
+        guard heartbeat >= 0.05 else { throw ValidationError("--heartbeat must be at least 0.05 s") }
+        options.heartbeat = .milliseconds(Int64(heartbeat * 1000))
+        guard maxBlobMib >= 1 else { throw ValidationError("--max-blob-mib must be at least 1") }
+        options.maxBlob = maxBlobMib << 20
         if let rateLimit {
             guard rateLimit > 0 else { throw ValidationError("--rate-limit must be at least 1") }
             options.rateLimit = rateLimit
@@ -61,5 +78,14 @@ struct ServeCommand: ParsableCommand {
         }
         done.wait()
         if let e = outcome.error { throw CLIError("serve: \(e)") }
+    }
+
+    /// `90s`, `30m`, `72h`, `7d` (or plain seconds); nil if malformed or not positive.
+    static func duration(_ s: String) -> Duration? {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        var number = Substring(s), scale = 1.0
+        if let last = s.last, let u = units[last] { number = s.dropLast(); scale = u }
+        guard let n = Double(number), n.isFinite, n > 0 else { return nil }
+        return .milliseconds(Int64(n * scale * 1000))
     }
 }

@@ -12,9 +12,12 @@ from jsonschema import Draft202012Validator
 spec = json.load(open(sys.argv[1]))
 
 # Where wire.md decides against the upstream document, the document is amended here, and only
-# here: W-6 gives the last page of a list `"cursor": null`.
-for variant in spec["paths"]["/items"]["get"]["responses"]["200"]["content"]["application/json"]["schema"].get("anyOf", []):
-    variant["properties"]["cursor"] = {"type": ["string", "null"]}
+# here: W-6 gives the last page of a list `"cursor": null`. (The edge lists say so with OpenAPI
+# 3.0's `nullable`, which a JSON Schema 2020-12 validator does not read.)
+for path in ["/items", "/edges", "/items/{id}/edges", "/items/{id}/backrefs"]:
+    schema = spec["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    for variant in schema.get("anyOf", [schema]):
+        variant["properties"]["cursor"] = {"type": ["string", "null"]}
 try:  # jsonschema >= 4.18
     from referencing import Registry, Resource
     from referencing.jsonschema import DRAFT202012

@@ -1,0 +1,196 @@
+import Foundation
+import GRDB
+import MarfaModel
+import Synchronization
+
+/// Wakes event streams: rung after every commit that appended events, ticked by each stream's
+/// heartbeat, closed on shutdown so open streams end and the server can stop.
+public final class EventBell: Sendable {
+    public enum Signal: Sendable { case event, tick }
+
+    private struct State {
+        var subscribers: [Int: AsyncStream<Signal>.Continuation] = [:]
+        var next = 0
+        var closed = false
+    }
+    private let state = Mutex(State())
+
+    /// A stream of signals for one subscriber; it ends when the bell closes.
+    func subscribe() -> (Int, AsyncStream<Signal>) {
+        let (stream, continuation) = AsyncStream<Signal>.makeStream(bufferingPolicy: .bufferingNewest(2))
+        let id = state.withLock { s -> Int? in
+            if s.closed { return nil }
+            s.next += 1
+            s.subscribers[s.next] = continuation
+            return s.next
+        }
+        guard let id else { continuation.finish(); return (-1, stream) }
+        return (id, stream)
+    }
+
+    func unsubscribe(_ id: Int) {
+        state.withLock { $0.subscribers.removeValue(forKey: id) }?.finish()
+    }
+
+    func ring() {
+        for c in state.withLock({ Array($0.subscribers.values) }) { c.yield(.event) }
+    }
+
+    func tick(_ id: Int) {
+        _ = state.withLock { $0.subscribers[id] }?.yield(.tick)
+    }
+
+    var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+
+    /// Ends every stream, now and for good (graceful shutdown).
+    func close() {
+        let all = state.withLock { s -> [AsyncStream<Signal>.Continuation] in
+            s.closed = true
+            defer { s.subscribers.removeAll() }
+            return Array(s.subscribers.values)
+        }
+        for c in all { c.finish() }
+    }
+}
+
+/// What one `GET /events` asks for (W-16).
+public struct EventFilter: Sendable {
+    /// Event names (`?event=a,b`); empty: all.
+    public var events: Set<String> = []
+    /// `?type=`: item events of this type and its subtypes (`core.*` also works).
+    public var type: String?
+    /// `?edge_type=a,b`: edge events of these types.
+    public var edgeTypes: Set<String> = []
+    public init() {}
+}
+
+/// The event log as the stream reads it (W-14..W-17).
+extension ServerStore {
+    public struct LoggedEvent: Sendable {
+        public var id: Int64
+        public var name: String
+        public var data: String
+        var itemType: String?
+        var edgeType: String?
+        var sourceType: String?
+        var targetType: String?
+    }
+
+    /// Where a stream starts: after `lastEventID`, or (without one) after the newest event.
+    /// `.tooOld` when events after that id have been pruned, or when the id is not one this log
+    /// issued (W-17: the client must sweep).
+    public enum StreamStart: Sendable { case after(Int64), tooOld(minRetained: Int64, requested: String) }
+
+    public func streamStart(_ p: Principal, lastEventID: String?, retention: Duration) throws -> StreamStart {
+        try pruneEvents(retention: retention)
+        return try pool.read { db in
+            let issued = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'events'") ?? 0
+            guard let lastEventID else { return .after(issued) }
+            let horizon = try Int64.fetchOne(db, sql: "SELECT pruned_through FROM event_horizon WHERE tenant_id = ?", arguments: [p.tenantID]) ?? 0
+            let minRetained = try Int64.fetchOne(db, sql: "SELECT min(id) FROM events WHERE tenant_id = ?", arguments: [p.tenantID]) ?? (max(horizon, issued) + 1)
+            guard let n = Int64(lastEventID), n >= 0, n <= issued, n >= horizon else {
+                return .tooOld(minRetained: minRetained, requested: lastEventID)
+            }
+            return .after(n)
+        }
+    }
+
+    /// Up to `limit` events of the tenant after `id`, oldest first.
+    public func events(_ p: Principal, after id: Int64, limit: Int = 500) throws -> [LoggedEvent] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT id, name, data, item_type, edge_type, source_type, target_type FROM events
+                WHERE tenant_id = ? AND id > ? ORDER BY id LIMIT ?
+                """, arguments: [p.tenantID, id, limit]).map {
+                LoggedEvent(id: $0["id"], name: $0["name"], data: $0["data"], itemType: $0["item_type"], edgeType: $0["edge_type"],
+                            sourceType: $0["source_type"], targetType: $0["target_type"])
+            }
+        }
+    }
+
+    /// The types a `?type=` filter matches: the type and its subtypes, or a `prefix.*` pattern.
+    public func matchingTypes(_ p: Principal, _ pattern: String) throws -> (Set<String>, prefix: String?) {
+        if pattern.hasSuffix(".*") { return ([], String(pattern.dropLast(1))) }
+        return try pool.read { db in (Set(try typeAndSubtypes(db, tenantID: p.tenantID, pattern)), nil) }
+    }
+
+    /// Drops events older than `retention`, remembering per tenant the newest id dropped.
+    public func pruneEvents(retention: Duration) throws {
+        let seconds = Double(retention.components.seconds) + Double(retention.components.attoseconds) / 1e18
+        let cutoff = Timestamp.format(Date(timeIntervalSinceNow: -seconds))
+        try pool.write { db in
+            guard try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM events WHERE created_at < ?)", arguments: [cutoff]) ?? false else { return }
+            try db.execute(sql: """
+                INSERT INTO event_horizon(tenant_id, pruned_through)
+                SELECT tenant_id, max(id) FROM events WHERE created_at < ? GROUP BY tenant_id
+                ON CONFLICT(tenant_id) DO UPDATE SET pruned_through = max(pruned_through, excluded.pruned_through)
+                """, arguments: [cutoff])
+            try db.execute(sql: "DELETE FROM events WHERE created_at < ?", arguments: [cutoff])
+        }
+    }
+}
+
+/// Serves one subscriber: replays the log after its start, then follows it live, with `: ping`
+/// while idle. Each event is sent at most once, in id order; events the key may not read, or that
+/// the filter leaves out, are skipped.
+struct EventStreamer: Sendable {
+    let store: ServerStore
+    let principal: Principal
+    let filter: EventFilter
+    let heartbeat: Duration
+
+    static func frame(id: Int64?, event: String, data: String) -> String {
+        (id.map { "id: \($0)\n" } ?? "") + "event: \(event)\ndata: \(data)\n\n"
+    }
+
+    func passes(_ e: ServerStore.LoggedEvent, types: (Set<String>, prefix: String?)?) -> Bool {
+        let p = principal
+        if let t = e.itemType, !p.may("read", type: t) { return false }
+        if let s = e.sourceType, !p.may("read", type: s) { return false }
+        if let t = e.targetType, !p.may("read", type: t) { return false }
+        if !filter.events.isEmpty, !filter.events.contains(e.name) { return false }
+        if filter.type != nil || !filter.edgeTypes.isEmpty {
+            if let et = e.edgeType { return filter.edgeTypes.contains(et) }
+            guard let types, let t = e.itemType else { return false }
+            if let prefix = types.prefix { return t.hasPrefix(prefix) }
+            return types.0.contains(t)
+        }
+        return true
+    }
+
+    /// Writes frames through `send` until the client goes away or the server shuts down.
+    func run(start: Int64, send: (String) async throws -> Void) async throws {
+        let bell = store.bell
+        let (sid, signals) = bell.subscribe()
+        defer { bell.unsubscribe(sid) }
+        let ticker = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: heartbeat)
+                bell.tick(sid)
+            }
+        }
+        defer { ticker.cancel() }
+        var last = start
+        var sentSinceTick = false
+        var wake = signals.makeAsyncIterator()
+        try await send(": ping\n\n")
+        while true {
+            let batch = try store.events(principal, after: last)
+            if !batch.isEmpty {
+                let types = try filter.type.map { try store.matchingTypes(principal, $0) }
+                var out = ""
+                for e in batch where passes(e, types: types) { out += Self.frame(id: e.id, event: e.name, data: e.data) }
+                last = batch.last!.id
+                if !out.isEmpty { try await send(out); sentSinceTick = true }
+                if batch.count == 500 { continue }
+            }
+            switch await wake.next() {
+            case .event?: continue
+            case .tick?:
+                if !sentSinceTick { try await send(": ping\n\n") }
+                sentSinceTick = false
+            case nil: return
+            }
+        }
+    }
+}

@@ -1,0 +1,94 @@
+import Crypto
+import Foundation
+import GRDB
+import MarfaModel
+
+/// Blobs (wire.md W-13): content-addressed by SHA-256, per tenant, served whole or by one range.
+extension ServerStore {
+    public struct BlobInfo: Sendable {
+        public var hash: String
+        public var mimeType: String
+        public var size: Int
+        var json: [String: JSONValue] {
+            ["hash": .string(hash), "mime_type": .string(mimeType), "size": .int(Int64(size)), "size_bytes": .int(Int64(size))]
+        }
+    }
+
+    /// `sha256:` and 64 lowercase hex digits.
+    static func isBlobHash(_ s: String) -> Bool {
+        guard s.hasPrefix("sha256:") else { return false }
+        let hex = s.utf8.dropFirst(7)
+        return hex.count == 64 && hex.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+
+    static func blobHash(_ bytes: some DataProtocol) -> String {
+        "sha256:" + SHA256.hash(data: bytes).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+    }
+
+    static func checkedHash(_ s: String) throws -> String {
+        guard isBlobHash(s) else { throw APIError.validation("a blob hash is sha256: and 64 lowercase hex digits", field: "hash") }
+        return s
+    }
+
+    /// `POST /blobs`: stores the bytes under the hash computed here. If the client names the hash it
+    /// expects (`expected`), bytes that do not match it are refused and nothing is stored.
+    public func putBlob(_ p: Principal, bytes: [UInt8], mimeType: String, expected: String?) throws -> (Int, [String: JSONValue]) {
+        let hash = Self.blobHash(bytes)
+        if let expected {
+            guard try Self.checkedHash(expected) == hash else {
+                throw APIError.validation("the bytes hash to \(hash), not \(expected)", field: "hash")
+            }
+        }
+        return try pool.write { db in
+            if let r = try Row.fetchOne(db, sql: "SELECT mime_type, size FROM blobs WHERE tenant_id = ? AND hash = ?", arguments: [p.tenantID, hash]) {
+                return (201, BlobInfo(hash: hash, mimeType: r["mime_type"], size: r["size"]).json)
+            }
+            try db.execute(sql: "INSERT INTO blobs(tenant_id, hash, mime_type, size, data, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: [p.tenantID, hash, mimeType, bytes.count, Data(bytes), Self.now()])
+            return (201, BlobInfo(hash: hash, mimeType: mimeType, size: bytes.count).json)
+        }
+    }
+
+    public func blobInfo(_ p: Principal, _ hash: String) throws -> BlobInfo {
+        let hash = try Self.checkedHash(hash)
+        return try pool.read { db in
+            guard let r = try Row.fetchOne(db, sql: "SELECT mime_type, size FROM blobs WHERE tenant_id = ? AND hash = ?", arguments: [p.tenantID, hash]) else {
+                throw APIError(404, "blob_not_found", "no blob \(hash)")
+            }
+            return BlobInfo(hash: hash, mimeType: r["mime_type"], size: r["size"])
+        }
+    }
+
+    /// The bytes `range` of a blob (SQLite reads only that slice).
+    public func blobBytes(_ p: Principal, _ hash: String, _ range: Range<Int>) throws -> Data {
+        try pool.read { db in
+            try Data.fetchOne(db, sql: "SELECT substr(data, ?, ?) FROM blobs WHERE tenant_id = ? AND hash = ?",
+                              arguments: [range.lowerBound + 1, range.count, p.tenantID, hash]) ?? Data()
+        }
+    }
+
+    /// A `Range` header against a blob of `size` bytes (RFC 9110 §14): nil serves the whole blob
+    /// (no header, another unit, or several ranges); a single range that cannot be satisfied is 416.
+    static func byteRange(_ header: String?, size: Int) throws -> Range<Int>? {
+        guard let header, header.hasPrefix("bytes=") else { return nil }
+        let spec = header.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        if spec.contains(",") { return nil }
+        let unsatisfiable = APIError(416, "range_not_satisfiable", "range \(spec) does not fit a blob of \(size) bytes",
+                                     details: ["size": .int(Int64(size))])
+        guard let dash = spec.firstIndex(of: "-") else { throw unsatisfiable }
+        let first = spec[..<dash], last = spec[spec.index(after: dash)...]
+        func number(_ s: Substring) throws -> Int {
+            guard !s.isEmpty, s.utf8.allSatisfy({ (48...57).contains($0) }), let n = Int(s) else { throw unsatisfiable }
+            return n
+        }
+        if first.isEmpty {
+            let n = try number(last)
+            guard n > 0, size > 0 else { throw unsatisfiable }
+            return max(0, size - n)..<size
+        }
+        let start = try number(first)
+        let end = last.isEmpty ? size - 1 : min(try number(last), size - 1)
+        guard start < size, start <= end else { throw unsatisfiable }
+        return start..<(end + 1)
+    }
+}
