@@ -86,12 +86,48 @@ public enum Timestamp {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// Seconds since the epoch for an RFC 3339 timestamp; nil when it does not parse.
+    /// Seconds since the epoch for an RFC 3339 timestamp (`2026-04-14T10:00:00Z`, optional
+    /// fractional seconds, `Z` or a `±HH:MM` offset); nil when it does not parse.
     public static func parse(_ s: String) -> Double? {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let d = f.date(from: s) { return d.timeIntervalSince1970 }
-        f.formatOptions = [.withInternetDateTime]
-        return f.date(from: s)?.timeIntervalSince1970
+        let b = Array(s.utf8)
+        var i = 0
+        func number(_ n: Int) -> Int? {
+            guard i + n <= b.count else { return nil }
+            var v = 0
+            for k in i..<(i + n) { guard (48...57).contains(b[k]) else { return nil }; v = v * 10 + Int(b[k] - 48) }
+            i += n
+            return v
+        }
+        func expect(_ c: UInt8...) -> Bool {
+            guard i < b.count, c.contains(b[i]) else { return false }
+            i += 1
+            return true
+        }
+        guard let year = number(4), expect(45), let month = number(2), expect(45), let day = number(2),
+              expect(84, 116, 32), let hour = number(2), expect(58), let minute = number(2), expect(58), let second = number(2),
+              (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second <= 60 else { return nil }
+        var fraction = 0.0
+        if i < b.count, b[i] == 46 {
+            i += 1
+            var scale = 0.1, digits = 0
+            while i < b.count, (48...57).contains(b[i]) { fraction += Double(b[i] - 48) * scale; scale /= 10; i += 1; digits += 1 }
+            guard digits > 0 else { return nil }
+        }
+        var offset = 0
+        if expect(90, 122) {
+        } else if i < b.count, b[i] == 43 || b[i] == 45 {
+            let sign = b[i] == 45 ? -1 : 1
+            i += 1
+            guard let oh = number(2), expect(58), let om = number(2), oh < 24, om < 60 else { return nil }
+            offset = sign * (oh * 3600 + om * 60)
+        } else { return nil }
+        guard i == b.count else { return nil }
+        var t = tm()
+        t.tm_year = Int32(year - 1900); t.tm_mon = Int32(month - 1); t.tm_mday = Int32(day)
+        t.tm_hour = Int32(hour); t.tm_min = Int32(minute); t.tm_sec = Int32(second)
+        let epoch = timegm(&t)
+        // timegm normalises impossible dates (Feb 30); such a date is not a timestamp.
+        guard t.tm_mday == Int32(day), t.tm_mon == Int32(month - 1) else { return nil }
+        return Double(epoch - offset) + fraction
     }
 }

@@ -4,7 +4,9 @@ import MarfaModel
 import Synchronization
 
 /// Wakes event streams: rung after every commit that appended events, ticked by each stream's
-/// heartbeat, closed on shutdown so open streams end and the server can stop.
+/// heartbeat, closed on shutdown so open streams end and the server can stop. It also keeps the
+/// newest events in memory (published on commit, in commit order, which is id order), so a
+/// hundred live streams do not each read the log for every event.
 public final class EventBell: Sendable {
     public enum Signal: Sendable { case event, tick }
 
@@ -12,8 +14,47 @@ public final class EventBell: Sendable {
         var subscribers: [Int: AsyncStream<Signal>.Continuation] = [:]
         var next = 0
         var closed = false
+        /// Every event with an id above `floor` is in `recent`, oldest first.
+        var recent: [ServerStore.LoggedEvent] = []
+        var head = 0
+        var floor: Int64 = .max
     }
     private let state = Mutex(State())
+    static let keep = 4096
+
+    /// Events up to `id` are in the log only (the log's newest id when the server starts).
+    func start(after id: Int64) {
+        state.withLock { $0.floor = id; $0.recent = []; $0.head = 0 }
+    }
+
+    /// A committed event; wakes every stream.
+    func publish(_ e: ServerStore.LoggedEvent) {
+        state.withLock { s in
+            s.recent.append(e)
+            if s.recent.count - s.head > Self.keep {
+                s.floor = s.recent[s.head].id
+                s.head += 1
+                if s.head > Self.keep { s.recent.removeFirst(s.head); s.head = 0 }
+            }
+        }
+        ring()
+    }
+
+    /// The tenant's events after `id` from memory, or nil if some may be older than what memory holds.
+    func recent(after id: Int64, tenant: String, limit: Int) -> [ServerStore.LoggedEvent]? {
+        state.withLock { s in
+            guard id >= s.floor else { return nil }
+            var out: [ServerStore.LoggedEvent] = []
+            // Binary search for the first id above `id`.
+            var lo = s.head, hi = s.recent.count
+            while lo < hi { let mid = (lo + hi) / 2; if s.recent[mid].id <= id { lo = mid + 1 } else { hi = mid } }
+            for e in s.recent[lo...] where e.tenantID == tenant {
+                out.append(e)
+                if out.count == limit { break }
+            }
+            return out
+        }
+    }
 
     /// A stream of signals for one subscriber; it ends when the bell closes.
     func subscribe() -> (Int, AsyncStream<Signal>) {
@@ -68,6 +109,7 @@ public struct EventFilter: Sendable {
 extension ServerStore {
     public struct LoggedEvent: Sendable {
         public var id: Int64
+        var tenantID: String
         public var name: String
         public var data: String
         var itemType: String?
@@ -95,14 +137,16 @@ extension ServerStore {
         }
     }
 
-    /// Up to `limit` events of the tenant after `id`, oldest first.
+    /// Up to `limit` events of the tenant after `id`, oldest first: from memory when it holds
+    /// them, else from the log.
     public func events(_ p: Principal, after id: Int64, limit: Int = 500) throws -> [LoggedEvent] {
-        try pool.read { db in
+        if let recent = bell.recent(after: id, tenant: p.tenantID, limit: limit) { return recent }
+        return try pool.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT id, name, data, item_type, edge_type, source_type, target_type FROM events
                 WHERE tenant_id = ? AND id > ? ORDER BY id LIMIT ?
                 """, arguments: [p.tenantID, id, limit]).map {
-                LoggedEvent(id: $0["id"], name: $0["name"], data: $0["data"], itemType: $0["item_type"], edgeType: $0["edge_type"],
+                LoggedEvent(id: $0["id"], tenantID: p.tenantID, name: $0["name"], data: $0["data"], itemType: $0["item_type"], edgeType: $0["edge_type"],
                             sourceType: $0["source_type"], targetType: $0["target_type"])
             }
         }

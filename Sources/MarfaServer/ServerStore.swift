@@ -40,6 +40,7 @@ public final class ServerStore: Sendable {
         config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
         pool = try DatabasePool(path: path, configuration: config)
         try ServerSchema.migrator().migrate(pool)
+        bell.start(after: try pool.read { db in try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'events'") ?? 0 })
     }
 
     static func now() -> String { Timestamp.format(Date()) }
@@ -196,11 +197,14 @@ public final class ServerStore: Sendable {
     /// out what a key may not read.
     func appendEvent(_ db: Database, _ p: Principal, name: String, itemType: String? = nil, edgeType: String? = nil,
                      sourceType: String? = nil, targetType: String? = nil, data: [String: JSONValue]) throws {
+        let text = JSONCoding.encode(data)
         try db.execute(sql: """
             INSERT INTO events(tenant_id, name, item_type, edge_type, source_type, target_type, data, created_at)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [p.tenantID, name, itemType, edgeType, sourceType, targetType, JSONCoding.encode(data), Self.now()])
+            """, arguments: [p.tenantID, name, itemType, edgeType, sourceType, targetType, text, Self.now()])
+        let event = LoggedEvent(id: db.lastInsertedRowID, tenantID: p.tenantID, name: name, data: text, itemType: itemType,
+                                edgeType: edgeType, sourceType: sourceType, targetType: targetType)
         let bell = self.bell
-        db.afterNextTransaction { _ in bell.ring() }
+        db.afterNextTransaction { _ in bell.publish(event) }
     }
 }
