@@ -17,6 +17,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         .target(name: "MarfaModel"),
@@ -46,6 +47,11 @@ let package = Package(
             .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        .target(name: "MarfaSync", dependencies: [
+            "MarfaModel",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .executableTarget(name: "marfafs", dependencies: [
             "MarfaModel", "MarfaLayout", "MarfaStore", "MarfaFS", "MarfaFUSE", "MarfaServer",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -59,6 +65,10 @@ let package = Package(
         .testTarget(name: "MarfaStoreTests", dependencies: ["MarfaStore", "MarfaModel", "MarfaLayout", "MarfaTestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "MarfaFSTests", dependencies: ["MarfaFS", "MarfaStore", "MarfaModel", "MarfaLayout", "MarfaTestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "MountTests", dependencies: ["MarfaTestSupport", "MarfaModel"]),
+        .testTarget(name: "MarfaSyncTests", dependencies: [
+            "MarfaSync", "MarfaModel", "MarfaTestSupport",
+            .product(name: "PropertyBased", package: "swift-property-based"),
+        ]),
         .testTarget(name: "ServerTests", dependencies: ["MarfaTestSupport", "MarfaModel"]),
     ]
 )

@@ -57,6 +57,15 @@ public final class ServerHarness: @unchecked Sendable {
         return -1
     }
 
+    /// SIGKILL: the server dies mid-whatever, as in a crash.
+    public func kill9() {
+        guard pid > 0 else { return }
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        pid = 0
+    }
+
     deinit { stop(); try? FileManager.default.removeItem(atPath: root) }
 
     public struct Reply: Sendable {

@@ -1,0 +1,231 @@
+import AsyncHTTPClient
+import Foundation
+import MarfaModel
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// The API key a mount uses (W-2): read from a file only its owner can read, or from an
+/// environment variable. It never appears in a description, a log line or an error.
+public struct Credential: Sendable, CustomStringConvertible {
+    let token: String
+    public var description: String { "marfa key …\(token.suffix(4))" }
+
+    public init(token: String) throws {
+        let t = token.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !t.isEmpty, !t.contains(where: { $0.isWhitespace || $0.isNewline }) else { throw CredentialError("the key is empty or contains spaces") }
+        self.token = t
+    }
+
+    /// From `path`, refusing a file that group or others may read (like ssh does).
+    public static func file(_ path: String) throws -> Credential {
+        var st = stat()
+        guard stat(path, &st) == 0 else { throw CredentialError("cannot read the key file \(path): \(String(cString: strerror(errno)))") }
+        guard st.st_mode & 0o077 == 0 else {
+            throw CredentialError("the key file \(path) is readable by others (mode \(String(st.st_mode & 0o777, radix: 8))); chmod 600 it")
+        }
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw CredentialError("cannot read the key file \(path)") }
+        return try Credential(token: text)
+    }
+
+    public static func environment(_ name: String = "MARFAFS_KEY") throws -> Credential? {
+        guard let v = ProcessInfo.processInfo.environment[name] else { return nil }
+        return try Credential(token: v)
+    }
+}
+
+public struct CredentialError: Error, CustomStringConvertible {
+    public var description: String
+    init(_ d: String) { description = d }
+}
+
+/// A server's answer.
+public struct WireResponse: Sendable {
+    public var status: Int
+    /// Header names in lowercase.
+    public var headers: [String: String]
+    public var body: [UInt8]
+    public var json: [String: JSONValue] { (try? JSONParser.parse(String(decoding: body, as: UTF8.self)))?.objectValue ?? [:] }
+    /// The W-3 envelope's `error.code`, if any.
+    public var errorCode: String? { json["error"]?.objectValue?["code"]?.stringValue }
+    public var errorMessage: String? { json["error"]?.objectValue?["message"]?.stringValue }
+}
+
+/// Why a call did not succeed, as the queue must treat it (issue: retry network errors, 5xx and
+/// 429 with backoff; 401 pauses the queue; 409 goes to conflict resolution; anything else is a
+/// refusal that keeps the user's bytes).
+public enum WireFailure: Error, Sendable, CustomStringConvertible {
+    case network(String)
+    case unauthorized(code: String, message: String)
+    case rateLimited(retryAfter: Double?)
+    case unavailable(status: Int, retryAfter: Double?)
+    case conflict(WireResponse)
+    case refused(status: Int, code: String, message: String)
+    /// No byte (not even `: ping`) for longer than the silence limit (W-14).
+    case silent(seconds: Double)
+
+    public var isRetryable: Bool {
+        switch self {
+        case .network, .rateLimited, .unavailable, .silent: return true
+        case .unauthorized, .conflict, .refused: return false
+        }
+    }
+
+    public var retryAfter: Double? {
+        switch self {
+        case .rateLimited(let r), .unavailable(_, let r): return r
+        default: return nil
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .network(let m): return "network: \(m)"
+        case .unauthorized(let c, let m): return "401 \(c): \(m)"
+        case .rateLimited(let r): return "429 rate_limited" + (r.map { " (retry after \($0) s)" } ?? "")
+        case .unavailable(let s, _): return "\(s): the server is unavailable"
+        case .conflict(let r): return "409 \(r.errorCode ?? "conflict")"
+        case .refused(let s, let c, let m): return "\(s) \(c): \(m)"
+        case .silent(let s): return "the event stream was silent for \(Int(s)) s"
+        }
+    }
+
+    /// The failure a non-2xx answer stands for.
+    public static func of(_ r: WireResponse) -> WireFailure {
+        let code = r.errorCode ?? "http_\(r.status)"
+        let message = r.errorMessage ?? String(decoding: r.body.prefix(200), as: UTF8.self)
+        let retry = Backoff.retryAfter(r.headers["retry-after"])
+        switch r.status {
+        case 401: return .unauthorized(code: code, message: message)
+        case 409: return .conflict(r)
+        case 429: return .rateLimited(retryAfter: retry)
+        case 408, 500...599: return .unavailable(status: r.status, retryAfter: retry)
+        default: return .refused(status: r.status, code: code, message: message)
+        }
+    }
+}
+
+/// HTTP to a Marfa-compatible server (async-http-client). Calls and the event stream use
+/// separate clients, so a long-lived stream never holds up a call.
+public final class WireClient: Sendable {
+    public let baseURL: String
+    let credential: Credential
+    let calls: HTTPClient
+    let stream: HTTPClient
+    let timeout: TimeAmount
+
+    /// `connect` bounds how long an unreachable server takes to count as a network failure
+    /// (the client keeps retrying a refused connection until then).
+    public init(baseURL: String, credential: Credential, timeout: TimeAmount = .seconds(30), connect: TimeAmount = .seconds(3)) {
+        self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
+        self.credential = credential
+        self.timeout = timeout
+        var config = HTTPClient.Configuration()
+        config.timeout.connect = connect
+        calls = HTTPClient(eventLoopGroupProvider: .singleton, configuration: config)
+        stream = HTTPClient(eventLoopGroupProvider: .singleton, configuration: config)
+    }
+
+    public func shutdown() async {
+        try? await calls.shutdown()
+        try? await stream.shutdown()
+    }
+
+    func httpRequest(_ r: WireRequest) -> HTTPClientRequest {
+        var req = HTTPClientRequest(url: baseURL + r.path)
+        req.method = HTTPMethod(rawValue: r.method)
+        req.headers.add(name: "Authorization", value: "Bearer \(credential.token)")
+        req.headers.add(name: "Accept", value: "application/json")
+        if let k = r.idempotencyKey { req.headers.add(name: "Idempotency-Key", value: k) }
+        for (n, v) in r.headers { req.headers.add(name: n, value: v) }
+        switch r.body {
+        case .none: break
+        case .json(let o):
+            req.headers.add(name: "Content-Type", value: "application/json")
+            req.body = .bytes(ByteBuffer(string: JSONCoding.encode(o)))
+        case .bytes(let b, let mime):
+            req.headers.add(name: "Content-Type", value: mime)
+            req.body = .bytes(ByteBuffer(bytes: b))
+        }
+        return req
+    }
+
+    /// Sends `r` and returns the answer, whatever its status; only a transport failure throws.
+    public func send(_ r: WireRequest, maxBody: Int = 64 << 20) async throws -> WireResponse {
+        do {
+            let resp = try await calls.execute(httpRequest(r), timeout: timeout)
+            let body = try await resp.body.collect(upTo: maxBody)
+            var headers: [String: String] = [:]
+            for h in resp.headers { headers[h.name.lowercased()] = h.value }
+            return WireResponse(status: Int(resp.status.code), headers: headers, body: Array(body.readableBytesView))
+        } catch {
+            throw WireFailure.network(String(describing: error))
+        }
+    }
+
+    /// Sends `r`; a non-2xx answer throws its `WireFailure`.
+    @discardableResult
+    public func call(_ r: WireRequest) async throws -> WireResponse {
+        let resp = try await send(r)
+        guard (200..<300).contains(resp.status) else { throw WireFailure.of(resp) }
+        return resp
+    }
+
+    /// `GET /events` (W-14..W-17): what the stream says, until the server closes it, the
+    /// connection fails, or nothing arrives for `silence` seconds (then `WireFailure.silent`).
+    public func events(query: String = "", lastEventID: String?, silence: Double = 60) -> AsyncThrowingStream<SSEItem, Error> {
+        var req = HTTPClientRequest(url: baseURL + "/events" + query)
+        req.headers.add(name: "Authorization", value: "Bearer \(credential.token)")
+        req.headers.add(name: "Accept", value: "text/event-stream")
+        if let lastEventID { req.headers.add(name: "Last-Event-ID", value: lastEventID) }
+        let client = stream, request = req
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                let lastByte = LastByte()
+                do {
+                    let resp = try await client.execute(request, timeout: .hours(24 * 365))
+                    guard resp.status == .ok else {
+                        let body = try await resp.body.collect(upTo: 1 << 20)
+                        var headers: [String: String] = [:]
+                        for h in resp.headers { headers[h.name.lowercased()] = h.value }
+                        throw WireFailure.of(WireResponse(status: Int(resp.status.code), headers: headers, body: Array(body.readableBytesView)))
+                    }
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        group.addTask {
+                            var parser = SSEParser()
+                            for try await chunk in resp.body {
+                                lastByte.touch()
+                                for item in parser.feed(chunk.readableBytesView) { continuation.yield(item) }
+                            }
+                        }
+                        group.addTask {
+                            while true {
+                                try await Task.sleep(for: .milliseconds(Int(min(1, silence / 4) * 1000)))
+                                let idle = lastByte.idle
+                                if idle > silence { throw WireFailure.silent(seconds: idle) }
+                            }
+                        }
+                        // The reader ends when the server closes the stream; the watchdog never ends by itself.
+                        try await group.next()
+                        group.cancelAll()
+                    }
+                    continuation.finish()
+                } catch let e as WireFailure {
+                    continuation.finish(throwing: e)
+                } catch is CancellationError {
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: WireFailure.network(String(describing: error)))
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+}
+
+/// When the event stream last said anything.
+final class LastByte: Sendable {
+    private let at = Mutex(Date())
+    func touch() { at.withLock { $0 = Date() } }
+    var idle: Double { Date().timeIntervalSince(at.withLock { $0 }) }
+}
