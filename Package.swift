@@ -48,12 +48,12 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "MarfaSync", dependencies: [
-            "MarfaModel",
+            "MarfaModel", "MarfaStore",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "marfafs", dependencies: [
-            "MarfaModel", "MarfaLayout", "MarfaStore", "MarfaFS", "MarfaFUSE", "MarfaServer",
+            "MarfaModel", "MarfaLayout", "MarfaStore", "MarfaFS", "MarfaFUSE", "MarfaServer", "MarfaSync",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

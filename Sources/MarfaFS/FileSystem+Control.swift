@@ -31,7 +31,7 @@ extension FileSystem {
         let muts = (try? store.mutations()) ?? []
         let oldest = muts.first.flatMap { Timestamp.parse($0.createdAt) }.map { Date().timeIntervalSince1970 - $0 }
         let invalid = (try? store.invalidItems()) ?? []
-        let obj: [String: JSONValue] = [
+        var obj: [String: JSONValue] = [
             "mode": "local",
             "server": .null,
             "connection": "none",
@@ -40,22 +40,25 @@ extension FileSystem {
             "items": .int(Int64(catalog.items.count)),
             "queue_depth": .int(Int64(muts.count)),
             "oldest_pending_age_seconds": oldest.map { .double(($0 * 1000).rounded() / 1000) } ?? .null,
-            "conflicts": .int(0),
+            "conflicts": .int(Int64(muts.filter { $0.state == "conflict" }.count)),
+            "rejected": .int(Int64(muts.filter { $0.state == "rejected" }.count)),
             "invalid": .array(invalid.map { .object(["id": .string($0.0), "error": $0.1.map(JSONValue.string) ?? .null]) }),
             "last_error": .null,
         ]
+        if let sync = syncStatus?() { obj.merge(sync) { _, engine in engine } }
         return JSONCoding.encode(obj)
     }
 
     func pendingText() -> String {
         let muts = (try? store.mutations()) ?? []
-        return muts.map { m in "\(m.id) \(m.kind.rawValue) \(m.itemID) \(m.createdAt) \(m.state == "pending" && m.attempts > 0 ? "retrying \(m.attempts): \(m.lastError ?? "")" : m.state)\n" }.joined()
+        return muts.map { m in "\(m.id) \(m.kind.rawValue) \(m.itemID) \(m.createdAt) \(m.state != "rejected" && m.attempts > 0 ? "retrying \(m.attempts): \(m.lastError ?? "")" : m.state)\n" }.joined()
     }
 
-    /// `.marfafs/flush`: with no server configured, the queue waits for one; say so instead of blocking.
+    /// `.marfafs/flush`: says what is left to send (it does not block the mount's request).
     func flushAnswer() -> String {
-        let depth = (try? store.queueDepth()) ?? 0
+        let depth = (try? store.unsentCount()) ?? 0
         if depth == 0 { return "ok: the queue is empty\n" }
+        if syncStatus != nil { return "sending: \(depth) mutations are waiting for the server\n" }
         return "local: \(depth) mutations are kept for a server; none is configured (mount --server)\n"
     }
 }

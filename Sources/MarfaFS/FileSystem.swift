@@ -16,6 +16,9 @@ public final class FileSystem: @unchecked Sendable {
     public let mountedAt = Date()
     /// Called (outside the lock) with what the kernel must forget after a change.
     public var onInvalidate: (@Sendable ([Invalidation]) -> Void)?
+    /// With a server configured: the sync engine's part of `.marfafs/status` (mode, server,
+    /// connection, last error).
+    public var syncStatus: (@Sendable () -> [String: JSONValue])?
     /// Seconds the kernel may cache entries and attributes of items and directories.
     public var cacheTimeout: Double = 86_400
     let uid: UInt32
@@ -226,6 +229,20 @@ public final class FileSystem: @unchecked Sendable {
                 catalog.addScratch(try wrap { try store.modifyScratch(id, scratch) })
             }
         }
+    }
+
+    /// Items something other than the mount changed in the store (the sync engine): their entries
+    /// and attributes are read again, and the kernel is told.
+    public func itemsChangedInStore(_ ids: [String]) {
+        let inv: [Invalidation] = locked {
+            var out: [Invalidation] = []
+            for id in ids {
+                guard let r = catalog.byID[id] else { continue }
+                do { out += try refreshItem(r) } catch { log.error("refreshing an item failed", metadata: ["item": "\(id)", "error": "\(error)"]) }
+            }
+            return out
+        }
+        notify(inv)
     }
 
     public func fsync(_ ino: UInt64) throws {

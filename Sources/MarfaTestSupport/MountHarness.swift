@@ -8,6 +8,8 @@ public final class MountHarness: @unchecked Sendable {
     public let mountpoint: String
     public let store: String
     public private(set) var mounted = false
+    /// Extra `marfafs mount` options (e.g. `--server URL --key-file FILE`).
+    public var mountOptions: [String] = []
 
     public init(store: String? = nil) throws {
         let base = ProcessInfo.processInfo.environment["MARFAFS_TEST_ROOT"] ?? (NSTemporaryDirectory() + "marfafs-tests")
@@ -30,7 +32,7 @@ public final class MountHarness: @unchecked Sendable {
     }
 
     public func mount() throws {
-        let r = Shell.run([Self.binary, "mount", mountpoint, "--store", store])
+        let r = Shell.run([Self.binary, "mount", mountpoint, "--store", store] + mountOptions)
         guard r.status == 0 else { throw HarnessError("mount failed (\(r.status)): \(r.stderr)\(r.stdout)") }
         mounted = true
     }
@@ -100,6 +102,17 @@ public final class MountHarness: @unchecked Sendable {
         Shell.run(["/bin/bash", "-c", "cd '\(mountpoint)' && " + command])
     }
 
+    /// Polls `condition` every 50 ms until it holds or `timeout` seconds pass.
+    @discardableResult
+    public static func eventually(timeout: Double = 15, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(50_000)
+        }
+        return condition()
+    }
+
     /// Makes the daemon settle every written file now (FS-14), as reading `.marfafs/status` does.
     public func settle() {
         if mounted { _ = Shell.run(["/bin/cat", mountpoint + "/.marfafs/status"]) }
@@ -135,8 +148,9 @@ public final class MountHarness: @unchecked Sendable {
     }
 
     /// Mounts, runs `body`, and unmounts whatever happens.
-    public static func with(store: String? = nil, _ body: (MountHarness) throws -> Void) throws {
+    public static func with(store: String? = nil, options: [String] = [], _ body: (MountHarness) throws -> Void) throws {
         let h = try MountHarness(store: store)
+        h.mountOptions = options
         try h.mount()
         defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
         try body(h)

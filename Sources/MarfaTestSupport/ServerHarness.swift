@@ -21,11 +21,13 @@ public final class ServerHarness: @unchecked Sendable {
         try start()
     }
 
-    /// Starts the server (again, on the same database) and waits for its address.
+    /// Starts the server (again, on the same database and, after the first time, the same port)
+    /// and waits for its address.
     public func start() throws {
         let out = root + "/serve.out"
         unlink(out)
-        guard let p = Shell.spawn([MountHarness.binary, "serve", "--db", db, "--port", "0"] + options, stdout: out, stderr: root + "/serve.log") else {
+        let port = base.split(separator: ":").last.map(String.init) ?? "0"
+        guard let p = Shell.spawn([MountHarness.binary, "serve", "--db", db, "--port", port] + options, stdout: out, stderr: root + "/serve.log") else {
             throw HarnessError("cannot start marfafs serve")
         }
         pid = p

@@ -4,6 +4,7 @@ import Logging
 import MarfaFS
 import MarfaFUSE
 import MarfaStore
+import MarfaSync
 
 struct MountCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -23,9 +24,31 @@ struct MountCommand: ParsableCommand {
     @Flag(name: .long, help: "Log every operation that fails, and more.")
     var verbose = false
 
+    @Option(name: .long, help: "A Marfa-compatible server (e.g. http://127.0.0.1:8600) to send the queue to. Default: none (local only).")
+    var server: String?
+
+    @Option(name: .long, help: "The file holding the server's API key (mode 0600). Default: the MARFAFS_KEY environment variable.")
+    var keyFile: String?
+
+    /// The key, from --key-file or MARFAFS_KEY; checked before mounting so a bad one fails at once.
+    func credential() throws -> Credential? {
+        guard server != nil else { return nil }
+        do {
+            if let keyFile { return try Credential.file(Paths.absolute(keyFile)) }
+            guard let c = try Credential.environment() else { throw CLIError("--server needs a key: --key-file FILE (mode 0600) or MARFAFS_KEY") }
+            return c
+        } catch let e as CredentialError { throw CLIError(e.description) }
+    }
+
     func run() throws {
         let mnt = Paths.absolute(mountpoint)
         do {
+            if let server {
+                guard let u = URL(string: server), ["http", "https"].contains(u.scheme ?? ""), u.host != nil else {
+                    throw CLIError("--server must be an http(s) URL, e.g. http://127.0.0.1:8600")
+                }
+                _ = try credential()
+            }
             try MountPoint.prepare(mnt)
             if foreground { try serve(mnt) } else { try daemonize(mnt) }
         } catch let e as CLIError { fail(e) }
@@ -45,6 +68,20 @@ struct MountCommand: ParsableCommand {
         let fs = try FileSystem(store: store, logger: Logger(label: "marfafs.fs"))
         let fuse = FuseMount(fs: fs, mountpoint: mnt, logger: log)
         try fuse.mount()
+        // The sync engine: drains the queue to the server, off the FUSE threads.
+        var engine: Task<Void, Never>?
+        if let server, let key = try credential() {
+            let status = SyncStatus(server: server)
+            fs.syncStatus = { status.json }
+            let reload: @Sendable () throws -> Credential = { [keyFile] in
+                if let keyFile { return try Credential.file(Paths.absolute(keyFile)) }
+                return try Credential.environment() ?? key
+            }
+            let drainer = QueueDrainer(store: store, baseURL: server, credential: key, status: status, log: Logger(label: "marfafs.sync"),
+                                       loadCredential: reload, onChange: { [weak fs] ids in fs?.itemsChangedInStore(ids) })
+            engine = Task { await drainer.run() }
+            log.info("syncing", metadata: ["server": "\(server)", "key": "\(key)"])
+        }
         let count = (try? store.itemCount()) ?? 0
         log.info("mounted", metadata: ["mountpoint": "\(mnt)", "store": "\(storeOption.path)", "items": "\(count)"])
         // SIGTERM and SIGINT unmount cleanly: end the loop, then wake a worker so it notices.
@@ -60,6 +97,7 @@ struct MountCommand: ParsableCommand {
         t.name = "marfafs-fuse"
         t.start()
         done.wait()
+        engine?.cancel()
         _ = sources
         try? store.syncDurably()
         log.info("unmounted", metadata: ["mountpoint": "\(mnt)"])
@@ -73,6 +111,8 @@ struct MountCommand: ParsableCommand {
         let exe = Self.executablePath()
         var args = [exe, "mount", mnt, "--foreground", "--store", storeOption.path]
         if verbose { args.append("--verbose") }
+        if let server { args += ["--server", server] }
+        if let keyFile { args += ["--key-file", Paths.absolute(keyFile)] }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)

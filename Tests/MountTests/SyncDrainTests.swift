@@ -1,0 +1,127 @@
+import Foundation
+import MarfaModel
+import MarfaTestSupport
+import Testing
+
+/// The queue drained to the real `marfafs serve` (wire.md W-5; filesystem.md §6): a mount with
+/// `--server` and `--key-file`, checked on the server over HTTP.
+@Suite(.serialized) struct SyncDrainTests {
+    /// The server, its admin key in a 0600 file, and the mount options that use them.
+    func setUp(serverOptions: [String] = []) throws -> (ServerHarness, String, String, [String]) {
+        let s = try ServerHarness(options: serverOptions)
+        let key = try s.bootstrap()
+        let file = s.root + "/key"
+        try (key + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        chmod(file, 0o600)
+        return (s, key, file, ["--server", s.base, "--key-file", file])
+    }
+
+    func status(_ m: MountHarness) -> [String: JSONValue] {
+        (try? JSONParser.parse(m.sh("cat .marfafs/status").out))?.objectValue ?? [:]
+    }
+
+    func serverItem(_ s: ServerHarness, _ key: String, _ id: String) -> [String: JSONValue] {
+        s.call("GET", "/items/\(id)", key: key).item
+    }
+
+    @Test func W5_theServerFollowsTheMountCreatesEditsTagsEdgesAndDeletes() throws {
+        let (s, key, _, options) = try setUp()
+        try MountHarness.with(options: options) { m in
+            #expect(m.sh("printf 'first body\\n' > types/core.note/first.md && printf 'second\\n' > types/core.note/second.md").status == 0)
+            let first = m.sh("getfattr --only-values -n user.marfa.id types/core.note/first.md").out
+            let second = m.sh("getfattr --only-values -n user.marfa.id types/core.note/second.md").out
+            #expect(MountHarness.eventually { serverItem(s, key, first)["properties"]?.objectValue?["body"] == .string("first body\n") },
+                    "\(s.call("GET", "/items/\(first)", key: key).body)")
+            #expect(serverItem(s, key, first)["id"] == .string(first), "the server keeps the id the mount minted (FS-22)")
+            #expect(MountHarness.eventually { m.sh("getfattr --only-values -n user.marfa.sync types/core.note/first.md").out == "synced" })
+
+            #expect(m.sh("printf 'more\\n' >> types/core.note/first.md").status == 0)
+            #expect(MountHarness.eventually { serverItem(s, key, first)["properties"]?.objectValue?["body"] == .string("first body\nmore\n") })
+            #expect(serverItem(s, key, first)["version"] == .int(2), "one update, sent once")
+
+            #expect(m.sh("mkdir tags/reading && ln -s ../../types/core.note/first.md tags/reading/").status == 0)
+            #expect(MountHarness.eventually { s.call("GET", "/items/\(first)", key: key).json["metadata"]?.objectValue?["tags"] == .array(["reading"]) })
+
+            #expect(m.sh("mkdir -p links/core.note/second.md/references && ln -s ../../../../types/core.note/first.md links/core.note/second.md/references/").status == 0)
+            #expect(MountHarness.eventually {
+                if case .array(let a)? = s.call("GET", "/items/\(second)/edges", key: key).json["data"] {
+                    return a.count == 1 && a[0].objectValue?["target_id"] == .string(first) && a[0].objectValue?["edge_type"] == .string("references")
+                }
+                return false
+            })
+
+            #expect(m.sh("rm types/core.note/second.md").status == 0)
+            #expect(MountHarness.eventually { serverItem(s, key, second)["state"] == .string("trashed") })
+
+            #expect(MountHarness.eventually { status(m)["queue_depth"] == .int(0) })
+            let st = status(m)
+            #expect(st["mode"] == .string("sync") && st["server"] == .string(s.base) && st["connection"] == .string("online"), "\(st)")
+            if case .array(let all)? = s.call("GET", "/items?state=any", key: key).json["data"] { #expect(all.count == 2, "nothing created twice") }
+            #expect(!m.sh("cat \(m.store).log").out.contains(key), "the key is never logged")
+        }
+    }
+
+    @Test func W5_offlineTheQueueWaitsAndSendsOnceTheServerIsBack() throws {
+        let (s, key, _, options) = try setUp()
+        try MountHarness.with(options: options) { m in
+            #expect(s.stop() == 0)
+            #expect(m.sh("printf 'written offline\\n' > types/core.note/offline.md").status == 0)
+            let id = m.sh("getfattr --only-values -n user.marfa.id types/core.note/offline.md").out
+            #expect(MountHarness.eventually { status(m)["connection"] == .string("offline") }, "\(status(m))")
+            #expect(status(m)["last_error"]?.stringValue?.contains("network") == true)
+            #expect(m.sh("cat .marfafs/pending").out.contains("retrying"))
+            try s.start()
+            #expect(MountHarness.eventually(timeout: 30) { serverItem(s, key, id)["properties"]?.objectValue?["body"] == .string("written offline\n") })
+            #expect(MountHarness.eventually { status(m)["connection"] == .string("online") && status(m)["queue_depth"] == .int(0) })
+        }
+    }
+
+    @Test func W18_aRevokedKeyPausesTheQueueAndANewKeyResumesIt() throws {
+        let (s, key, file, options) = try setUp()
+        try MountHarness.with(options: options) { m in
+            let spare = try #require(s.call("POST", "/keys", key: key, body: #"{"label":"spare","role":"admin"}"#).json["key"]?.stringValue)
+            guard case .array(let keys)? = s.call("GET", "/keys", key: spare).json["keys"],
+                  let mine = keys.compactMap({ $0.objectValue }).first(where: { $0["label"] == .string("admin") })?["id"]?.stringValue else {
+                Issue.record("keys"); return
+            }
+            #expect(s.call("DELETE", "/keys/\(mine)", key: spare).status == 200)
+            #expect(m.sh("printf 'kept\\n' > types/core.note/kept.md").status == 0)
+            let id = m.sh("getfattr --only-values -n user.marfa.id types/core.note/kept.md").out
+            #expect(MountHarness.eventually { status(m)["connection"] == .string("unauthorized") }, "\(status(m))")
+            #expect(m.sh("cat types/core.note/kept.md").out == "kept", "local writes are kept")
+            #expect(m.sh("printf 'kept too\\n' > types/core.note/also.md").status == 0)
+            try (spare + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            chmod(file, 0o600)
+            #expect(MountHarness.eventually(timeout: 20) { serverItem(s, spare, id)["properties"]?.objectValue?["body"] == .string("kept\n") })
+            #expect(MountHarness.eventually { status(m)["queue_depth"] == .int(0) && status(m)["connection"] == .string("online") })
+        }
+    }
+
+    @Test func W5_aKilledDaemonResendsUnderTheSameKeysAndNothingIsDuplicated() throws {
+        let (s, key, _, options) = try setUp()
+        try MountHarness.with(options: options) { m in
+            for i in 0..<40 { m.sh("printf 'note \(i)\\n' > types/core.note/n\(i).md") }
+            m.settle()
+            m.killDaemon()
+            let atKill = (s.call("GET", "/items?state=any&limit=200", key: key).json["data"]).map { if case .array(let a) = $0 { return a.count }; return -1 } ?? -1
+            try m.mount()
+            #expect(MountHarness.eventually(timeout: 30) { status(m)["queue_depth"] == .int(0) }, "\(status(m))")
+            guard case .array(let all)? = s.call("GET", "/items?state=any&limit=200", key: key).json["data"] else { Issue.record("list"); return }
+            #expect(all.count == 40, "\(atKill) had reached the server when the daemon was killed")
+            #expect(all.allSatisfy { $0.objectValue?["version"] == .int(1) }, "each create applied once")
+        }
+    }
+
+    @Test func W2_aBadServerOrKeyIsRefusedBeforeMounting() throws {
+        let (s, _, file, _) = try setUp()
+        let m = try MountHarness()
+        defer { m.unmount() }
+        m.mountOptions = ["--server", "ftp://nowhere", "--key-file", file]
+        #expect(throws: HarnessError.self) { try m.mount() }
+        chmod(file, 0o644)
+        m.mountOptions = ["--server", s.base, "--key-file", file]
+        #expect(throws: HarnessError.self) { try m.mount() }
+        m.mountOptions = ["--server", s.base]
+        #expect(throws: HarnessError.self) { try m.mount() }
+    }
+}
