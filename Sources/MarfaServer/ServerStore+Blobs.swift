@@ -67,6 +67,30 @@ extension ServerStore {
         }
     }
 
+    /// W-13: a file item's `blob_ref`, and every `attachments[].blob_ref`, name a blob this
+    /// tenant has uploaded (so a client uploads first, then creates the item).
+    func checkBlobRefs(_ db: Database, _ p: Principal, _ props: [String: JSONValue], type: String) throws {
+        func known(_ v: JSONValue?, _ field: String) throws {
+            guard let h = v?.stringValue, Self.isBlobHash(h) else {
+                throw APIError(400, "invalid_properties", "\(field) is a blob hash (sha256: and 64 hex digits)", details: ["field": .string(field)])
+            }
+            guard try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM blobs WHERE tenant_id = ? AND hash = ?)", arguments: [p.tenantID, h]) ?? false else {
+                throw APIError(400, "invalid_properties", "\(field) names no uploaded blob: \(h) (POST /blobs first)", details: ["field": .string(field)])
+            }
+        }
+        if TypeSchema.isBlobType(type) || props["blob_ref"] != nil, props["blob_ref"] != .null { try known(props["blob_ref"], "blob_ref") }
+        guard let a = props["attachments"], a != .null else { return }
+        guard case .array(let list) = a else {
+            throw APIError(400, "invalid_properties", "attachments is an array of {blob_ref, mime_type, title?}", details: ["field": "attachments"])
+        }
+        for (i, entry) in list.enumerated() {
+            guard case .object(let o) = entry, o["mime_type"]?.stringValue != nil else {
+                throw APIError(400, "invalid_properties", "attachments[\(i)] is {blob_ref, mime_type, title?}", details: ["field": .string("attachments[\(i)]")])
+            }
+            try known(o["blob_ref"], "attachments[\(i)].blob_ref")
+        }
+    }
+
     /// A `Range` header against a blob of `size` bytes (RFC 9110 §14): nil serves the whole blob
     /// (no header, another unit, or several ranges); a single range that cannot be satisfied is 416.
     static func byteRange(_ header: String?, size: Int) throws -> Range<Int>? {

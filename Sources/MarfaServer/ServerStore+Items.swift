@@ -112,6 +112,7 @@ extension ServerStore {
         return try pool.write { db in
             let t = try type(db, tenantID: p.tenantID, typeID)
             try Self.checkProperties(props, type: t, complete: true)
+            try checkBlobRefs(db, p, props, type: typeID)
             if let existing = try row(db, p, id) {
                 guard (existing["type"] as String) == typeID else { throw APIError(409, "id_reused", "id \(id) names an item of another type") }
                 var out = try envelope(db, p, existing)
@@ -245,6 +246,9 @@ extension ServerStore {
                 if replace { next = current.merging(patch.filter { requestChanged.contains($0.key) }) { _, new in new } }
             }
             try Self.checkProperties(next, type: t, complete: true)
+            if next["blob_ref"] != current["blob_ref"] || next["attachments"] != current["attachments"] {
+                try checkBlobRefs(db, p, next, type: r["type"])
+            }
             let now = Self.now()
             let changed = next != current || (tier != nil && tier != r["tier"])
             if changed {

@@ -50,13 +50,23 @@ import Testing
                 return false
             })
 
+            // A file: its blob is uploaded before the item that names it (W-13).
+            #expect(m.sh("head -c 70000 /dev/urandom > /tmp/marfafs-blob-\(first) && cp /tmp/marfafs-blob-\(first) types/core.file/pic.png").status == 0)
+            let pic = m.sh("getfattr --only-values -n user.marfa.id types/core.file/pic.png").out
+            #expect(MountHarness.eventually { serverItem(s, key, pic)["properties"]?.objectValue?["blob_ref"]?.stringValue != nil }, "\(m.sh("cat .marfafs/pending").out)")
+            let ref = serverItem(s, key, pic)["properties"]?.objectValue?["blob_ref"]?.stringValue ?? ""
+            let fetched = s.root + "/pic"
+            _ = Shell.run(["/usr/bin/curl", "-s", "-o", fetched, "-H", "Authorization: Bearer \(key)", s.base + "/blobs/" + ref])
+            #expect(Shell.run(["cmp", fetched, "/tmp/marfafs-blob-\(first)"]).status == 0, "the server has the file's bytes")
+            unlink("/tmp/marfafs-blob-\(first)")
+
             #expect(m.sh("rm types/core.note/second.md").status == 0)
             #expect(MountHarness.eventually { serverItem(s, key, second)["state"] == .string("trashed") })
 
             #expect(MountHarness.eventually { status(m)["queue_depth"] == .int(0) })
             let st = status(m)
             #expect(st["mode"] == .string("sync") && st["server"] == .string(s.base) && st["connection"] == .string("online"), "\(st)")
-            if case .array(let all)? = s.call("GET", "/items?state=any", key: key).json["data"] { #expect(all.count == 2, "nothing created twice") }
+            if case .array(let all)? = s.call("GET", "/items?state=any", key: key).json["data"] { #expect(all.count == 3, "nothing created twice") }
             #expect(!m.sh("cat \(m.store).log").out.contains(key), "the key is never logged")
         }
     }

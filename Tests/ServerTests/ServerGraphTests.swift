@@ -225,6 +225,16 @@ import Testing
         #expect(s.call("POST", "/blobs", key: key, data: small, contentType: "not a mime").code == "validation_error")
         let huge = s.call("POST", "/blobs", key: key, data: Data(count: (2 << 20) + 1), contentType: "application/octet-stream")
         #expect(huge.status == 413 && huge.code == "request_too_large")
+        // File items name uploaded blobs (W-13), and so do attachments.
+        func file(_ ref: String, _ extra: String = "") -> ServerHarness.Reply {
+            s.call("POST", "/items", key: key, body: #"{"type":"core.file.image","properties":{"filename":"a.png","mime_type":"image/png","blob_ref":"\#(ref)"\#(extra)}}"#)
+        }
+        #expect(file(unknown).code == "invalid_properties", "a blob never uploaded")
+        #expect(file("sha256:xyz").code == "invalid_properties", "a malformed hash")
+        #expect(file(expected).status == 201)
+        #expect(file(expected, #","attachments":[{"blob_ref":"\#(unknown)","mime_type":"text/plain"}]"#).code == "invalid_properties")
+        #expect(file(expected, #","attachments":[{"blob_ref":"\#(smallHash)"}]"#).code == "invalid_properties", "an attachment has a mime_type")
+        #expect(file(expected, #","attachments":[{"blob_ref":"\#(smallHash)","mime_type":"text/plain","title":"notes"}]"#).status == 201)
         // Blobs are per tenant.
         let other = try #require(s.call("POST", "/tenants", key: key, body: #"{"name":"t2"}"#).json["key"]?.stringValue)
         #expect(s.call("GET", "/blobs/\(expected)", key: other).code == "blob_not_found")

@@ -225,6 +225,19 @@ import Testing
         #expect(numbers == [.int(1), .int(2)])
     }
 
+    @Test func W8_theServerNeverResolvesAConflictItself() throws {
+        let s = try ServerHarness()
+        let key = try s.bootstrap()
+        let id = try #require(note(s, key).item["id"]?.stringValue)
+        #expect(s.call("PATCH", "/items/\(id)", key: key, body: #"{"version":1,"properties":{"body":"server"}}"#).status == 200)
+        for path in ["/items/\(id)", "/items/\(id)?conflict=auto"] {
+            let stale = s.call("PATCH", path, key: key, body: #"{"version":1,"properties":{"body":"client"}}"#)
+            #expect(stale.status == 409 && stale.code == "version_conflict", "\(path): \(stale.body)")
+        }
+        let now = s.call("GET", "/items/\(id)", key: key).item
+        #expect(now["version"] == .int(2) && now["properties"]?.objectValue?["body"] == .string("server"), "nothing was resolved or written")
+    }
+
     @Test func W6_listsFilterAndPageWithACursor() throws {
         let s = try ServerHarness()
         let key = try s.bootstrap()
