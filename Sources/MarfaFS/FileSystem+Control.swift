@@ -54,11 +54,22 @@ extension FileSystem {
         return muts.map { m in "\(m.id) \(m.kind.rawValue) \(m.itemID) \(m.createdAt) \(m.state != "rejected" && m.attempts > 0 ? "retrying \(m.attempts): \(m.lastError ?? "")" : m.state)\n" }.joined()
     }
 
-    /// `.marfafs/flush`: says what is left to send (it does not block the mount's request).
+    /// `.marfafs/flush`: what is left to send. (Its read waits for the queue first; see `read`.)
+    /// A text never grows while the queue drains, so the size a stat measured still covers it.
     func flushAnswer() -> String {
         let depth = (try? store.unsentCount()) ?? 0
         if depth == 0 { return "ok: the queue is empty\n" }
+        if let s = syncStatus?(), s["connection"] == "unauthorized" { return "paused: \(depth) mutations wait for a valid key\n" }
         if syncStatus != nil { return "sending: \(depth) mutations are waiting for the server\n" }
         return "local: \(depth) mutations are kept for a server; none is configured (mount --server)\n"
+    }
+
+    /// Blocks (without the lock) until every settled change is sent, or the queue is paused for a key.
+    func waitForEmptyQueue() {
+        locked { do { try settleNow() } catch { log.error("settling failed", metadata: ["error": "\(error)"]) } }
+        while ((try? store.unsentCount()) ?? 0) > 0 {
+            if let s = syncStatus?(), s["connection"] == "unauthorized" { return }
+            usleep(50_000)
+        }
     }
 }

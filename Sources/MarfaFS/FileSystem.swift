@@ -164,6 +164,12 @@ public final class FileSystem: @unchecked Sendable {
         case .scratch(let id):
             return Self.slice(try wrap { try store.scratchData(id) }, offset: offset, size: size)
         case .controlFile(let name):
+            // `.marfafs/flush` with a server: the read returns once the queue is sent (or paused),
+            // waiting outside the lock so the mount and the sync engine carry on meanwhile.
+            if name == ControlFile.flush.rawValue, offset == 0, syncStatus != nil {
+                waitForEmptyQueue()
+                return Self.slice(Array(locked { controlSnapshot(name, fresh: true) }.utf8), offset: offset, size: size)
+            }
             return Self.slice(Array(locked { controlSnapshot(name, fresh: false) }.utf8), offset: offset, size: size)
         default:
             throw FSError(.isDirectory, "inode \(ino)")

@@ -2,16 +2,49 @@ import ArgumentParser
 import Foundation
 import MarfaStore
 
+/// Reads `.marfafs/flush`, which returns once the queue is sent (or paused for a key); nil if
+/// `mnt` is not a marfafs mount. Exits 1 unless the queue is empty.
+func waitForQueue(_ mnt: String) -> String? {
+    try? String(contentsOfFile: mnt + "/.marfafs/flush", encoding: .utf8)
+}
+
+struct SyncCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "sync", abstract: "Show what the queue still has to send; with --wait, wait until it is sent.")
+
+    @Argument(help: "The mount point.")
+    var mountpoint: String
+
+    @Flag(name: .long, help: "Block until every change made so far is on the server (or the queue is paused for a key).")
+    var wait = false
+
+    func run() throws {
+        let mnt = Paths.absolute(mountpoint)
+        let text = wait ? waitForQueue(mnt) : (try? String(contentsOfFile: mnt + "/.marfafs/status", encoding: .utf8)).map { status in
+            let o = (try? JSONSerialization.jsonObject(with: Data(status.utf8))) as? [String: Any] ?? [:]
+            return "\(o["queue_depth"] ?? 0) mutations queued; connection: \(o["connection"] ?? "none")\n"
+        }
+        guard let text else { fail(CLIError("\(mnt) is not a marfafs mount")) }
+        print(text, terminator: "")
+        if wait && !text.hasPrefix("ok") { throw ExitCode(Exit.failure) }
+    }
+}
+
 struct UnmountCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "unmount", abstract: "Unmount; the queue is kept for the next mount.")
 
     @Argument(help: "The mount point.")
     var mountpoint: String
 
+    @Flag(name: .long, help: "First wait until the queue is sent to the server (as marfafs sync --wait).")
+    var wait = false
+
     func run() throws {
         let mnt = Paths.absolute(mountpoint)
         guard MountPoint.mounts().contains(where: { $0.point == mnt && $0.type.hasPrefix("fuse") }) else {
             fail(CLIError("\(mnt) is not mounted"))
+        }
+        if wait, let text = waitForQueue(mnt), !text.hasPrefix("ok") {
+            FileHandle.standardError.write(Data("marfafs: \(text.trimmingCharacters(in: .whitespacesAndNewlines)); unmounting with the queue kept\n".utf8))
         }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/bin/fusermount3")

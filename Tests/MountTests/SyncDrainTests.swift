@@ -63,7 +63,10 @@ import Testing
             #expect(m.sh("rm types/core.note/second.md").status == 0)
             #expect(MountHarness.eventually { serverItem(s, key, second)["state"] == .string("trashed") })
 
-            #expect(MountHarness.eventually { status(m)["queue_depth"] == .int(0) })
+            // `marfafs sync --wait` returns once all of it is on the server.
+            let waited = Shell.run([MountHarness.binary, "sync", m.mountpoint, "--wait"])
+            #expect(waited.status == 0 && waited.stdout == "ok: the queue is empty\n", "\(waited.stdout)\(waited.stderr)")
+            #expect(status(m)["queue_depth"] == .int(0))
             let st = status(m)
             #expect(st["mode"] == .string("sync") && st["server"] == .string(s.base) && st["connection"] == .string("online"), "\(st)")
             if case .array(let all)? = s.call("GET", "/items?state=any", key: key).json["data"] { #expect(all.count == 3, "nothing created twice") }
@@ -80,7 +83,15 @@ import Testing
             #expect(MountHarness.eventually { status(m)["connection"] == .string("offline") }, "\(status(m))")
             #expect(status(m)["last_error"]?.stringValue?.contains("network") == true)
             #expect(m.sh("cat .marfafs/pending").out.contains("retrying"))
+            // A flush blocks while the server is away and returns once the queue is sent.
+            let flushed = s.root + "/flushed"
+            let reader = try #require(Shell.spawn(["/bin/cat", m.path(".marfafs/flush")], stdout: flushed, stderr: flushed + ".err"))
+            usleep(300_000)
+            #expect((try? String(contentsOfFile: flushed, encoding: .utf8)) == "", "still waiting")
             try s.start()
+            var st: Int32 = 0
+            waitpid(reader, &st, 0)
+            #expect((try? String(contentsOfFile: flushed, encoding: .utf8)) == "ok: the queue is empty\n")
             #expect(MountHarness.eventually(timeout: 30) { serverItem(s, key, id)["properties"]?.objectValue?["body"] == .string("written offline\n") })
             #expect(MountHarness.eventually { status(m)["connection"] == .string("online") && status(m)["queue_depth"] == .int(0) })
         }
@@ -102,6 +113,7 @@ import Testing
             #expect(m.sh("printf 'kept too\\n' > types/core.note/also.md").status == 0)
             try (spare + "\n").write(toFile: file, atomically: true, encoding: .utf8)
             chmod(file, 0o600)
+            #expect(m.sh("cat .marfafs/flush").out == "paused: 2 mutations wait for a valid key", "a paused queue does not block a flush")
             #expect(MountHarness.eventually(timeout: 20) { serverItem(s, spare, id)["properties"]?.objectValue?["body"] == .string("kept\n") })
             #expect(MountHarness.eventually { status(m)["queue_depth"] == .int(0) && status(m)["connection"] == .string("online") })
         }
@@ -119,6 +131,11 @@ import Testing
             guard case .array(let all)? = s.call("GET", "/items?state=any&limit=200", key: key).json["data"] else { Issue.record("list"); return }
             #expect(all.count == 40, "\(atKill) had reached the server when the daemon was killed")
             #expect(all.allSatisfy { $0.objectValue?["version"] == .int(1) }, "each create applied once")
+            // unmount --wait sends what is left first.
+            #expect(m.sh("printf 'last\\n' > types/core.note/last.md").status == 0)
+            let last = m.sh("getfattr --only-values -n user.marfa.id types/core.note/last.md").out
+            #expect(Shell.run([MountHarness.binary, "unmount", m.mountpoint, "--wait"]).status == 0)
+            #expect(serverItem(s, key, last)["properties"]?.objectValue?["body"] == .string("last\n"))
         }
     }
 
