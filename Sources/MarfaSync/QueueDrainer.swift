@@ -60,6 +60,7 @@ public actor QueueDrainer {
 
     /// Runs until the task is cancelled.
     public func run() async {
+        await probe()
         while !Task.isCancelled {
             let batch: [Mutation]
             do { batch = try store.nextMutations(limit: 50) } catch {
@@ -133,6 +134,25 @@ public actor QueueDrainer {
             }
         } catch {
             return refuse(m, "\(error)")
+        }
+    }
+
+    /// At start, `GET /tenants/current` says whether the server is there and takes the key, so an
+    /// idle mount shows `online`, `offline` or `unauthorized` rather than `connecting`.
+    func probe() async {
+        do {
+            try await client.call(WireRequest(method: "GET", path: "/tenants/current"))
+            status.update { $0.connection = "online"; $0.lastError = nil }
+        } catch let f as WireFailure {
+            if case .unauthorized = f {
+                status.update { $0.connection = "unauthorized"; $0.lastError = "\(f.description) — the queue is paused until a valid key is configured" }
+                log.error("the server refused the key; the queue is paused", metadata: ["server": "\(baseURL)"])
+                await waitForNewKey()
+            } else {
+                status.update { $0.connection = "offline"; $0.lastError = f.description }
+            }
+        } catch {
+            status.update { $0.connection = "offline"; $0.lastError = "\(error)" }
         }
     }
 

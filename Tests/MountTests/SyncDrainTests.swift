@@ -27,6 +27,7 @@ import Testing
     @Test func W5_theServerFollowsTheMountCreatesEditsTagsEdgesAndDeletes() throws {
         let (s, key, _, options) = try setUp()
         try MountHarness.with(options: options) { m in
+            #expect(MountHarness.eventually { status(m)["connection"] == .string("online") }, "an idle mount checks the server at once")
             #expect(m.sh("printf 'first body\\n' > types/core.note/first.md && printf 'second\\n' > types/core.note/second.md").status == 0)
             let first = m.sh("getfattr --only-values -n user.marfa.id types/core.note/first.md").out
             let second = m.sh("getfattr --only-values -n user.marfa.id types/core.note/second.md").out
@@ -80,9 +81,9 @@ import Testing
             #expect(s.stop() == 0)
             #expect(m.sh("printf 'written offline\\n' > types/core.note/offline.md").status == 0)
             let id = m.sh("getfattr --only-values -n user.marfa.id types/core.note/offline.md").out
-            #expect(MountHarness.eventually { status(m)["connection"] == .string("offline") }, "\(status(m))")
+            #expect(MountHarness.eventually { m.sh("cat .marfafs/pending").out.contains("retrying") }, "the mutation was tried and kept")
+            #expect(status(m)["connection"] == .string("offline"), "\(status(m))")
             #expect(status(m)["last_error"]?.stringValue?.contains("network") == true)
-            #expect(m.sh("cat .marfafs/pending").out.contains("retrying"))
             // A flush blocks while the server is away and returns once the queue is sent.
             let flushed = s.root + "/flushed"
             let reader = try #require(Shell.spawn(["/bin/cat", m.path(".marfafs/flush")], stdout: flushed, stderr: flushed + ".err"))
@@ -137,6 +138,17 @@ import Testing
             #expect(Shell.run([MountHarness.binary, "unmount", m.mountpoint, "--wait"]).status == 0)
             #expect(serverItem(s, key, last)["properties"]?.objectValue?["body"] == .string("last\n"))
         }
+    }
+
+    @Test func W18_aKeyTheServerRefusesShowsAtOnceOnAnIdleMount() throws {
+        let (s, _, file, options) = try setUp()
+        try ("marfa_k1_" + String(repeating: "0", count: 48) + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        chmod(file, 0o600)
+        try MountHarness.with(options: options) { m in
+            #expect(MountHarness.eventually { status(m)["connection"] == .string("unauthorized") }, "\(status(m))")
+            #expect(m.sh("printf 'x\\n' > types/core.note/x.md").status == 0, "the mount works on")
+        }
+        _ = s
     }
 
     @Test func W2_aBadServerOrKeyIsRefusedBeforeMounting() throws {
