@@ -242,7 +242,8 @@ import Testing
         let s = try ServerHarness()
         let key = try s.bootstrap()
         for i in 0..<5 { _ = s.call("POST", "/items", key: key, body: #"{"type":"core.note","properties":{"title":"n\#(i)"},"tags":["\#(i % 2 == 0 ? "even" : "odd")","all"]}"#) }
-        _ = s.call("POST", "/items", key: key, body: #"{"type":"core.file.image","properties":{"title":"i","filename":"i.png","mime_type":"image/png","blob_ref":"sha256:00"}}"#)
+        let png = s.call("POST", "/blobs", key: key, data: Data([0x89, 0x50, 0x4e, 0x47]), contentType: "image/png").json["hash"]?.stringValue ?? ""
+        #expect(s.call("POST", "/items", key: key, body: #"{"type":"core.file.image","properties":{"title":"i","filename":"i.png","mime_type":"image/png","blob_ref":"\#(png)"}}"#).status == 201)
         var seen: [String] = []
         var cursor: String?
         repeat {
