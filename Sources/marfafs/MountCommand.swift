@@ -178,15 +178,17 @@ enum MountPoint {
         }
     }
 
+    /// Aborts the dead mount's FUSE connection, then detaches it. In that order: once detached, its
+    /// connection number is free, and a mount made meanwhile (another marfafs, any FUSE program)
+    /// may get it; aborting by that number afterwards would kill the new mount.
     static func recoverDead(_ mnt: String) {
-        let minor = fuseMinor(mnt)
-        _ = run("/bin/fusermount3", ["-u", "-z", mnt])
-        if let minor {
+        if let minor = fuseMinor(mnt) {
             if !FileManager.default.fileExists(atPath: "/sys/fs/fuse/connections/\(minor)") {
                 _ = run("/bin/mount", ["-t", "fusectl", "fusectl", "/sys/fs/fuse/connections"])
             }
             try? "1".write(toFile: "/sys/fs/fuse/connections/\(minor)/abort", atomically: false, encoding: .utf8)
         }
+        _ = run("/bin/fusermount3", ["-u", "-z", mnt])
         _ = run("/bin/umount", ["-l", mnt])
     }
 
