@@ -81,8 +81,6 @@ public final class EventBell: Sendable {
         _ = state.withLock { $0.subscribers[id] }?.yield(.tick)
     }
 
-    var subscriberCount: Int { state.withLock { $0.subscribers.count } }
-
     /// Ends every stream, now and for good (graceful shutdown).
     func close() {
         let all = state.withLock { s -> [AsyncStream<Signal>.Continuation] in
@@ -152,18 +150,33 @@ extension ServerStore {
         }
     }
 
-    /// The types a `?type=` filter matches: the type and its subtypes, or a `prefix.*` pattern.
-    public func matchingTypes(_ p: Principal, _ pattern: String) throws -> (Set<String>, prefix: String?) {
-        if pattern.hasSuffix(".*") { return ([], String(pattern.dropLast(1))) }
-        return try pool.read { db in (Set(try typeAndSubtypes(db, tenantID: p.tenantID, pattern)), nil) }
+    /// What a `?type=` filter matches: the type and its subtypes, or a `prefix.*` pattern.
+    public struct TypeMatch: Sendable {
+        var matching: Set<String> = []
+        /// Every type the tenant had when this was made: an event of another type means a subtype
+        /// registered since, and the match must be made again.
+        var known: Set<String> = []
+        var prefix: String?
+        func matches(_ type: String) -> Bool { prefix.map { type.hasPrefix($0) } ?? matching.contains(type) }
+        func isStale(for type: String) -> Bool { prefix == nil && !known.contains(type) }
+    }
+
+    public func typeMatch(_ p: Principal, _ pattern: String) throws -> TypeMatch {
+        if pattern.hasSuffix(".*") { return TypeMatch(prefix: String(pattern.dropLast(1))) }
+        return try pool.read { db in
+            TypeMatch(matching: Set(try typeAndSubtypes(db, tenantID: p.tenantID, pattern)),
+                      known: Set(try types(db, tenantID: p.tenantID).map(\.id)))
+        }
     }
 
     /// Drops events older than `retention`, remembering per tenant the newest id dropped.
     public func pruneEvents(retention: Duration) throws {
         let seconds = Double(retention.components.seconds) + Double(retention.components.attoseconds) / 1e18
         let cutoff = Timestamp.format(Date(timeIntervalSinceNow: -seconds))
+        // Most calls (one per new stream) find nothing to drop: a read, not a write transaction.
+        let due = try pool.read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM events WHERE created_at < ?)", arguments: [cutoff]) ?? false }
+        guard due else { return }
         try pool.write { db in
-            guard try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM events WHERE created_at < ?)", arguments: [cutoff]) ?? false else { return }
             try db.execute(sql: """
                 INSERT INTO event_horizon(tenant_id, pruned_through)
                 SELECT tenant_id, max(id) FROM events WHERE created_at < ? GROUP BY tenant_id
@@ -187,7 +200,7 @@ struct EventStreamer: Sendable {
         (id.map { "id: \($0)\n" } ?? "") + "event: \(event)\ndata: \(data)\n\n"
     }
 
-    func passes(_ e: ServerStore.LoggedEvent, types: (Set<String>, prefix: String?)?) -> Bool {
+    func passes(_ e: ServerStore.LoggedEvent, types: ServerStore.TypeMatch?) -> Bool {
         let p = principal
         if let t = e.itemType, !p.may("read", type: t) { return false }
         if let s = e.sourceType, !p.may("read", type: s) { return false }
@@ -196,8 +209,7 @@ struct EventStreamer: Sendable {
         if filter.type != nil || !filter.edgeTypes.isEmpty {
             if let et = e.edgeType { return filter.edgeTypes.contains(et) }
             guard let types, let t = e.itemType else { return false }
-            if let prefix = types.prefix { return t.hasPrefix(prefix) }
-            return types.0.contains(t)
+            return types.matches(t)
         }
         return true
     }
@@ -218,10 +230,14 @@ struct EventStreamer: Sendable {
         var sentSinceTick = false
         var wake = signals.makeAsyncIterator()
         try await send(": ping\n\n")
+        // Made once, and again only when an event names a type registered since.
+        var types = try filter.type.map { try store.typeMatch(principal, $0) }
         while true {
             let batch = try store.events(principal, after: last)
             if !batch.isEmpty {
-                let types = try filter.type.map { try store.matchingTypes(principal, $0) }
+                if let pattern = filter.type, let t = types, batch.contains(where: { $0.itemType.map(t.isStale) ?? false }) {
+                    types = try store.typeMatch(principal, pattern)
+                }
                 var out = ""
                 for e in batch where passes(e, types: types) { out += Self.frame(id: e.id, event: e.name, data: e.data) }
                 last = batch.last!.id

@@ -177,12 +177,11 @@ struct API: Sendable {
         return q
     }
 
-    func changeTags(_ request: Request, _ context: BasicRequestContext, replace: Bool) async throws -> Response {
+    /// A write: the caller, its JSON body (empty for DELETE), and `run` once per `Idempotency-Key` (W-5).
+    func write(_ request: Request, _ run: (Principal, [String: JSONValue]) throws -> (Int, [String: JSONValue])) async throws -> Response {
         let p = try principal(request)
         let (text, b) = try await body(request)
-        let tags = try ServerStore.checkTags(b["tags"] ?? .array([]))
-        let id = try id(context)
-        return try idempotent(request, p, bodyText: text) { (200, try store.changeTags(p, id, replace ? .replace(tags) : .add(tags))) }
+        return try idempotent(request, p, bodyText: text) { try run(p, b) }
     }
 
     func register(_ router: Router<BasicRequestContext>) {
@@ -244,18 +243,10 @@ struct API: Sendable {
             let t = try store.getType(try principal(request), try id(context))
             return json(200, JSONCoding.object(from: JSONCoding.encode(t)))
         }
-        router.post("/types") { request, _ -> Response in
-            let p = try principal(request)
-            let (text, b) = try await body(request)
-            return try idempotent(request, p, bodyText: text) { try store.registerType(p, b) }
-        }
+        router.post("/types") { request, _ in try await write(request) { try store.registerType($0, $1) } }
 
         // Edges (W-11, W-12)
-        router.post("/edges") { request, _ -> Response in
-            let p = try principal(request)
-            let (text, b) = try await body(request)
-            return try idempotent(request, p, bodyText: text) { try store.createEdge(p, b) }
-        }
+        router.post("/edges") { request, _ in try await write(request) { try store.createEdge($0, $1) } }
         router.get("/edges") { request, _ -> Response in
             let p = try principal(request)
             return json(200, try store.listEdges(p, try edgeQuery(request)))
@@ -264,11 +255,7 @@ struct API: Sendable {
             let p = try principal(request)
             return json(200, try store.getEdge(p, try id(context)))
         }
-        router.delete("/edges/:id") { request, context -> Response in
-            let p = try principal(request)
-            let id = try id(context)
-            return try idempotent(request, p, bodyText: "") { (200, try store.deleteEdge(p, id)) }
-        }
+        router.delete("/edges/:id") { request, context in try await write(request) { p, _ in (200, try store.deleteEdge(p, try id(context))) } }
         router.get("/items/:id/edges") { request, context -> Response in
             let p = try principal(request)
             return json(200, try store.listEdges(p, try edgeQuery(request, item: (try id(context), "source"))))
@@ -351,11 +338,7 @@ struct API: Sendable {
         }
 
         // Items (§2)
-        router.post("/items") { request, _ -> Response in
-            let p = try principal(request)
-            let (text, b) = try await body(request)
-            return try idempotent(request, p, bodyText: text) { try store.createItem(p, b) }
-        }
+        router.post("/items") { request, _ in try await write(request) { try store.createItem($0, $1) } }
         router.get("/items") { request, _ -> Response in
             let p = try principal(request)
             return json(200, try store.listItems(p, try listQuery(request)))
@@ -364,28 +347,18 @@ struct API: Sendable {
             let p = try principal(request)
             return json(200, try store.getItem(p, try id(context)))
         }
-        router.patch("/items/:id") { request, context -> Response in
-            let p = try principal(request)
-            let (text, b) = try await body(request)
-            let id = try id(context)
-            return try idempotent(request, p, bodyText: text) { (200, try store.patchItem(p, id, b)) }
+        router.patch("/items/:id") { request, context in try await write(request) { (200, try store.patchItem($0, try id(context), $1)) } }
+        router.delete("/items/:id") { request, context in
+            try await write(request) { p, _ in _ = try store.setState(p, try id(context), to: "trashed"); return (200, ["ok": .bool(true)]) }
         }
-        router.delete("/items/:id") { request, context -> Response in
-            let p = try principal(request)
-            let id = try id(context)
-            return try idempotent(request, p, bodyText: "") { _ = try store.setState(p, id, to: "trashed"); return (200, ["ok": .bool(true)]) }
+        router.post("/items/:id/transition") { request, context in
+            try await write(request) { p, b in
+                guard let state = try ServerStore.enumField(b, "state", ServerStore.states) else { throw APIError.missing("state") }
+                return (200, try store.setState(p, try id(context), to: state))
+            }
         }
-        router.post("/items/:id/transition") { request, context -> Response in
-            let p = try principal(request)
-            let (text, b) = try await body(request)
-            let id = try id(context)
-            guard let state = try ServerStore.enumField(b, "state", ServerStore.states) else { throw APIError.missing("state") }
-            return try idempotent(request, p, bodyText: text) { (200, try store.setState(p, id, to: state)) }
-        }
-        router.post("/items/:id/restore") { request, context -> Response in
-            let p = try principal(request)
-            let id = try id(context)
-            return try idempotent(request, p, bodyText: "") { (200, try store.setState(p, id, to: "active", restore: true)) }
+        router.post("/items/:id/restore") { request, context in
+            try await write(request) { p, _ in (200, try store.setState(p, try id(context), to: "active", restore: true)) }
         }
         router.get("/items/:id/versions") { request, context -> Response in
             let p = try principal(request)
@@ -394,21 +367,23 @@ struct API: Sendable {
 
         // Tags (§2 metadata)
         // PUT replaces the tag set, PATCH adds to it.
-        router.put("/items/:id/metadata") { request, context in try await changeTags(request, context, replace: true) }
-        router.patch("/items/:id/metadata") { request, context in try await changeTags(request, context, replace: false) }
-        router.post("/items/:id/tags") { request, context -> Response in
-            let p = try principal(request)
-            let (text, b) = try await body(request)
-            guard b["tags"] != nil else { throw APIError.missing("tags") }
-            let tags = try ServerStore.checkTags(b["tags"])
-            let id = try id(context)
-            return try idempotent(request, p, bodyText: text) { (200, try store.changeTags(p, id, .add(tags))) }
+        router.put("/items/:id/metadata") { request, context in
+            try await write(request) { p, b in (200, try store.changeTags(p, try id(context), .replace(try ServerStore.checkTags(b["tags"] ?? .array([]))))) }
         }
-        router.delete("/items/:id/tags/:tag") { request, context -> Response in
-            let p = try principal(request)
-            let id = try id(context)
-            guard let tag = context.parameters.get("tag") else { throw APIError.missing("tag") }
-            return try idempotent(request, p, bodyText: "") { (200, try store.changeTags(p, id, .remove(tag))) }
+        router.patch("/items/:id/metadata") { request, context in
+            try await write(request) { p, b in (200, try store.changeTags(p, try id(context), .add(try ServerStore.checkTags(b["tags"] ?? .array([]))))) }
+        }
+        router.post("/items/:id/tags") { request, context in
+            try await write(request) { p, b in
+                guard b["tags"] != nil else { throw APIError.missing("tags") }
+                return (200, try store.changeTags(p, try id(context), .add(try ServerStore.checkTags(b["tags"]))))
+            }
+        }
+        router.delete("/items/:id/tags/:tag") { request, context in
+            try await write(request) { p, _ in
+                guard let tag = context.parameters.get("tag") else { throw APIError.missing("tag") }
+                return (200, try store.changeTags(p, try id(context), .remove(tag)))
+            }
         }
         router.get("/metadata/tags") { request, _ -> Response in
             let p = try principal(request)

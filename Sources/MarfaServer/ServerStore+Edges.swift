@@ -179,9 +179,8 @@ extension ServerStore {
             var args: [any DatabaseValueConvertible] = []
             var conditions = ["e.tenant_id = ?"]
             args.append(p.tenantID)
-            if p.typePermissions != nil {
+            if let readable = try readableTypes(db, p) {
                 // Edges whose two ends the key can read.
-                let readable = try types(db, tenantID: p.tenantID).map(\.id).filter { p.may("read", type: $0) }
                 let list = readable.isEmpty ? "NULL" : readable.map { _ in "?" }.joined(separator: ",")
                 sql += " JOIN items s ON s.tenant_id = e.tenant_id AND s.id = e.source_id JOIN items t ON t.tenant_id = e.tenant_id AND t.id = e.target_id"
                 conditions += ["s.type IN (\(list))", "t.type IN (\(list))"]

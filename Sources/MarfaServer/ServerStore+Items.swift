@@ -160,7 +160,7 @@ extension ServerStore {
                 args += ids
             }
             // A member key reads the types it has a permission on, and their subtypes.
-            if p.typePermissions != nil { typeIn(try types(db, tenantID: p.tenantID).map(\.id).filter { p.may("read", type: $0) }) }
+            if let readable = try readableTypes(db, p) { typeIn(readable) }
             if let t = q.type { typeIn(try typeAndSubtypes(db, tenantID: p.tenantID, t)) }
             switch q.state {
             case nil: sql += " AND state != 'trashed'"

@@ -34,6 +34,12 @@ extension ServerStore {
         }.sorted()
     }
 
+    /// The types a member key may read (its permissions, with subtypes); nil for a key that reads all.
+    func readableTypes(_ db: Database, _ p: Principal) throws -> [String]? {
+        guard p.typePermissions != nil else { return nil }
+        return try types(db, tenantID: p.tenantID).map(\.id).filter { p.may("read", type: $0) }
+    }
+
     /// The parents of the tenant's custom types (for permission checks on subtypes).
     func customParents(_ db: Database, tenantID: String) throws -> [String: String] {
         var out: [String: String] = [:]

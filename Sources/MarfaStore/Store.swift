@@ -140,10 +140,6 @@ public final class Store: Sendable {
         try pool.read { db in try Row.fetchAll(db, sql: "SELECT * FROM mutations ORDER BY seq").map(Mutation.init(row:)) }
     }
 
-    public func queueDepth() throws -> Int {
-        try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM mutations") ?? 0 }
-    }
-
     public func itemCount() throws -> Int {
         try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM items") ?? 0 }
     }

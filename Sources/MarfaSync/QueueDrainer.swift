@@ -14,7 +14,6 @@ public final class SyncStatus: Sendable {
         public var connection = "connecting"
         public var lastError: String?
         public var sent = 0
-        public var retryAt: Date?
     }
     private let state: Mutex<Snapshot>
     public init(server: String) { state = Mutex(Snapshot(server: server)) }
@@ -56,7 +55,8 @@ public actor QueueDrainer {
         client = WireClient(baseURL: baseURL, credential: credential)
     }
 
-    enum Outcome { case sent, wait(Double), paused }
+    /// `done`: the mutation left the line (sent, kept as a conflict, or refused); its item changed.
+    enum Outcome { case done, wait(Double), paused }
 
     /// Runs until the task is cancelled.
     public func run() async {
@@ -72,17 +72,20 @@ public actor QueueDrainer {
                 try? await Task.sleep(for: idle)
                 continue
             }
-            for m in batch {
-                if Task.isCancelled { break }
+            // The mount refreshes the items of a batch once, not once per mutation.
+            var changed: [String] = []
+            var stop: Outcome?
+            for m in batch where stop == nil && !Task.isCancelled {
                 switch await send(m) {
-                case .sent: continue
-                case .wait(let seconds):
-                    status.update { $0.retryAt = Date().addingTimeInterval(seconds) }
-                    try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
-                case .paused:
-                    await waitForNewKey()
+                case .done: if !changed.contains(m.itemID) { changed.append(m.itemID) }
+                case let other: stop = other
                 }
-                break
+            }
+            if !changed.isEmpty { onChange(changed) }
+            switch stop {
+            case .wait(let seconds)?: try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+            case .paused?: await waitForNewKey()
+            case .done?, nil: break
             }
         }
         await client.shutdown()
@@ -106,9 +109,8 @@ public actor QueueDrainer {
             let version: Int64? = { if case .int(let v)? = resp.json["item"]?.objectValue?["version"] { return v }; return nil }()
             try store.acknowledge(seq: m.seq, itemID: m.itemID, serverVersion: version)
             attempt = 0
-            status.update { $0.connection = "online"; $0.sent += 1; $0.retryAt = nil; $0.lastError = nil }
-            onChange([m.itemID])
-            return .sent
+            status.update { $0.connection = "online"; $0.sent += 1; $0.lastError = nil }
+            return .done
         } catch let f as WireFailure {
             switch f {
             case _ where f.isRetryable:
@@ -121,14 +123,12 @@ public actor QueueDrainer {
                 return .wait(wait)
             case .unauthorized:
                 try? store.retryLater(seq: m.seq, error: f.description)
-                status.update { $0.connection = "unauthorized"; $0.lastError = "\(f.description) — the queue is paused until a valid key is configured" }
-                log.error("the server refused the key; the queue is paused", metadata: ["server": "\(baseURL)"])
+                paused(by: f)
                 return .paused
             case .conflict(let r):
                 try? store.markConflict(seq: m.seq, itemID: m.itemID, error: f.description, context: String(decoding: r.body, as: UTF8.self))
                 status.update { $0.lastError = "\(m.itemID): \(f.description)" }
-                onChange([m.itemID])
-                return .sent
+                return .done
             default:
                 return refuse(m, f.description)
             }
@@ -145,8 +145,7 @@ public actor QueueDrainer {
             status.update { $0.connection = "online"; $0.lastError = nil }
         } catch let f as WireFailure {
             if case .unauthorized = f {
-                status.update { $0.connection = "unauthorized"; $0.lastError = "\(f.description) — the queue is paused until a valid key is configured" }
-                log.error("the server refused the key; the queue is paused", metadata: ["server": "\(baseURL)"])
+                paused(by: f)
                 await waitForNewKey()
             } else {
                 status.update { $0.connection = "offline"; $0.lastError = f.description }
@@ -160,8 +159,13 @@ public actor QueueDrainer {
         try? store.reject(seq: m.seq, itemID: m.itemID, error: reason)
         status.update { $0.lastError = "\(m.itemID): \(reason)" }
         log.error("the server refused a change; the item keeps its bytes as rejected", metadata: ["item": "\(m.itemID)", "error": "\(reason)"])
-        onChange([m.itemID])
-        return .sent
+        return .done
+    }
+
+    /// A 401 (at start or on a send): the status says so until a new key is configured.
+    func paused(by f: WireFailure) {
+        status.update { $0.connection = "unauthorized"; $0.lastError = "\(f.description) — the queue is paused until a valid key is configured" }
+        log.error("the server refused the key; the queue is paused", metadata: ["server": "\(baseURL)"])
     }
 
     /// After a 401: re-reads the key every 2 s; a different key resumes the queue.

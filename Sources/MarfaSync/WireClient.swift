@@ -49,6 +49,16 @@ public struct WireResponse: Sendable {
     /// The W-3 envelope's `error.code`, if any.
     public var errorCode: String? { json["error"]?.objectValue?["code"]?.stringValue }
     public var errorMessage: String? { json["error"]?.objectValue?["message"]?.stringValue }
+
+    init(status: Int, headers: [String: String], body: [UInt8]) { self.status = status; self.headers = headers; self.body = body }
+
+    /// Reads a whole answer (up to `maxBody` bytes).
+    init(_ resp: HTTPClientResponse, maxBody: Int) async throws {
+        let body = try await resp.body.collect(upTo: maxBody)
+        var headers: [String: String] = [:]
+        for h in resp.headers { headers[h.name.lowercased()] = h.value }
+        self.init(status: Int(resp.status.code), headers: headers, body: Array(body.readableBytesView))
+    }
 }
 
 /// Why a call did not succeed, as the queue must treat it (issue: retry network errors, 5xx and
@@ -137,7 +147,6 @@ public final class WireClient: Sendable {
         req.headers.add(name: "Authorization", value: "Bearer \(credential.token)")
         req.headers.add(name: "Accept", value: "application/json")
         if let k = r.idempotencyKey { req.headers.add(name: "Idempotency-Key", value: k) }
-        for (n, v) in r.headers { req.headers.add(name: n, value: v) }
         switch r.body {
         case .none: break
         case .json(let o):
@@ -154,10 +163,7 @@ public final class WireClient: Sendable {
     public func send(_ r: WireRequest, maxBody: Int = 64 << 20) async throws -> WireResponse {
         do {
             let resp = try await calls.execute(httpRequest(r), timeout: timeout)
-            let body = try await resp.body.collect(upTo: maxBody)
-            var headers: [String: String] = [:]
-            for h in resp.headers { headers[h.name.lowercased()] = h.value }
-            return WireResponse(status: Int(resp.status.code), headers: headers, body: Array(body.readableBytesView))
+            return try await WireResponse(resp, maxBody: maxBody)
         } catch {
             throw WireFailure.network(String(describing: error))
         }
@@ -174,9 +180,8 @@ public final class WireClient: Sendable {
     /// `GET /events` (W-14..W-17): what the stream says, until the server closes it, the
     /// connection fails, or nothing arrives for `silence` seconds (then `WireFailure.silent`).
     public func events(query: String = "", lastEventID: String?, silence: Double = 60) -> AsyncThrowingStream<SSEItem, Error> {
-        var req = HTTPClientRequest(url: baseURL + "/events" + query)
-        req.headers.add(name: "Authorization", value: "Bearer \(credential.token)")
-        req.headers.add(name: "Accept", value: "text/event-stream")
+        var req = httpRequest(WireRequest(method: "GET", path: "/events" + query))
+        req.headers.replaceOrAdd(name: "Accept", value: "text/event-stream")
         if let lastEventID { req.headers.add(name: "Last-Event-ID", value: lastEventID) }
         let client = stream, request = req
         return AsyncThrowingStream { continuation in
@@ -184,12 +189,7 @@ public final class WireClient: Sendable {
                 let lastByte = LastByte()
                 do {
                     let resp = try await client.execute(request, timeout: .hours(24 * 365))
-                    guard resp.status == .ok else {
-                        let body = try await resp.body.collect(upTo: 1 << 20)
-                        var headers: [String: String] = [:]
-                        for h in resp.headers { headers[h.name.lowercased()] = h.value }
-                        throw WireFailure.of(WireResponse(status: Int(resp.status.code), headers: headers, body: Array(body.readableBytesView)))
-                    }
+                    guard resp.status == .ok else { throw WireFailure.of(try await WireResponse(resp, maxBody: 1 << 20)) }
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         group.addTask {
                             var parser = SSEParser()

@@ -14,15 +14,9 @@ public struct WireRequest: Sendable, Equatable {
     public var path: String
     public var body: Body = .none
     public var idempotencyKey: String?
-    public var headers: [(String, String)] = []
 
     public init(method: String, path: String, body: Body = .none, idempotencyKey: String? = nil) {
         self.method = method; self.path = path; self.body = body; self.idempotencyKey = idempotencyKey
-    }
-
-    public static func == (a: WireRequest, b: WireRequest) -> Bool {
-        a.method == b.method && a.path == b.path && a.body == b.body && a.idempotencyKey == b.idempotencyKey
-            && a.headers.map { "\($0.0): \($0.1)" } == b.headers.map { "\($0.0): \($0.1)" }
     }
 
     /// A path segment, percent-encoded (ids are opaque strings, W-1).

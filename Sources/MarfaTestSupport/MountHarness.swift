@@ -189,6 +189,13 @@ public enum Shell {
         return (pid, rc)
     }
 
+    /// SIGKILL to a child started with `spawn`, then reaps it.
+    public static func killAndReap(_ pid: pid_t) {
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
+
     /// Starts a program in the background (output appended to the given files, else discarded); returns its pid.
     public static func spawn(_ argv: [String], stdout: String = "/dev/null", stderr: String = "/dev/null") -> pid_t? {
         let (pid, rc) = launch(argv, stdout: stdout, stderr: stderr, append: true)

@@ -55,18 +55,19 @@ public final class ServerHarness: @unchecked Sendable {
             if waitpid(pid, &status, WNOHANG) == pid { pid = 0; return (status >> 8) & 0xff }
             usleep(10_000)
         }
-        kill(pid, SIGKILL); waitpid(pid, &status, 0); pid = 0
+        Shell.killAndReap(pid); pid = 0
         return -1
     }
 
     /// SIGKILL: the server dies mid-whatever, as in a crash.
     public func kill9() {
         guard pid > 0 else { return }
-        kill(pid, SIGKILL)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
-        pid = 0
+        Shell.killAndReap(pid); pid = 0
     }
+
+    /// SIGSTOP / SIGCONT: a server that accepts connections but answers nothing until resumed.
+    public func pause() { if pid > 0 { kill(pid, SIGSTOP) } }
+    public func resume() { if pid > 0 { kill(pid, SIGCONT) } }
 
     deinit { stop(); try? FileManager.default.removeItem(atPath: root) }
 
@@ -190,10 +191,7 @@ public final class EventTap: @unchecked Sendable {
 
     public func close() {
         guard pid > 0 else { return }
-        kill(pid, SIGKILL)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
-        pid = 0
+        Shell.killAndReap(pid); pid = 0
     }
 
     deinit { close() }

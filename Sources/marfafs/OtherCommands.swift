@@ -3,7 +3,7 @@ import Foundation
 import MarfaStore
 
 /// Reads `.marfafs/flush`, which returns once the queue is sent (or paused for a key); nil if
-/// `mnt` is not a marfafs mount. Exits 1 unless the queue is empty.
+/// `mnt` is not a marfafs mount. The text starts with `ok` when the queue is empty.
 func waitForQueue(_ mnt: String) -> String? {
     try? String(contentsOfFile: mnt + "/.marfafs/flush", encoding: .utf8)
 }

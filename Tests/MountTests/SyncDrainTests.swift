@@ -123,9 +123,16 @@ import Testing
     @Test func W5_aKilledDaemonResendsUnderTheSameKeysAndNothingIsDuplicated() throws {
         let (s, key, _, options) = try setUp()
         try MountHarness.with(options: options) { m in
+            #expect(MountHarness.eventually { status(m)["connection"] == .string("online") })
+            // The server takes connections but answers nothing: the first create is on the wire,
+            // unanswered, when the daemon dies. The server applies it afterwards, and the
+            // remounted daemon sends it again under the same key.
+            s.pause()
             for i in 0..<40 { m.sh("printf 'note \(i)\\n' > types/core.note/n\(i).md") }
             m.settle()
+            #expect(MountHarness.eventually { m.sql("SELECT count(*) FROM mutations WHERE state = 'sending'") == "1" }, "killed mid-send")
             m.killDaemon()
+            s.resume()
             let atKill = (s.call("GET", "/items?state=any&limit=200", key: key).json["data"]).map { if case .array(let a) = $0 { return a.count }; return -1 } ?? -1
             try m.mount()
             #expect(MountHarness.eventually(timeout: 30) { status(m)["queue_depth"] == .int(0) }, "\(status(m))")

@@ -63,6 +63,7 @@ import Testing
         #expect(s.call("POST", "/items/\(id)/restore", key: other).status == 404)
         #expect(s.call("GET", "/items/\(id)/versions", key: other).status == 404)
         #expect(s.call("PUT", "/items/\(id)/metadata", key: other, body: #"{"tags":["x"]}"#).status == 404)
+        #expect(s.call("PATCH", "/items/\(id)/metadata", key: other, body: #"{"tags":["x"]}"#).status == 404)
         #expect(s.call("POST", "/items/\(id)/tags", key: other, body: #"{"tags":["x"]}"#).status == 404)
         #expect(s.call("DELETE", "/items/\(id)/tags/x", key: other).status == 404)
         #expect(s.call("GET", "/items?state=any", key: other).json["data"] == .array([]))
@@ -93,6 +94,8 @@ import Testing
                 "a stream replays and follows only its own tenant: \(stream.text)")
         let keyID = try #require(s.call("GET", "/keys", key: admin).json["keys"].flatMap { if case .array(let a) = $0 { return a.first?.objectValue?["id"]?.stringValue }; return nil })
         #expect(s.call("DELETE", "/keys/\(keyID)", key: other).status == 404, "a key of another tenant cannot be revoked")
+        #expect(!s.call("GET", "/keys", key: other).body.contains(keyID), "nor listed")
+        #expect(s.call("GET", "/tenants/current", key: other).json["tenant"]?.objectValue?["name"] == .string("second"))
         // The same client-minted id in another tenant is another item.
         #expect(note(s, other, id: "shared-id").status == 201)
         #expect(s.call("GET", "/items/shared-id", key: other).item["properties"]?.objectValue?["body"]?.stringValue == "one")
