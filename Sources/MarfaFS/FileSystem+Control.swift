@@ -19,8 +19,8 @@ extension FileSystem {
         switch ControlFile(rawValue: name) {
         case .status?: return statusJSON() + "\n"
         case .pending?: return pendingText()
-        case .conflicts?: return ""
-        case .events?: return ""
+        case .conflicts?: return conflictsText()
+        case .events?: return syncEvents?() ?? ""
         case .flush?: return flushAnswer()
         case nil: return ""
         }
@@ -40,13 +40,29 @@ extension FileSystem {
             "items": .int(Int64(catalog.items.count)),
             "queue_depth": .int(Int64(muts.count)),
             "oldest_pending_age_seconds": oldest.map { .double(($0 * 1000).rounded() / 1000) } ?? .null,
-            "conflicts": .int(Int64(muts.filter { $0.state == "conflict" }.count)),
+            "conflicts": .int(Int64(muts.filter { $0.state == "conflict" }.count + ((try? store.conflictedCopies().count) ?? 0))),
             "rejected": .int(Int64(muts.filter { $0.state == "rejected" }.count)),
             "invalid": .array(invalid.map { .object(["id": .string($0.0), "error": $0.1.map(JSONValue.string) ?? .null]) }),
             "last_error": .null,
         ]
         if let sync = syncStatus?() { obj.merge(sync) { _, engine in engine } }
         return JSONCoding.encode(obj)
+    }
+
+    /// `.marfafs/conflicts` (FS-21): `<copy> <TAB> <original>` per conflicted copy (paths from
+    /// the mount root), then `held <TAB> <item> <TAB> <reason>` per conflict left for a save.
+    func conflictsText() -> String {
+        var out = ""
+        for (copy, original) in (try? store.conflictedCopies()) ?? [] {
+            let c = (try? canonicalPath(copy.rowid)) ?? copy.id
+            let o = original.flatMap { catalog.byID[$0] }.flatMap { try? canonicalPath($0) } ?? original ?? "-"
+            out += "\(c)\t\(o)\n"
+        }
+        for m in (try? store.mutations()) ?? [] where m.state == "conflict" {
+            let path = catalog.byID[m.itemID].flatMap { try? canonicalPath($0) } ?? m.itemID
+            out += "held\t\(path)\t\(m.lastError?.split(separator: "\n").first.map(String.init) ?? "")\n"
+        }
+        return out
     }
 
     func pendingText() -> String {

@@ -19,6 +19,10 @@ public final class FileSystem: @unchecked Sendable {
     /// With a server configured: the sync engine's part of `.marfafs/status` (mode, server,
     /// connection, last error).
     public var syncStatus: (@Sendable () -> [String: JSONValue])?
+    /// Fetches an uncached blob into the store's cache (the sync engine); false if it cannot.
+    public var fetchBlob: (@Sendable (String) -> Bool)?
+    /// The latest sync events as JSON lines (`.marfafs/events`).
+    public var syncEvents: (@Sendable () -> String)?
     /// Seconds the kernel may cache entries and attributes of items and directories.
     public var cacheTimeout: Double = 86_400
     let uid: UInt32
@@ -153,11 +157,11 @@ public final class FileSystem: @unchecked Sendable {
         case .item(let r):
             guard let s = summary else { throw FSError(.notFound, "item \(r)") }
             if TypeSchema.isBlobType(s.type), let h = s.blobRef {
-                guard let bytes = store.blobs.read(hash: h, offset: offset, count: size) else {
-                    log.error("blob is not in the local cache and no server is configured", metadata: ["item.id": "\(s.id)", "blob": "\(h)"])
-                    throw FSError(.io, "blob \(h) of \(s.id) is not cached")
-                }
-                return bytes
+                if let bytes = store.blobs.read(hash: h, offset: offset, count: size) { return bytes }
+                // FS-11: fetched from the server on first read (outside the lock: only this read waits).
+                if let fetch = fetchBlob, fetch(h), let bytes = store.blobs.read(hash: h, offset: offset, count: size) { return bytes }
+                log.error("blob is not in the local cache and could not be fetched", metadata: ["item.id": "\(s.id)", "blob": "\(h)"])
+                throw FSError(.io, "blob \(h) of \(s.id) is not cached")
             }
             let bytes = try store.textContent(rowid: r)
             return Self.slice(bytes, offset: offset, size: size)
@@ -237,18 +241,47 @@ public final class FileSystem: @unchecked Sendable {
         }
     }
 
-    /// Items something other than the mount changed in the store (the sync engine): their entries
-    /// and attributes are read again, and the kernel is told.
-    public func itemsChangedInStore(_ ids: [String]) {
+    /// What something other than the mount (the sync engine) changed in the store: items are read
+    /// again (names, attributes, tags, state), edges added or removed, and the kernel is told, so
+    /// a `cat` shows the new bytes and listings the new names (FS-19).
+    public func storeChanged(_ c: StoreChanges) {
+        if c.isEmpty { return }
         let inv: [Invalidation] = locked {
             var out: [Invalidation] = []
-            for id in ids {
-                guard let r = catalog.byID[id] else { continue }
-                do { out += try refreshItem(r) } catch { log.error("refreshing an item failed", metadata: ["item": "\(id)", "error": "\(error)"]) }
+            for id in c.items.union(c.content) {
+                do {
+                    var r = catalog.byID[id]
+                    if r == nil { r = try store.summary(id: id)?.rowid }
+                    guard let r else { continue }
+                    out += try refreshItem(r, contentChanged: c.content.contains(id))
+                } catch { log.error("refreshing an item failed", metadata: ["item": "\(id)", "error": "\(error)"]) }
+            }
+            for rec in c.edgesRemoved {
+                guard let e = catalog.edges.first(where: { $0.value.edge.id == rec.edge.id })?.value else { continue }
+                out += edgeInvalidations(e)
+                catalog.removeEdge(e.rowid)
+            }
+            for id in c.edgesAdded {
+                do {
+                    guard let rec = try store.edge(id: id) else { continue }
+                    catalog.addEdge(rec)
+                    out += edgeInvalidations(rec)
+                } catch { log.error("reading an edge failed", metadata: ["edge": "\(id)", "error": "\(error)"]) }
             }
             return out
         }
         notify(inv)
+    }
+
+    /// Every directory entry an edge shows in: `links/` under its source, `backlinks/` under its target.
+    func edgeInvalidations(_ rec: EdgeRecord) -> [Invalidation] {
+        guard let s = catalog.byID[rec.edge.sourceID], let t = catalog.byID[rec.edge.targetID],
+              let ss = catalog.items[s], let ts = catalog.items[t] else { return [] }
+        let et = rec.edge.edgeType
+        return invalidations((.linkEdgeDir(false, s, et), []), (.linkEdgeDir(true, t, et), []),
+                             (.linkItemDir(false, s), [et]), (.linkItemDir(true, t), [et]),
+                             (.linkTypeDir(false, ss.type), [catalog.name(of: s) ?? ""]), (.linkTypeDir(true, ts.type), [catalog.name(of: t) ?? ""]),
+                             (.linksRoot, [ss.type]), (.backlinksRoot, [ts.type]))
     }
 
     public func fsync(_ ino: UInt64) throws {

@@ -13,6 +13,7 @@ public enum JSONValue: Hashable, Sendable {
 
     public var stringValue: String? { if case .string(let s) = self { return s }; return nil }
     public var objectValue: [String: JSONValue]? { if case .object(let o) = self { return o }; return nil }
+    public var arrayValue: [JSONValue]? { if case .array(let a) = self { return a }; return nil }
 }
 
 extension JSONValue: Codable {

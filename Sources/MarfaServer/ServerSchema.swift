@@ -58,6 +58,10 @@ enum ServerSchema {
             CREATE TABLE event_horizon(tenant_id TEXT PRIMARY KEY, pruned_through INTEGER NOT NULL);
             """)
         }
+        m.registerMigration("v3-extensions") { db in
+            // Item extensions (`metadata.extensions`): namespace → JSON, e.g. `fs.xattr` (FS-17).
+            try db.execute(sql: "ALTER TABLE items ADD COLUMN extensions TEXT NOT NULL DEFAULT '{}'")
+        }
         return m
     }
 }

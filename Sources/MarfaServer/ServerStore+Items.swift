@@ -80,7 +80,14 @@ extension ServerStore {
     func envelope(_ db: Database, _ p: Principal, _ r: Row) throws -> [String: JSONValue] {
         let id: String = r["id"]
         return ["item": .object(Self.itemJSON(r)),
-                "metadata": .object(["item_id": .string(id), "tags": .array(try tags(db, p, id).map(JSONValue.string)), "extensions": .object([:])])]
+                "metadata": .object(["item_id": .string(id), "tags": .array(try tags(db, p, id).map(JSONValue.string)),
+                                     "extensions": .object(JSONCoding.object(from: r["extensions"]))])]
+    }
+
+    /// `metadata.changed`'s data: the item's tags, tier, state and extensions as they are now.
+    func metadataEvent(_ db: Database, _ p: Principal, _ r: Row) throws -> [String: JSONValue] {
+        ["item_id": .string(r["id"]), "tags": .array(try tags(db, p, r["id"]).map(JSONValue.string)), "tier": .string(r["tier"]),
+         "state": .string(r["state"]), "extensions": .object(JSONCoding.object(from: r["extensions"]))]
     }
 
     // MARK: create, read, list
@@ -129,6 +136,7 @@ extension ServerStore {
             for tag in tags { try db.execute(sql: "INSERT INTO tags(tenant_id, item_id, tag) VALUES (?, ?, ?)", arguments: [p.tenantID, id, tag]) }
             let r = try row(db, p, id)!
             try appendEvent(db, p, name: "item.created", itemType: typeID, data: Self.itemJSON(r))
+            if !tags.isEmpty { try appendEvent(db, p, name: "metadata.changed", itemType: typeID, data: try metadataEvent(db, p, r)) }
             return (201, try envelope(db, p, r))
         }
     }
@@ -214,6 +222,11 @@ extension ServerStore {
         default: throw APIError.validation("properties_mode is merge or replace", field: "properties_mode")
         }
         let tier = try Self.enumField(body, "tier", Self.tiers)
+        var extPatch: [String: JSONValue]?
+        if let v = body["extensions"], v != .null {
+            guard case .object(let o) = v else { throw APIError.validation("extensions must be an object of namespaces", field: "extensions") }
+            extPatch = o
+        }
         return try pool.write { db in
             let r = try writable(db, p, id)
             let t = try type(db, tenantID: p.tenantID, r["type"])
@@ -242,14 +255,26 @@ extension ServerStore {
                                                  "fields": .object(t.mergePolicy.fields.mapValues { .string($0.rawValue) })]),
                     ])
                 }
-                // A stale edit of fields the server did not change: applied over the current state.
-                if replace { next = current.merging(patch.filter { requestChanged.contains($0.key) }) { _, new in new } }
+                // A stale edit of fields the server did not change: only the fields it changed are
+                // applied over the current state, so the server's own changes stay.
+                next = current.merging(patch.filter { requestChanged.contains($0.key) }) { _, new in new }
+                next = next.filter { $0.value != .null || replace }
+                if replace { for k in requestChanged where patch[k] == nil { next.removeValue(forKey: k) } }
             }
             try Self.checkProperties(next, type: t, complete: true)
             if next["blob_ref"] != current["blob_ref"] || next["attachments"] != current["attachments"] {
                 try checkBlobRefs(db, p, next, type: r["type"])
             }
             let now = Self.now()
+            // Extensions (metadata): each namespace given replaces the stored one; null removes it.
+            let oldExt = JSONCoding.object(from: r["extensions"])
+            var newExt = oldExt
+            for (k, v) in extPatch ?? [:] { if v == .null { newExt.removeValue(forKey: k) } else { newExt[k] = v } }
+            if newExt != oldExt {
+                try db.execute(sql: "UPDATE items SET extensions = ?, updated_at = ? WHERE tenant_id = ? AND id = ?",
+                               arguments: [JSONCoding.encode(newExt), now, p.tenantID, id])
+                try appendEvent(db, p, name: "metadata.changed", itemType: r["type"], data: try metadataEvent(db, p, try row(db, p, id)!))
+            }
             let changed = next != current || (tier != nil && tier != r["tier"])
             if changed {
                 try db.execute(sql: "UPDATE items SET properties = ?, version = version + 1, tier = COALESCE(?, tier), updated_at = ? WHERE tenant_id = ? AND id = ?",
@@ -260,7 +285,7 @@ extension ServerStore {
                 try appendEvent(db, p, name: "item.updated", itemType: r["type"], data: Self.itemJSON(updated))
                 return try envelope(db, p, updated)
             }
-            return try envelope(db, p, r)
+            return try envelope(db, p, try row(db, p, id)!)
         }
     }
 
@@ -322,9 +347,7 @@ extension ServerStore {
                 try db.execute(sql: "DELETE FROM tags WHERE tenant_id = ? AND item_id = ?", arguments: [p.tenantID, id])
                 for tag in new.sorted() { try db.execute(sql: "INSERT INTO tags(tenant_id, item_id, tag) VALUES (?, ?, ?)", arguments: [p.tenantID, id, tag]) }
                 try db.execute(sql: "UPDATE items SET updated_at = ? WHERE tenant_id = ? AND id = ?", arguments: [Self.now(), p.tenantID, id])
-                try appendEvent(db, p, name: "metadata.changed", itemType: r["type"], data: [
-                    "item_id": .string(id), "tags": .array(new.sorted().map(JSONValue.string)), "tier": .string(r["tier"]), "state": .string(r["state"]),
-                ])
+                try appendEvent(db, p, name: "metadata.changed", itemType: r["type"], data: try metadataEvent(db, p, try row(db, p, id)!))
             }
             return try envelope(db, p, try row(db, p, id)!)
         }

@@ -85,6 +85,16 @@ public final class Store: Sendable {
         }
     }
 
+    public func summary(id: String) throws -> ItemSummary? {
+        try pool.read { db in
+            try db.row("SELECT \(ItemSummary.columns) FROM items WHERE id = ?", [id]).map(ItemSummary.init(row:))
+        }
+    }
+
+    public func edge(id: String) throws -> EdgeRecord? {
+        try pool.read { db in try db.row("SELECT * FROM edges WHERE id = ?", [id]).map(EdgeRecord.init(row:)) }
+    }
+
     /// (item rowid, tag) for every tag of every item.
     public func allTags() throws -> [(Int64, String)] {
         try pool.read { db in
@@ -195,6 +205,7 @@ final class TypeCache: @unchecked Sendable {
         return TypeSchema(id: id, label: id, fields: [:])
     }
     func all() -> [TypeSchema] { lock.lock(); defer { lock.unlock() }; return Array(types.values) }
+    func add(_ list: [TypeSchema]) { lock.lock(); defer { lock.unlock() }; for t in list { types[t.id] = t } }
 }
 
 public enum BlobHash {

@@ -14,17 +14,51 @@ public final class SyncStatus: Sendable {
         public var connection = "connecting"
         public var lastError: String?
         public var sent = 0
+        /// The state of the event stream: `connecting`, `live`, `sweeping` or `offline`.
+        public var stream = "connecting"
+        public var lastEventID: String?
+        /// Remote changes applied since the mount.
+        public var applied = 0
+        /// The first sync (or a sweep): items and edges fetched so far; nil when none runs.
+        public var transfer: (phase: String, items: Int, edges: Int)?
+        public var firstSyncDone = false
+        /// The latest sync events (`.marfafs/events`), oldest first.
+        var events: [String] = []
     }
     private let state: Mutex<Snapshot>
     public init(server: String) { state = Mutex(Snapshot(server: server)) }
     public var snapshot: Snapshot { state.withLock { $0 } }
     func update(_ f: (inout Snapshot) -> Void) { state.withLock { f(&$0) } }
 
+    /// Adds a line to `.marfafs/events`: `{"at", "event", …fields}`; the latest 500 are kept.
+    public func record(_ event: String, _ fields: [String: JSONValue] = [:]) {
+        var o = fields
+        o["at"] = .string(Timestamp.now()); o["event"] = .string(event)
+        let line = JSONCoding.encode(o)
+        state.withLock { s in
+            s.events.append(line)
+            if s.events.count > 500 { s.events.removeFirst(s.events.count - 500) }
+        }
+    }
+
+    /// `.marfafs/events`: one JSON object per line.
+    public var eventLines: String { state.withLock { $0.events.map { $0 + "\n" }.joined() } }
+
     /// The fields `.marfafs/status` takes from the engine.
     public var json: [String: JSONValue] {
         let s = snapshot
-        return ["mode": "sync", "server": .string(s.server), "connection": .string(s.connection),
-                "last_error": s.lastError.map(JSONValue.string) ?? .null, "sent": .int(Int64(s.sent))]
+        var o: [String: JSONValue] = [
+            "mode": "sync", "server": .string(s.server), "connection": .string(s.connection),
+            "last_error": s.lastError.map(JSONValue.string) ?? .null, "sent": .int(Int64(s.sent)),
+            "stream": .string(s.stream), "last_event_id": s.lastEventID.map(JSONValue.string) ?? .null,
+            "applied": .int(Int64(s.applied)), "first_sync_done": .bool(s.firstSyncDone),
+        ]
+        if let t = s.transfer {
+            o["transfer"] = .object(["phase": .string(t.phase), "items": .int(Int64(t.items)), "edges": .int(Int64(t.edges))])
+        } else {
+            o["transfer"] = .null
+        }
+        return o
     }
 }
 
@@ -38,8 +72,11 @@ public actor QueueDrainer {
     let status: SyncStatus
     let log: Logger
     let loadCredential: @Sendable () throws -> Credential
-    /// Told which items the engine changed in the store, so the mount can refresh them.
-    let onChange: @Sendable ([String]) -> Void
+    /// Told what the engine changed in the store, so the mount can refresh it.
+    let onChange: @Sendable (StoreChanges) -> Void
+    let conflictMode: ConflictMode
+    /// The device label in a conflicted copy's name (FS-20).
+    let device: String
     var client: WireClient
     var credential: Credential
     let baseURL: String
@@ -48,15 +85,17 @@ public actor QueueDrainer {
     let idle: Duration
 
     public init(store: Store, baseURL: String, credential: Credential, status: SyncStatus, log: Logger,
-                idle: Duration = .milliseconds(150),
-                loadCredential: @escaping @Sendable () throws -> Credential, onChange: @escaping @Sendable ([String]) -> Void) {
+                idle: Duration = .milliseconds(150), conflictMode: ConflictMode = .merge, device: String = ProcessInfo.processInfo.hostName,
+                loadCredential: @escaping @Sendable () throws -> Credential, onChange: @escaping @Sendable (StoreChanges) -> Void) {
         self.store = store; self.baseURL = baseURL; self.credential = credential; self.status = status; self.log = log
         self.idle = idle; self.loadCredential = loadCredential; self.onChange = onChange
+        self.conflictMode = conflictMode; self.device = device
         client = WireClient(baseURL: baseURL, credential: credential)
     }
 
-    /// `done`: the mutation left the line (sent, kept as a conflict, or refused); its item changed.
-    enum Outcome { case done, wait(Double), paused }
+    /// `done`: the mutation left the line (sent, settled as a conflict, or refused), with what that
+    /// changed in the store.
+    enum Outcome { case done(StoreChanges), wait(Double), paused }
 
     /// Runs until the task is cancelled.
     public func run() async {
@@ -73,15 +112,15 @@ public actor QueueDrainer {
                 continue
             }
             // The mount refreshes the items of a batch once, not once per mutation.
-            var changed: [String] = []
+            var changed = StoreChanges()
             var stop: Outcome?
             for m in batch where stop == nil && !Task.isCancelled {
                 switch await send(m) {
-                case .done: if !changed.contains(m.itemID) { changed.append(m.itemID) }
+                case .done(let c): changed.formUnion(c)
                 case let other: stop = other
                 }
             }
-            if !changed.isEmpty { onChange(changed) }
+            onChange(changed)
             switch stop {
             case .wait(let seconds)?: try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
             case .paused?: await waitForNewKey()
@@ -105,12 +144,17 @@ public actor QueueDrainer {
             return refuse(m, "cannot send: \(error)")
         }
         do {
-            let resp = try await client.call(request)
-            let version: Int64? = { if case .int(let v)? = resp.json["item"]?.objectValue?["version"] { return v }; return nil }()
-            try store.acknowledge(seq: m.seq, itemID: m.itemID, serverVersion: version)
+            let resp: WireResponse
+            do { resp = try await client.call(request) } catch WireFailure.refused(404, _, _) where m.kind == .deleteEdge {
+                resp = WireResponse(status: 404, headers: [:], body: [])  // gone already: what the deletion wanted
+            }
+            let json = resp.json
+            let version: Int64? = { if case .int(let v)? = json["item"]?.objectValue?["version"] { return v }; return nil }()
+            let changes = try store.acknowledge(seq: m.seq, itemID: m.itemID, serverVersion: version, answer: RemoteWire.envelope(json))
             attempt = 0
             status.update { $0.connection = "online"; $0.sent += 1; $0.lastError = nil }
-            return .done
+            status.record("mutation.sent", ["mutation": .string(m.id), "kind": .string(m.kind.rawValue), "item": .string(m.itemID)])
+            return .done(changes)
         } catch let f as WireFailure {
             switch f {
             case _ where f.isRetryable:
@@ -120,15 +164,14 @@ public actor QueueDrainer {
                 try? store.retryLater(seq: m.seq, error: f.description)
                 status.update { $0.connection = "offline"; $0.lastError = f.description }
                 log.info("sending failed; retrying", metadata: ["mutation": "\(m.id)", "error": "\(f)", "in_seconds": "\(wait)"])
+                status.record("mutation.retried", ["mutation": .string(m.id), "error": .string(f.description), "attempt": .int(Int64(attempt))])
                 return .wait(wait)
             case .unauthorized:
                 try? store.retryLater(seq: m.seq, error: f.description)
                 paused(by: f)
                 return .paused
             case .conflict(let r):
-                try? store.markConflict(seq: m.seq, itemID: m.itemID, error: f.description, context: String(decoding: r.body, as: UTF8.self))
-                status.update { $0.lastError = "\(m.itemID): \(f.description)" }
-                return .done
+                return settle(m, conflict: r, failure: f)
             default:
                 return refuse(m, f.description)
             }
@@ -155,11 +198,52 @@ public actor QueueDrainer {
         }
     }
 
+    /// A 409 (W-7, FS-20): settled by the type's merge policy, unless `--conflict manual` or the
+    /// answer has no three-way context (then the mutation is held as a conflict).
+    func settle(_ m: Mutation, conflict r: WireResponse, failure f: WireFailure) -> Outcome {
+        let body = r.json
+        let code = r.errorCode ?? ""
+        func props(_ k: String) -> [String: JSONValue]? { body[k]?.objectValue?["properties"]?.objectValue }
+        let currentVersion: Int64? = { if case .int(let v)? = body["current"]?.objectValue?["version"] { return v }; return nil }()
+        guard conflictMode != .manual, m.kind == .update, ["version_conflict", "ancestor_unavailable"].contains(code),
+              let current = props("current"), let currentVersion else {
+            try? store.markConflict(seq: m.seq, itemID: m.itemID, error: f.description, context: String(decoding: r.body, as: UTF8.self),
+                                    currentVersion: conflictMode == .manual ? currentVersion : nil)
+            status.update { $0.lastError = "\(m.itemID): \(f.description)" }
+            status.record("conflict.held", ["item": .string(m.itemID), "error": .string(f.description)])
+            return .done(StoreChanges(items: [m.itemID]))
+        }
+        let ancestor = code == "version_conflict" ? props("ancestor") : nil
+        let policy: MergePolicy = body["merge_policy"].flatMap { try? JSONCoding.decode(MergePolicy.self, from: JSONCoding.encode($0)) }
+            ?? ((try? store.item(id: m.itemID))?.map { store.type($0.item.type).mergePolicy } ?? MergePolicy())
+        var merged: [String] = [], kept: [String] = []
+        do {
+            let changes = try store.resolveConflict(seq: m.seq, itemID: m.itemID, currentVersion: currentVersion, device: device) { local in
+                let r = ConflictResolver.resolve(local: local, ancestor: ancestor, current: current, policy: policy, mode: conflictMode)
+                merged = r.merged; kept = r.kept
+                return r.outcome
+            }
+            let copy = changes.items.first { $0 != m.itemID }
+            status.record(copy == nil ? "conflict.merged" : "conflict.copied", [
+                "item": .string(m.itemID), "copy": copy.map(JSONValue.string) ?? .null,
+                "merged_fields": .array(merged.map(JSONValue.string)), "kept_fields": .array(kept.map(JSONValue.string)),
+                "strategy": .string(conflictMode.rawValue),
+            ])
+            log.info("conflict settled", metadata: ["item": "\(m.itemID)", "merged": "\(merged)", "copied": "\(kept)"])
+            return .done(changes)
+        } catch {
+            try? store.markConflict(seq: m.seq, itemID: m.itemID, error: f.description, context: String(decoding: r.body, as: UTF8.self))
+            log.error("settling a conflict failed; it is held", metadata: ["item": "\(m.itemID)", "error": "\(error)"])
+            return .done(StoreChanges(items: [m.itemID]))
+        }
+    }
+
     func refuse(_ m: Mutation, _ reason: String) -> Outcome {
         try? store.reject(seq: m.seq, itemID: m.itemID, error: reason)
         status.update { $0.lastError = "\(m.itemID): \(reason)" }
+        status.record("mutation.rejected", ["item": .string(m.itemID), "error": .string(reason)])
         log.error("the server refused a change; the item keeps its bytes as rejected", metadata: ["item": "\(m.itemID)", "error": "\(reason)"])
-        return .done
+        return .done(StoreChanges(items: [m.itemID]))
     }
 
     /// A 401 (at start or on a send): the status says so until a new key is configured.

@@ -45,7 +45,9 @@ public struct WireResponse: Sendable {
     /// Header names in lowercase.
     public var headers: [String: String]
     public var body: [UInt8]
-    public var json: [String: JSONValue] { (try? JSONParser.parse(String(decoding: body, as: UTF8.self)))?.objectValue ?? [:] }
+    public var json: [String: JSONValue] { value?.objectValue ?? [:] }
+    /// The body as JSON, whatever its shape.
+    public var value: JSONValue? { try? JSONParser.parse(String(decoding: body, as: UTF8.self)) }
     /// The W-3 envelope's `error.code`, if any.
     public var errorCode: String? { json["error"]?.objectValue?["code"]?.stringValue }
     public var errorMessage: String? { json["error"]?.objectValue?["message"]?.stringValue }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import MarfaFS
+import MarfaModel
 import MarfaFUSE
 import MarfaStore
 import MarfaSync
@@ -30,6 +31,12 @@ struct MountCommand: ParsableCommand {
     @Option(name: .long, help: "The file holding the server's API key (mode 0600). Default: the MARFAFS_KEY environment variable.")
     var keyFile: String?
 
+    @Option(name: .long, help: "How a conflict with the server is settled: merge (three-way merge of text, a conflicted copy only when edits overlap), keep-both (always a conflicted copy), or manual (held for the next save).")
+    var conflict: String = "merge"
+
+    @Option(name: .long, help: "The device label in a conflicted copy's name. Default: the host name.")
+    var device: String?
+
     /// The key, from --key-file or MARFAFS_KEY; checked before mounting so a bad one fails at once.
     func credential() throws -> Credential? {
         guard server != nil else { return nil }
@@ -48,6 +55,9 @@ struct MountCommand: ParsableCommand {
                     throw CLIError("--server must be an http(s) URL, e.g. http://127.0.0.1:8600")
                 }
                 _ = try credential()
+                guard ConflictMode(rawValue: conflict) != nil else {
+                    throw CLIError("--conflict is one of \(ConflictMode.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
             }
             try MountPoint.prepare(mnt)
             if foreground { try serve(mnt) } else { try daemonize(mnt) }
@@ -69,17 +79,22 @@ struct MountCommand: ParsableCommand {
         let fuse = FuseMount(fs: fs, mountpoint: mnt, logger: log)
         try fuse.mount()
         // The sync engine: drains the queue to the server, off the FUSE threads.
-        var engine: Task<Void, Never>?
+        var engine: SyncEngine?
         if let server, let key = try credential() {
-            let status = SyncStatus(server: server)
-            fs.syncStatus = { status.json }
             let reload: @Sendable () throws -> Credential = { [keyFile] in
                 if let keyFile { return try Credential.file(Paths.absolute(keyFile)) }
                 return try Credential.environment() ?? key
             }
-            let drainer = QueueDrainer(store: store, baseURL: server, credential: key, status: status, log: Logger(label: "marfafs.sync"),
-                                       loadCredential: reload, onChange: { [weak fs] ids in fs?.itemsChangedInStore(ids) })
-            engine = Task { await drainer.run() }
+            let silence = ProcessInfo.processInfo.environment["MARFAFS_STREAM_SILENCE_SECONDS"].flatMap(Double.init) ?? 60
+            let sync = SyncEngine(store: store, baseURL: server, credential: key, log: Logger(label: "marfafs.sync"),
+                                  conflictMode: ConflictMode(rawValue: conflict) ?? .merge, device: device ?? ProcessInfo.processInfo.hostName,
+                                  silence: silence, loadCredential: reload, onChange: { [weak fs] c in fs?.storeChanged(c) })
+            let status = sync.status
+            fs.syncStatus = { status.json }
+            fs.syncEvents = { status.eventLines }
+            fs.fetchBlob = { sync.fetchBlob($0) }
+            sync.start()
+            engine = sync
             log.info("syncing", metadata: ["server": "\(server)", "key": "\(key)"])
         }
         let count = (try? store.itemCount()) ?? 0
@@ -97,7 +112,7 @@ struct MountCommand: ParsableCommand {
         t.name = "marfafs-fuse"
         t.start()
         done.wait()
-        engine?.cancel()
+        engine?.stop()
         _ = sources
         try? store.syncDurably()
         log.info("unmounted", metadata: ["mountpoint": "\(mnt)"])
@@ -113,6 +128,8 @@ struct MountCommand: ParsableCommand {
         if verbose { args.append("--verbose") }
         if let server { args += ["--server", server] }
         if let keyFile { args += ["--key-file", Paths.absolute(keyFile)] }
+        if server != nil { args += ["--conflict", conflict] }
+        if let device { args += ["--device", device] }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
@@ -132,6 +149,7 @@ struct MountCommand: ParsableCommand {
         while Date() < deadline {
             if MountPoint.isMarfafsMount(mnt) {
                 print("mounted \(mnt) (store \(storeOption.path), log \(logPath), pid \(pid))")
+                if server != nil { Self.followFirstSync(mnt) }
                 return
             }
             var status: Int32 = 0
@@ -143,6 +161,39 @@ struct MountCommand: ParsableCommand {
         }
         kill(pid, SIGTERM)
         throw CLIError("the mount did not become ready within 60 s (log: \(logPath))")
+    }
+
+    /// With a server: waits for the first sync to end, with a progress line on a terminal (one
+    /// log line otherwise). It stops waiting when the server is unreachable or refuses the key:
+    /// the mount works offline meanwhile, and the first sync runs when the server is back.
+    static func followFirstSync(_ mnt: String) {
+        let tty = isatty(1) != 0
+        let started = Date()
+        var shown = false
+        while true {
+            guard let text = try? String(contentsOfFile: mnt + "/.marfafs/status", encoding: .utf8),
+                  let status = try? JSONParser.parse(text).objectValue else { return }
+            if status["first_sync_done"] == .bool(true) {
+                if shown, tty { print("") }
+                let items = status["items"].map { JSONCoding.encode($0) } ?? "?"
+                if shown || !tty { print("first sync done: \(items) items (\(String(format: "%.1f", Date().timeIntervalSince(started))) s)") }
+                return
+            }
+            let conn = status["connection"]?.stringValue ?? ""
+            if conn == "offline" || conn == "unauthorized" || status["stream"]?.stringValue == "offline" {
+                if shown, tty { print("") }
+                print("the server is \(conn == "unauthorized" ? "refusing the key" : "unreachable"); the first sync will run when it answers (marfafs status)")
+                return
+            }
+            if tty, case .object(let t)? = status["transfer"] {
+                let items = t["items"].map { JSONCoding.encode($0) } ?? "0", edges = t["edges"].map { JSONCoding.encode($0) } ?? "0"
+                let spin = ["|", "/", "-", "\\"][Int(Date().timeIntervalSince(started) * 4) % 4]
+                print("\r\(spin) first sync: \(items) items, \(edges) edges", terminator: "")
+                fflush(nil)
+                shown = true
+            }
+            usleep(100_000)
+        }
     }
 
     static func executablePath() -> String {

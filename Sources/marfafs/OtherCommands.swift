@@ -97,18 +97,56 @@ struct StatusCommand: ParsableCommand {
     }
 }
 
+/// Prints a control file of a mount (§7).
+func printControlFile(_ mountpoint: String, _ name: String) {
+    let mnt = Paths.absolute(mountpoint)
+    guard let text = try? String(contentsOfFile: mnt + "/.marfafs/" + name, encoding: .utf8) else {
+        fail(CLIError("\(mnt) is not a marfafs mount"))
+    }
+    print(text, terminator: "")
+}
+
 struct PendingCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "pending", abstract: "List the queued mutations of a mount.")
 
     @Argument(help: "The mount point.")
     var mountpoint: String
 
+    func run() throws { printControlFile(mountpoint, "pending") }
+}
+
+struct ConflictsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "conflicts", abstract: "List every conflicted copy with its original, and conflicts held for a save.")
+
+    @Argument(help: "The mount point.")
+    var mountpoint: String
+
+    func run() throws { printControlFile(mountpoint, "conflicts") }
+}
+
+struct EventsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "events", abstract: "Show the latest sync events of a mount as JSON lines.")
+
+    @Argument(help: "The mount point.")
+    var mountpoint: String
+
+    @Flag(name: .long, help: "Keep printing new events as they happen (until interrupted).")
+    var follow = false
+
     func run() throws {
+        guard follow else { printControlFile(mountpoint, "events"); return }
         let mnt = Paths.absolute(mountpoint)
-        guard let text = try? String(contentsOfFile: mnt + "/.marfafs/pending", encoding: .utf8) else {
-            fail(CLIError("\(mnt) is not a marfafs mount"))
+        var seen = Set<String>()
+        while true {
+            guard let text = try? String(contentsOfFile: mnt + "/.marfafs/events", encoding: .utf8) else {
+                fail(CLIError("\(mnt) is not a marfafs mount (any more)"))
+            }
+            for line in text.split(separator: "\n") where !seen.contains(String(line)) {
+                seen.insert(String(line)); print(line)
+            }
+            fflush(nil)
+            usleep(250_000)
         }
-        print(text, terminator: "")
     }
 }
 

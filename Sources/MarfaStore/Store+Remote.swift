@@ -1,0 +1,233 @@
+import Foundation
+import GRDB
+import MarfaLayout
+import MarfaModel
+
+/// A change the server reports (an event, a sweep row, or the answer to one of our writes).
+public enum RemoteChange: Sendable {
+    /// The full item; `tags` and `extensions` when the source carries metadata (a sweep row, an answer).
+    case item(Item, tags: [String]?, extensions: [String: JSONValue]?)
+    /// `metadata.changed`: the fields it names (nil: not given).
+    case metadata(itemID: String, tags: [String]?, tier: Tier?, state: ItemState?, extensions: [String: JSONValue]?)
+    /// `item.deleted`: trashed.
+    case deleted(itemID: String)
+    case edge(Edge)
+    case edgeDeleted(id: String)
+}
+
+/// What a change did to the store, for the mount to refresh: items to read again, items whose
+/// bytes changed (the kernel drops their cached pages), edges that appeared or went.
+public struct StoreChanges: Sendable {
+    public var items: Set<String> = []
+    public var content: Set<String> = []
+    public var edgesAdded: Set<String> = []
+    public var edgesRemoved: [EdgeRecord] = []
+    /// Changes applied and changes skipped (older than the local copy, or the local copy has
+    /// changes of its own still to send).
+    public var applied = 0
+    public var skipped = 0
+    public init(items: Set<String> = []) { self.items = items }
+    public var isEmpty: Bool { items.isEmpty && content.isEmpty && edgesAdded.isEmpty && edgesRemoved.isEmpty }
+    public mutating func formUnion(_ o: StoreChanges) {
+        items.formUnion(o.items); content.formUnion(o.content); edgesAdded.formUnion(o.edgesAdded)
+        edgesRemoved += o.edgesRemoved; applied += o.applied; skipped += o.skipped
+    }
+}
+
+/// Applying the server's changes (W-15, W-17). A change to an item that still has changes of its
+/// own to send (queued, in flight, held as a conflict, or refused) is skipped: the local bytes win
+/// until the queue has settled them with the server, and the server's answer to the last of them
+/// brings the merged state back (`acknowledge`). An item frame not newer than the local copy is
+/// ignored; that is how the echo of our own writes is skipped.
+extension Store {
+    static let lastEventKey = "last_event_id"
+    static let newestRemoteKey = "newest_remote_updated_at"
+    static let firstSyncKey = "first_sync_done"
+
+    /// Applies `changes` in one transaction, with the id of the last event they came with.
+    public func applyRemote(_ changes: [RemoteChange], lastEventID: String? = nil, blobSizes: [String: Int64] = [:]) throws -> StoreChanges {
+        try write { db in
+            var out = StoreChanges()
+            for c in changes { try applyRemote(db, c, blobSizes: blobSizes, force: false, into: &out) }
+            if let lastEventID { try Self.setMeta(db, Self.lastEventKey, lastEventID) }
+            return out
+        }
+    }
+
+    /// The id of the last event applied (nil: none yet, or the log must be swept anew).
+    public func lastEventID() throws -> String? { try pool.read { db in try Self.meta(db, Self.lastEventKey) } }
+
+    /// Forgets the event position (after `catchup_too_old`: the next stream starts live).
+    public func clearLastEventID() throws { try write { db in try db.run("DELETE FROM meta WHERE key = ?", [Self.lastEventKey]) } }
+
+    /// The newest `updated_at` of an item the server has sent: where a sweep starts (W-17).
+    public func newestRemoteUpdatedAt() throws -> String? { try pool.read { db in try Self.meta(db, Self.newestRemoteKey) } }
+
+    public var firstSyncDone: Bool { ((try? pool.read { db in try Self.meta(db, Self.firstSyncKey) }) ?? nil) != nil }
+    public func markFirstSyncDone() throws { try write { db in try Self.setMeta(db, Self.firstSyncKey, Timestamp.now()) } }
+
+    /// Whether a blob's bytes are in the local cache.
+    public func hasBlob(_ hash: String) throws -> Bool {
+        try pool.read { db in try db.exists("SELECT 1 FROM sqlar WHERE name = ?", [hash]) }
+    }
+
+    /// Stores fetched blob bytes in the cache (FS-11); they must hash to `hash`.
+    public func cacheBlob(_ bytes: [UInt8], hash: String) throws {
+        guard BlobHash.of(bytes) == hash else { throw StoreError.io("the bytes fetched for \(hash) hash to something else") }
+        try write { db in _ = try putBlob(db, bytes, hash: hash) }
+    }
+
+    /// Registers types the server knows (custom types, W-9), so their items are named and parsed right.
+    public func registerTypes(_ types: [TypeSchema]) throws {
+        let known = Set(allTypes().map(\.id))
+        let fresh = types.filter { !known.contains($0.id) }
+        guard !fresh.isEmpty else { return }
+        try write { db in
+            for t in fresh { try db.run("INSERT OR REPLACE INTO types(id, json) VALUES (?, ?)", [t.id, JSONCoding.encode(t)]) }
+        }
+        typeCache.add(fresh)
+    }
+
+    /// After a full edge listing: local edges the server no longer has go, except ours not yet sent.
+    public func removeEdgesGoneFromServer(keeping ids: Set<String>) throws -> StoreChanges {
+        try write { db in
+            var out = StoreChanges()
+            for rec in try Row.fetchAll(db, sql: "SELECT * FROM edges").map(EdgeRecord.init(row:)) where !ids.contains(rec.edge.id) {
+                if try db.exists("SELECT 1 FROM mutations WHERE kind = 'create_edge' AND state != 'rejected' AND json_extract(payload, '$.id') = ?", [rec.edge.id]) { continue }
+                try db.run("DELETE FROM edges WHERE id = ?", [rec.edge.id])
+                out.edgesRemoved.append(rec); out.applied += 1
+            }
+            return out
+        }
+    }
+
+    // MARK: one change
+
+    /// Mutation kinds that carry an item's own fields: while one is unsent, the local copy wins.
+    static let itemKinds = "('create', 'update', 'transition', 'set_tags')"
+
+    static func hasUnsent(_ db: Database, _ itemID: String) throws -> Bool {
+        try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind IN \(itemKinds) AND state IN ('pending', 'sending', 'conflict', 'rejected') LIMIT 1", [itemID])
+    }
+
+    func applyRemote(_ db: Database, _ c: RemoteChange, blobSizes: [String: Int64], force: Bool, into out: inout StoreChanges) throws {
+        switch c {
+        case let .item(item, tags, ext):
+            try applyItem(db, item, tags: tags, extensions: ext, blobSizes: blobSizes, force: force, into: &out)
+        case let .metadata(id, tags, tier, state, ext):
+            guard let r = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]) else { out.skipped += 1; return }
+            if try (r[1] as Int) != 0 || Self.hasUnsent(db, id) { out.skipped += 1; return }
+            let rowid: Int64 = r[0]
+            if let tags { try replaceTags(db, id, tags) }
+            if let tier { try db.run("UPDATE items SET tier = ? WHERE rowid = ?", [tier.rawValue, rowid]) }
+            if let state { try db.run("UPDATE items SET state = ? WHERE rowid = ?", [state.rawValue, rowid]) }
+            if let x = ext?["fs.xattr"] { try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [Self.xattrsJSON(x), rowid]) }
+            out.items.insert(id); out.applied += 1
+        case .deleted(let id):
+            guard let r = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]) else { out.skipped += 1; return }
+            if try (r[1] as Int) != 0 || Self.hasUnsent(db, id) { out.skipped += 1; return }
+            try db.run("UPDATE items SET state = 'trashed' WHERE rowid = ?", [r[0] as Int64])
+            out.items.insert(id); out.applied += 1
+        case .edge(let e):
+            if try db.exists("SELECT 1 FROM edges WHERE id = ? OR (source_id = ? AND target_id = ? AND edge_type = ?)",
+                             [e.id, e.sourceID, e.targetID, e.edgeType]) { out.skipped += 1; return }
+            // Deleted here, the deletion not yet sent: the server's old news.
+            if try db.exists("SELECT 1 FROM mutations WHERE kind = 'delete_edge' AND json_extract(payload, '$.id') = ?", [e.id]) {
+                out.skipped += 1; return
+            }
+            try db.run("INSERT INTO edges(id, source_id, target_id, edge_type, properties, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       [e.id, e.sourceID, e.targetID, e.edgeType, JSONCoding.encode(e.properties), e.createdAt, e.updatedAt])
+            out.edgesAdded.insert(e.id); out.applied += 1
+        case .edgeDeleted(let id):
+            guard let rec = try db.row("SELECT * FROM edges WHERE id = ?", [id]).map(EdgeRecord.init(row:)) else { out.skipped += 1; return }
+            try db.run("DELETE FROM edges WHERE id = ?", [id])
+            // A deletion of ours still waiting is done already.
+            try db.run("DELETE FROM mutations WHERE kind = 'delete_edge' AND state = 'pending' AND json_extract(payload, '$.id') = ?", [id])
+            out.edgesRemoved.append(rec); out.applied += 1
+        }
+    }
+
+    func applyItem(_ db: Database, _ remote: Item, tags: [String]?, extensions: [String: JSONValue]?, blobSizes: [String: Int64],
+                   force: Bool, into out: inout StoreChanges) throws {
+        let t = type(remote.type)
+        let mtime = Timestamp.parse(remote.updatedAt).map { Int64($0 * 1_000_000_000) } ?? Self.ns(Date())
+        try noteRemoteUpdatedAt(db, remote.updatedAt)
+        guard let cur = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [remote.id]) else {
+            // New here.
+            let size = try remoteSize(db, remote, type: t, blobSizes: blobSizes)
+            let (stem, ext) = Naming.stemAndExt(id: remote.id, type: t, properties: remote.properties, fileName: nil)
+            try db.run("""
+                INSERT INTO items(id, type, properties, raw, file_name, stem, ext, size, version, schema_version, source, source_id,
+                  timestamp, created_at, updated_at, mtime_ns, state, tier, sync, xattrs)
+                VALUES (?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'synced', ?)
+                """, [remote.id, remote.type, JSONCoding.encode(remote.properties), stem, ext, size, remote.version, remote.schemaVersion,
+                      remote.source, remote.sourceID, remote.timestamp, remote.createdAt, remote.updatedAt, mtime,
+                      remote.state.rawValue, remote.tier.rawValue, extensions?["fs.xattr"].map(Self.xattrsJSON) ?? "{}"])
+            if let tags { try replaceTags(db, remote.id, tags) }
+            out.items.insert(remote.id); out.applied += 1
+            return
+        }
+        let rowid: Int64 = cur[0]
+        if try (cur[1] as Int) != 0 || Self.hasUnsent(db, remote.id) { out.skipped += 1; return }
+        guard let stored = try Self.fetchItem(db, rowid: rowid) else { return }
+        let local = stored.item
+        if remote.version < local.version && !force { out.skipped += 1; return }
+        let propsChange = remote.properties != local.properties && (remote.version > local.version || force)
+        let metaNewer = remote.updatedAt >= local.updatedAt || remote.version > local.version || force
+        if !propsChange && !metaNewer { out.skipped += 1; return }
+        if propsChange {
+            var fileName = stored.fileName
+            // A name chosen here stays only while it still gives the item's title (FS-5).
+            if let f = fileName, Self.titleFromFileName(f, type: t) != remote.properties[t.titleField]?.stringValue { fileName = nil }
+            let size = try remoteSize(db, remote, type: t, blobSizes: blobSizes)
+            let (stem, ext) = Naming.stemAndExt(id: remote.id, type: t, properties: remote.properties, fileName: fileName)
+            try db.run("UPDATE items SET properties = ?, raw = NULL, file_name = ?, stem = ?, ext = ?, size = ? WHERE rowid = ?",
+                       [JSONCoding.encode(remote.properties), fileName, stem, ext, size, rowid])
+            out.content.insert(remote.id)
+        }
+        try db.run("UPDATE items SET version = max(version, ?), sync = 'synced', sync_error = NULL WHERE rowid = ?", [remote.version, rowid])
+        if metaNewer {
+            try db.run("UPDATE items SET state = ?, tier = ?, updated_at = ?, mtime_ns = ? WHERE rowid = ?",
+                       [remote.state.rawValue, remote.tier.rawValue, remote.updatedAt, mtime, rowid])
+            if let tags { try replaceTags(db, remote.id, tags) }
+            if let x = extensions?["fs.xattr"] { try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [Self.xattrsJSON(x), rowid]) }
+        }
+        out.items.insert(remote.id); out.applied += 1
+    }
+
+    /// A remote item's file size: its rendering, or its blob's size (cached, reported, or 0 until known).
+    func remoteSize(_ db: Database, _ remote: Item, type t: TypeSchema, blobSizes: [String: Int64]) throws -> Int64 {
+        guard TypeSchema.isBlobType(t.id) else { return Int64(render(type: t, properties: remote.properties).utf8.count) }
+        guard let h = remote.properties["blob_ref"]?.stringValue else { return 0 }
+        if let sz = try Int64.fetchOne(db, sql: "SELECT sz FROM sqlar WHERE name = ?", arguments: [h]) { return sz }
+        if let s = blobSizes[h] { return s }
+        for k in ["size_bytes", "size"] { if case .int(let n)? = remote.properties[k] { return n } }
+        return 0
+    }
+
+    func replaceTags(_ db: Database, _ itemID: String, _ tags: [String]) throws {
+        try db.run("DELETE FROM tags WHERE item_id = ?", [itemID])
+        for tag in Set(tags) { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [itemID, tag]) }
+    }
+
+    func noteRemoteUpdatedAt(_ db: Database, _ ts: String) throws {
+        try db.run("""
+            INSERT INTO meta(key, value) VALUES (?, ?)
+            ON CONFLICT(key) DO UPDATE SET value = excluded.value WHERE excluded.value > meta.value
+            """, [Self.newestRemoteKey, ts])
+    }
+
+    /// `fs.xattr` (name → base64) as the store keeps it; anything malformed is dropped.
+    static func xattrsJSON(_ v: JSONValue) -> String {
+        guard case .object(let o) = v else { return "{}" }
+        return Xattrs.encode(o.compactMapValues { $0.stringValue.flatMap { Data(base64Encoded: $0) }.map { [UInt8]($0) } })
+    }
+
+    static func meta(_ db: Database, _ key: String) throws -> String? {
+        try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key])
+    }
+
+    static func setMeta(_ db: Database, _ key: String, _ value: String) throws {
+        try db.run("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", [key, value])
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import Logging
+import MarfaModel
+import MarfaStore
+import Synchronization
+
+/// The sync engine of a mount: the queue drainer (ours to the server), the remote feed (the
+/// server's to us) and the blob fetcher (FS-11), sharing one status. Async, off the FUSE threads.
+public final class SyncEngine: Sendable {
+    public let status: SyncStatus
+    let drainer: QueueDrainer
+    let feed: RemoteFeed
+    let store: Store
+    let baseURL: String
+    let loadCredential: @Sendable () throws -> Credential
+    let log: Logger
+    let tasks = Mutex<[Task<Void, Never>]>([])
+
+    public init(store: Store, baseURL: String, credential: Credential, log: Logger, conflictMode: ConflictMode = .merge,
+                device: String = ProcessInfo.processInfo.hostName, silence: Double = 60,
+                loadCredential: @escaping @Sendable () throws -> Credential, onChange: @escaping @Sendable (StoreChanges) -> Void) {
+        let status = SyncStatus(server: baseURL)
+        self.status = status; self.store = store; self.baseURL = baseURL; self.loadCredential = loadCredential; self.log = log
+        drainer = QueueDrainer(store: store, baseURL: baseURL, credential: credential, status: status, log: log,
+                               conflictMode: conflictMode, device: device, loadCredential: loadCredential, onChange: onChange)
+        feed = RemoteFeed(store: store, baseURL: baseURL, credential: credential, status: status, log: log, silence: silence,
+                          loadCredential: loadCredential, onChange: onChange)
+    }
+
+    public func start() {
+        let d = drainer, f = feed
+        tasks.withLock { $0 = [Task { await d.run() }, Task { await f.run() }] }
+    }
+
+    public func stop() {
+        tasks.withLock { for t in $0 { t.cancel() }; $0 = [] }
+    }
+
+    /// Fetches a blob into the store's cache, blocking the caller (a FUSE thread reading a blob
+    /// not cached yet) for at most `timeout` seconds.
+    public func fetchBlob(_ hash: String, timeout: Double = 120) -> Bool {
+        guard BlobHash.isValid(hash) else { return false }
+        let done = DispatchSemaphore(value: 0)
+        let ok = Mutex(false)
+        let store = store, baseURL = baseURL, load = loadCredential, status = status, log = log
+        let task = Task {
+            defer { done.signal() }
+            guard let cred = try? load() else { return }
+            let client = WireClient(baseURL: baseURL, credential: cred, timeout: .seconds(Int64(timeout)))
+            do {
+                status.record("blob.download", ["blob": .string(hash), "state": "started"])
+                let resp = try await client.send(WireRequest(method: "GET", path: "/blobs/\(WireRequest.segment(hash))"), maxBody: Int(Store.maxBlobBytes))
+                guard resp.status == 200 else { throw WireFailure.of(resp) }
+                try store.cacheBlob(resp.body, hash: hash)
+                ok.withLock { $0 = true }
+                status.record("blob.download", ["blob": .string(hash), "state": "done", "bytes": .int(Int64(resp.body.count))])
+            } catch {
+                status.record("blob.download", ["blob": .string(hash), "state": "failed", "error": .string("\(error)")])
+                log.error("fetching a blob failed", metadata: ["blob": "\(hash)", "error": "\(error)"])
+            }
+            await client.shutdown()
+        }
+        if done.wait(timeout: .now() + timeout) == .timedOut { task.cancel(); return false }
+        return ok.withLock { $0 }
+    }
+}
