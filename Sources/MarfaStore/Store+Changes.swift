@@ -402,6 +402,8 @@ extension Store {
     /// Appends a mutation with a fresh idempotency key, or folds it into the item's newest mutation
     /// when that one is still pending and of the same kind (`coalesce`).
     static func enqueue(_ db: Database, kind: MutationKind, itemID: String, payload: [String: JSONValue], coalesce: Bool) throws {
+        // A save after a conflict held for the user (`--conflict manual`) settles it: this update replaces it.
+        if kind == .update { try db.run("DELETE FROM mutations WHERE item_id = ? AND kind = 'update' AND state = 'conflict'", [itemID]) }
         if coalesce, let head = try lastMutationHead(db, itemID), head.kind == kind, head.state == "pending",
            let last = try db.row("SELECT * FROM mutations WHERE seq = ?", [head.seq]).map(Mutation.init(row:)) {
             var merged = last.payload

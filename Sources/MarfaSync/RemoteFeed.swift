@@ -115,10 +115,9 @@ public actor RemoteFeed {
             if let id = e.id { s.lastEventID = id }
             s.applied += c.applied
         }
-        if c.applied > 0 {
-            status.record("remote.applied", ["event": .string(e.event), "id": e.id.map(JSONValue.string) ?? .null,
-                                             "items": .array(c.items.sorted().map(JSONValue.string))])
-        }
+        // Every event is logged, applied or skipped (an echo, or an item with changes of its own to send).
+        status.record("remote.event", ["event": .string(e.event), "id": e.id.map(JSONValue.string) ?? .null, "applied": .int(Int64(c.applied)),
+                                       "items": .array(c.items.sorted().map(JSONValue.string))])
         onChange(c)
     }
 
