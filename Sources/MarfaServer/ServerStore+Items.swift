@@ -84,10 +84,11 @@ extension ServerStore {
                                      "extensions": .object(JSONCoding.object(from: r["extensions"]))])]
     }
 
-    /// `metadata.changed`'s data: the item's tags, tier, state and extensions as they are now.
+    /// `metadata.changed`'s data (W-15, exactly): the item's tags, tier and state as they are now.
+    /// Extensions are not in it; a client reads them from the item (`GET /items/{id}`).
     func metadataEvent(_ db: Database, _ p: Principal, _ r: Row) throws -> [String: JSONValue] {
         ["item_id": .string(r["id"]), "tags": .array(try tags(db, p, r["id"]).map(JSONValue.string)), "tier": .string(r["tier"]),
-         "state": .string(r["state"]), "extensions": .object(JSONCoding.object(from: r["extensions"]))]
+         "state": .string(r["state"])]
     }
 
     // MARK: create, read, list

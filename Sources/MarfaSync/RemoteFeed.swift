@@ -108,7 +108,14 @@ public actor RemoteFeed {
 
     /// Applies one event with its id, in one transaction.
     func apply(_ e: SSEEvent) async throws {
-        let change = RemoteWire.change(event: e.event, data: e.data)
+        var change = RemoteWire.change(event: e.event, data: e.data)
+        // `metadata.changed` does not carry extensions (W-15): they are read from the item.
+        if case let .metadata(id, tags, tier, state, nil)? = change {
+            let resp = try await client.send(WireRequest(method: "GET", path: "/items/\(WireRequest.segment(id))"))
+            if resp.status == 401 { throw WireFailure.of(resp) }
+            let ext = resp.status == 200 ? resp.json["metadata"]?.objectValue?["extensions"]?.objectValue : nil
+            change = .metadata(itemID: id, tags: tags, tier: tier, state: state, extensions: ext)
+        }
         let sizes = try await blobSizes(change.map { [$0] } ?? [])
         let c = try store.applyRemote(change.map { [$0] } ?? [], lastEventID: e.id, blobSizes: sizes)
         status.update { s in
