@@ -15,9 +15,12 @@ extension Store {
         }
     }
 
-    public func markSending(seq: Int64) throws {
+    /// Marks a mutation as being sent; false if it is no longer waiting to be sent.
+    @discardableResult
+    public func markSending(seq: Int64) throws -> Bool {
         try pool.write { db in
             try db.run("UPDATE mutations SET state = 'sending' WHERE seq = ? AND state = 'pending'", [seq])
+            return try db.exists("SELECT 1 FROM mutations WHERE seq = ? AND state = 'sending'", [seq])
         }
     }
 

@@ -85,7 +85,7 @@ public actor QueueDrainer {
     let idle: Duration
 
     public init(store: Store, baseURL: String, credential: Credential, status: SyncStatus, log: Logger,
-                idle: Duration = .milliseconds(150), conflictMode: ConflictMode = .merge, device: String = ProcessInfo.processInfo.hostName,
+                idle: Duration = .milliseconds(50), conflictMode: ConflictMode = .merge, device: String = ProcessInfo.processInfo.hostName,
                 loadCredential: @escaping @Sendable () throws -> Credential, onChange: @escaping @Sendable (StoreChanges) -> Void) {
         self.store = store; self.baseURL = baseURL; self.credential = credential; self.status = status; self.log = log
         self.idle = idle; self.loadCredential = loadCredential; self.onChange = onChange
@@ -114,11 +114,18 @@ public actor QueueDrainer {
             // The mount refreshes the items of a batch once, not once per mutation.
             var changed = StoreChanges()
             var stop: Outcome?
-            for m in batch where stop == nil && !Task.isCancelled {
-                switch await send(m) {
-                case .done(let c): changed.formUnion(c)
-                case let other: stop = other
-                }
+            var i = 0
+            while i < batch.count && stop == nil && !Task.isCancelled {
+                // A run of item mutations goes out as concurrent chains, one per item, each in
+                // order; an edge mutation waits for everything before it (it may name an item
+                // created just before) and goes alone.
+                var j = i
+                while j < batch.count && !Self.isBarrier(batch[j]) { j += 1 }
+                if j == i { j = i + 1 }
+                let (c, s) = await sendChains(Array(batch[i..<j]))
+                changed.formUnion(c)
+                stop = s
+                i = j
             }
             onChange(changed)
             switch stop {
@@ -130,10 +137,56 @@ public actor QueueDrainer {
         await client.shutdown()
     }
 
+    static func isBarrier(_ m: Mutation) -> Bool { m.kind == .createEdge || m.kind == .deleteEdge }
+
+    /// Sends `run` as one chain per item, the chains concurrently; a chain stops at its first
+    /// mutation that does not leave the line. Returns what changed, and why the batch must stop.
+    func sendChains(_ run: [Mutation]) async -> (StoreChanges, Outcome?) {
+        var order: [String] = []
+        var chains: [String: [Mutation]] = [:]
+        for m in run {
+            if chains[m.itemID] == nil { order.append(m.itemID) }
+            chains[m.itemID, default: []].append(m)
+        }
+        if order.count == 1 { return await sendChain(chains[order[0]]!) }
+        return await withTaskGroup(of: (StoreChanges, Outcome?).self) { group in
+            for id in order {
+                let chain = chains[id]!
+                group.addTask { await self.sendChain(chain) }
+            }
+            var changed = StoreChanges()
+            var stop: Outcome?
+            for await (c, s) in group {
+                changed.formUnion(c)
+                switch (stop, s) {
+                case (_, nil): break
+                case (.paused?, _): break
+                case (_, .paused?): stop = .paused
+                case (.wait(let a)?, .wait(let b)?): stop = .wait(max(a, b))
+                case (nil, let s?): stop = s
+                default: break
+                }
+            }
+            return (changed, stop)
+        }
+    }
+
+    func sendChain(_ chain: [Mutation]) async -> (StoreChanges, Outcome?) {
+        var changed = StoreChanges()
+        for m in chain where !Task.isCancelled {
+            switch await send(m) {
+            case .done(let c): changed.formUnion(c)
+            case let other: return (changed, other)
+            }
+        }
+        return (changed, nil)
+    }
+
     func send(_ m: Mutation) async -> Outcome {
         let request: WireRequest
         do {
-            try store.markSending(seq: m.seq)
+            // Settled meanwhile (a conflict's resolution replaces the item's queued updates): skipped.
+            guard try store.markSending(seq: m.seq) else { return .done(StoreChanges()) }
             var base: Int64?
             if m.kind == .update {
                 let known = try store.serverVersion(itemID: m.itemID)

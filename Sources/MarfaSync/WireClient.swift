@@ -134,6 +134,8 @@ public final class WireClient: Sendable {
         self.timeout = timeout
         var config = HTTPClient.Configuration()
         config.timeout.connect = connect
+        // The queue sends one chain per item concurrently (QueueDrainer).
+        config.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 16
         calls = HTTPClient(eventLoopGroupProvider: .singleton, configuration: config)
         stream = HTTPClient(eventLoopGroupProvider: .singleton, configuration: config)
     }

@@ -124,13 +124,13 @@ import Testing
         let (s, key, _, options) = try setUp()
         try MountHarness.with(options: options) { m in
             #expect(MountHarness.eventually { status(m)["connection"] == .string("online") })
-            // The server takes connections but answers nothing: the first create is on the wire,
-            // unanswered, when the daemon dies. The server applies it afterwards, and the
-            // remounted daemon sends it again under the same key.
+            // The server takes connections but answers nothing: creates are on the wire (one
+            // chain per item, so several at once), unanswered, when the daemon dies. The server
+            // applies them afterwards, and the remounted daemon sends them again under the same keys.
             s.pause()
             for i in 0..<40 { m.sh("printf 'note \(i)\\n' > types/core.note/n\(i).md") }
             m.settle()
-            #expect(MountHarness.eventually { m.sql("SELECT count(*) FROM mutations WHERE state = 'sending'") == "1" }, "killed mid-send")
+            #expect(MountHarness.eventually { (Int(m.sql("SELECT count(*) FROM mutations WHERE state = 'sending'")) ?? 0) >= 1 }, "killed mid-send")
             m.killDaemon()
             s.resume()
             let atKill = (s.call("GET", "/items?state=any&limit=200", key: key).json["data"]).map { if case .array(let a) = $0 { return a.count }; return -1 } ?? -1

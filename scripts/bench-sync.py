@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Sync benchmark (called by `scripts/bench sync` and by the full run).
+
+With the release build, a fresh `marfafs serve` on 127.0.0.1 and real mounts:
+  drain      ITEMS notes imported into a store (one queued create each), then mounted with
+             --server: mutations/s from the mount until `.marfafs/flush` says the queue is empty.
+  first sync a fresh store mounted on that server: seconds until the first sync is done
+             (`marfafs mount` waits for it), and items on the mount afterwards.
+  latency    mount A and mount B: EDITS edits of one note on A, each timed until B's `cat`
+             shows the new bytes (p50, p99, max).
+  mount      a store of BIG notes (imported): `marfafs mount` wall time, daemon RSS after it.
+Prints a Markdown section and writes sync.json beside it.
+
+usage: bench-sync.py BINARY OUTDIR [--items 20000] [--edits 200] [--big 100000]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ap = argparse.ArgumentParser()
+ap.add_argument("binary")
+ap.add_argument("outdir")
+ap.add_argument("--items", type=int, default=20000)
+ap.add_argument("--edits", type=int, default=200)
+ap.add_argument("--big", type=int, default=100000)
+args = ap.parse_args()
+os.makedirs(args.outdir, exist_ok=True)
+bin_ = args.binary
+work = tempfile.mkdtemp(prefix="marfafs-sync-bench.")
+mounts = []
+
+
+def run(*cmd, **kw):
+    return subprocess.run(list(cmd), check=True, capture_output=True, text=True, **kw)
+
+
+def notes(dir_, n, prefix):
+    """n small notes in folders of 500, like a real vault."""
+    for i in range(n):
+        d = os.path.join(dir_, f"folder-{i // 500:03d}")
+        if i % 500 == 0:
+            os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, f"{prefix} {i}.md"), "w") as f:
+            f.write(f"# {prefix} {i}\n\nSome text about topic {i % 97}, linking ideas {i % 13} and {i % 31}.\n")
+
+
+def mount(name, store, *extra):
+    mnt = os.path.join(work, name)
+    os.makedirs(mnt, exist_ok=True)
+    t0 = time.monotonic()
+    out = run(bin_, "mount", mnt, "--store", store, *extra).stdout
+    dt = time.monotonic() - t0
+    mounts.append(mnt)
+    pid = int(re.search(r"pid (\d+)", out).group(1))
+    return mnt, dt, pid
+
+
+def unmount(mnt):
+    subprocess.run([bin_, "unmount", mnt], capture_output=True)
+    mounts.remove(mnt)
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+
+
+def status(mnt):
+    with open(os.path.join(mnt, ".marfafs/status")) as f:
+        return json.load(f)
+
+
+log = open(os.path.join(args.outdir, "serve.log"), "w")
+server = subprocess.Popen([bin_, "serve", "--db", os.path.join(work, "server.sqlite"), "--port", "0"],
+                          stdout=subprocess.PIPE, stderr=log, text=True)
+result = {}
+try:
+    line = server.stdout.readline()
+    m = re.search(r"listening on (http://[\d.]+:(\d+))", line)
+    if not m:
+        sys.exit(f"serve did not start: {line!r}")
+    base = m.group(1)
+    req = urllib.request.Request(base + "/keys", method="POST", data=b'{"label":"bench"}', headers={"Content-Type": "application/json"})
+    key = json.loads(urllib.request.urlopen(req).read())["key"]
+    keyfile = os.path.join(work, "key")
+    with open(keyfile, "w") as f:
+        f.write(key + "\n")
+    os.chmod(keyfile, 0o600)
+    sync = ["--server", base, "--key-file", keyfile]
+
+    # 1. drain: ITEMS queued creates sent to the server.
+    vault = os.path.join(work, "vault")
+    notes(vault, args.items, "note")
+    store_a = os.path.join(work, "a.sqlite")
+    run(bin_, "import", vault, "--store", store_a)
+    t0 = time.monotonic()
+    a, _, pid_a = mount("a", store_a, *sync, "--device", "bench-a")
+    with open(os.path.join(a, ".marfafs/flush")) as f:
+        flush = f.read().strip()
+    drain_s = time.monotonic() - t0
+    if not flush.startswith("ok"):
+        sys.exit(f"the queue did not drain: {flush}")
+    result["drain"] = {"mutations": args.items, "seconds": drain_s, "per_second": args.items / drain_s}
+    print(f"drain: {args.items} creates in {drain_s:.2f} s = {args.items / drain_s:.0f}/s", file=sys.stderr)
+
+    # 2. first sync of those items into a fresh store.
+    store_b = os.path.join(work, "b.sqlite")
+    b, first_s, pid_b = mount("b", store_b, *sync, "--device", "bench-b")
+    st = status(b)
+    if not st.get("first_sync_done"):
+        sys.exit(f"first sync not done: {st}")
+    result["first_sync"] = {"items": st["items"], "seconds": first_s, "rss_kib": rss_kib(pid_b)}
+    print(f"first sync: {st['items']} items in {first_s:.2f} s", file=sys.stderr)
+
+    # 3. A → B latency: EDITS edits of one note.
+    target = "types/core.note/latency.md"
+    with open(os.path.join(a, target), "w") as f:
+        f.write("edit -1\n")
+    deadline = time.monotonic() + 30
+    while not os.path.exists(os.path.join(b, target)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    lat = []
+    for i in range(args.edits):
+        text = f"edit {i}\n" + "body line\n" * (i % 7)
+        t0 = time.monotonic()
+        with open(os.path.join(a, target), "w") as f:
+            f.write(text)
+        seen = False
+        while time.monotonic() - t0 < 10:
+            try:
+                with open(os.path.join(b, target)) as f:
+                    if f.read() == text:
+                        seen = True
+                        break
+            except OSError:
+                pass
+            time.sleep(0.002)
+        lat.append((time.monotonic() - t0) * 1000 if seen else 10_000)
+        time.sleep(0.05)
+    lat.sort()
+    pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]
+    result["latency"] = {"edits": args.edits, "p50_ms": pick(0.5), "p99_ms": pick(0.99), "max_ms": lat[-1],
+                         "missed": sum(1 for x in lat if x >= 10_000)}
+    print(f"A→B: p50 {pick(0.5):.0f} ms, p99 {pick(0.99):.0f} ms", file=sys.stderr)
+    unmount(a)
+    unmount(b)
+
+    # 4. mounting a big store (local, the embedded default).
+    big = os.path.join(work, "big-vault")
+    notes(big, args.big, "big")
+    store_big = os.path.join(work, "big.sqlite")
+    run(bin_, "import", big, "--store", store_big)
+    shutil.rmtree(big, ignore_errors=True)
+    shutil.rmtree(vault, ignore_errors=True)
+    c, mount_s, pid_c = mount("big", store_big)
+    rss = rss_kib(pid_c)
+    n = int(run("sh", "-c", f"ls '{c}/types/core.note' | wc -l").stdout)
+    result["mount"] = {"items": n, "seconds": mount_s, "rss_kib": rss, "rss_after_listing_kib": rss_kib(pid_c)}
+    print(f"mount: {n} items in {mount_s:.2f} s, RSS {rss / 1024:.0f} MiB", file=sys.stderr)
+    unmount(c)
+
+    with open(os.path.join(args.outdir, "sync.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    d, fs, la, mo = result["drain"], result["first_sync"], result["latency"], result["mount"]
+    ok = lambda b: "yes" if b else "no"
+    md = ["## Sync (`marfafs mount --server`)", "",
+          f"`scripts/bench sync` on {time.strftime('%Y-%m-%d', time.gmtime())}: the release build, `marfafs serve` on 127.0.0.1"
+          " (fresh database) and real mounts on the same 2 cores.", "",
+          "| measure | target | result | met |", "|---|---|---|---|",
+          f"| queue drain ({d['mutations']} imported notes, mount to `.marfafs/flush` ok) | ≥ 500 mutations/s | {d['per_second']:.0f}/s ({d['seconds']:.1f} s) | {ok(d['per_second'] >= 500)} |",
+          f"| first sync of {fs['items']} items into a fresh store (`marfafs mount` until done) | ≤ 20 s | {fs['seconds']:.1f} s | {ok(fs['seconds'] <= 20)} |",
+          f"| write on A → `cat` on B shows it, {la['edits']} edits | p50 ≤ 250 ms, p99 ≤ 1 s | p50 {la['p50_ms']:.0f} ms, p99 {la['p99_ms']:.0f} ms (max {la['max_ms']:.0f}) | {ok(la['p50_ms'] <= 250 and la['p99_ms'] <= 1000)} |",
+          f"| mounting a {mo['items']}-item store | ≤ 1 s, RSS ≤ 150 MB | {mo['seconds']:.2f} s, {mo['rss_kib'] / 1024:.0f} MiB ({mo['rss_after_listing_kib'] / 1024:.0f} MiB after `ls` of every item) | {ok(mo['seconds'] <= 1 and mo['rss_kib'] <= 150 * 1024)} |",
+          ""]
+    with open(os.path.join(args.outdir, "sync.md"), "w") as f:
+        f.write("\n".join(md))
+    print("\n".join(md))
+finally:
+    for mnt in list(mounts):
+        subprocess.run([bin_, "unmount", mnt], capture_output=True)
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    shutil.rmtree(work, ignore_errors=True)
