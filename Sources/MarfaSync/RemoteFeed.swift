@@ -22,8 +22,6 @@ public actor RemoteFeed {
     let baseURL: String
     let loadCredential: @Sendable () throws -> Credential
     let silence: Double
-    var backoff = Backoff()
-    var attempt = 0
     var known: [String: Int64] = [:]
 
     public init(store: Store, baseURL: String, credential: Credential, status: SyncStatus, log: Logger, silence: Double = 60,
@@ -48,62 +46,120 @@ public actor RemoteFeed {
         }
     }
 
-    /// Runs until the task is cancelled.
+    var machine: FeedMachine?
+    var rng = SystemRandomNumberGenerator()
+    static func now() -> Double { Date().timeIntervalSince1970 }
+
+    /// Runs until the task is cancelled: does what the `FeedMachine` says.
     public func run() async {
-        status.update { $0.firstSyncDone = store.firstSyncDone; $0.lastEventID = try? store.lastEventID() }
-        while !Task.isCancelled {
-            do {
-                try await follow()
-                attempt = 0
-            } catch let f as WireFailure {
-                if case .unauthorized = f {
-                    await waitForNewKey()
-                    continue
-                }
-                attempt += 1
-                var rng = SystemRandomNumberGenerator()
-                let wait = backoff.delay(attempt: attempt, retryAfter: f.retryAfter, using: &rng)
+        let position = (try? store.lastEventID()) ?? nil
+        status.update { $0.firstSyncDone = store.firstSyncDone; $0.lastEventID = position }
+        var m = FeedMachine(hasPosition: position != nil, firstSyncDone: store.firstSyncDone, silence: silence, now: Self.now())
+        var actions = m.start()
+        machine = m
+        while !Task.isCancelled, !actions.isEmpty {
+            let a = actions.removeFirst()
+            switch a {
+            case .connect:
+                actions += await connection()
+            case .retry(let at):
                 status.update { $0.stream = "offline" }
-                status.record("disconnected", ["error": .string(f.description), "retry_in_seconds": .double((wait * 1000).rounded() / 1000)])
-                log.info("event stream lost; reconnecting", metadata: ["error": "\(f)", "in_seconds": "\(wait)"])
+                let wait = max(0, at - Self.now())
                 try? await Task.sleep(for: .milliseconds(Int64(wait * 1000)))
-            } catch is CancellationError {
-                break
-            } catch {
-                attempt += 1
-                log.error("applying remote changes failed", metadata: ["error": "\(error)"])
-                status.update { $0.stream = "offline"; $0.lastError = "applying remote changes: \(error)" }
-                try? await Task.sleep(for: .seconds(min(30, Double(attempt))))
+                actions += handle(.tick, at: max(at, Self.now()))
+            case .waitForKey:
+                await waitForNewKey()
+                actions += handle(.keyChanged)
+            case .forgetPosition:
+                try? store.clearLastEventID()
+                status.update { $0.lastEventID = nil }
+            case .sweep, .disconnect:
+                break  // only while a connection is open (`connection`)
             }
         }
         await client.shutdown()
     }
 
-    /// One connection: from the last applied event, or live after a sweep when there is none.
-    func follow() async throws {
-        let last = try store.lastEventID()
-        var needSweep = last == nil
+    func handle(_ e: FeedMachine.Event, at now: Double = RemoteFeed.now()) -> [FeedMachine.Action] {
+        machine!.handle(e, at: now, using: &rng)
+    }
+
+    /// One connection, from open to end: returns what to do next. A ticker tells the machine the
+    /// time every second, and drops the connection when the machine says it has been silent too long.
+    func connection() async -> [FeedMachine.Action] {
+        let resume = machine!.hasPosition
+        let last = resume ? ((try? store.lastEventID()) ?? nil) : nil
         status.update { $0.stream = "connecting" }
-        for try await item in client.events(lastEventID: last, silence: silence) {
-            if Task.isCancelled { return }
-            if needSweep {
-                // The stream is open (its first frame came): everything before it is swept now, and
-                // everything after it comes as events. Both are applied by version, so an overlap is harmless.
-                needSweep = false
-                try await sweep(first: !store.firstSyncDone)
+        let events = client.events(lastEventID: last, silence: .infinity)
+        let reader = Task { await self.read(events) }
+        let ticker = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                if await self.tickSaysDisconnect() { reader.cancel(); return }
             }
-            status.update { $0.stream = "live" }
-            guard case .event(let e) = item else { continue }
-            if attempt > 0 { attempt = 0 }
-            if e.event == "catchup_too_old" {
-                log.info("the server no longer has our place in its event log; sweeping", metadata: ["data": "\(e.data)"])
-                status.record("catchup_too_old", ["data": (try? JSONParser.parse(e.data)) ?? .string(e.data)])
-                try store.clearLastEventID()
-                try await sweep(first: false, edgesInFull: true)
-                return
-            }
-            try await apply(e)
         }
+        let next = await withTaskCancellationHandler { await reader.value } onCancel: { reader.cancel(); ticker.cancel() }
+        ticker.cancel()
+        return next
+    }
+
+    /// Whether the machine, told the time, drops the connection (its retry is then pending).
+    var pendingAfterDisconnect: [FeedMachine.Action] = []
+    func tickSaysDisconnect() -> Bool {
+        let actions = handle(.tick)
+        guard actions.contains(.disconnect) else { return false }
+        pendingAfterDisconnect = actions.filter { $0 != .disconnect }
+        status.record("disconnected", ["error": .string("the event stream was silent for \(Int(silence)) s")])
+        log.info("event stream silent; reconnecting", metadata: ["seconds": "\(silence)"])
+        return true
+    }
+
+    func read(_ events: AsyncThrowingStream<SSEItem, Error>) async -> [FeedMachine.Action] {
+        var opened = false
+        do {
+            for try await item in events {
+                if Task.isCancelled { break }
+                _ = handle(.activity)
+                if !opened {
+                    opened = true
+                    for a in handle(.opened) {
+                        if case .sweep(let full, let allEdges) = a {
+                            // The stream is open: everything before it is swept now, everything after
+                            // comes as events. Both apply by version, so an overlap is harmless.
+                            try await sweep(first: full, edgesInFull: allEdges)
+                            _ = handle(.swept)
+                        }
+                    }
+                    status.update { $0.stream = "live" }
+                }
+                guard case .event(let e) = item else { continue }
+                if e.event == "catchup_too_old" {
+                    log.info("the server no longer has our place in its event log; sweeping", metadata: ["data": "\(e.data)"])
+                    status.record("catchup_too_old", ["data": (try? JSONParser.parse(e.data)) ?? .string(e.data)])
+                    return handle(.catchupTooOld)
+                }
+                try await apply(e)
+                machine!.applied()
+            }
+        } catch let f as WireFailure {
+            status.update { $0.stream = "offline"; if case .unauthorized = f { $0.stream = "unauthorized" } }
+            status.record("disconnected", ["error": .string(f.description)])
+            log.info("event stream lost", metadata: ["error": "\(f)"])
+            if case .unauthorized = f { return handle(.failed(retryable: false, retryAfter: nil)) }
+            return handle(.failed(retryable: true, retryAfter: f.retryAfter))
+        } catch {
+            // Applying failed (the store): try again later rather than skip the event.
+            log.error("applying remote changes failed", metadata: ["error": "\(error)"])
+            status.update { $0.stream = "offline"; $0.lastError = "applying remote changes: \(error)" }
+            return handle(.failed(retryable: true, retryAfter: nil))
+        }
+        if Task.isCancelled && !pendingAfterDisconnect.isEmpty {
+            defer { pendingAfterDisconnect = [] }
+            return pendingAfterDisconnect
+        }
+        // The server closed the stream.
+        status.record("disconnected", ["error": "the server closed the stream"])
+        return handle(.failed(retryable: true, retryAfter: nil))
     }
 
     /// Applies one event with its id, in one transaction.
