@@ -9,7 +9,7 @@ struct Catalog {
     var items: [Int64: ItemSummary] = [:]
     var byID: [String: Int64] = [:]
     var typeTables: [StateView: [String: NameTable]] = [:]
-    var tagsOf: [Int64: Set<String>] = [:]
+    var tagsOf = TagIndex()
     var tagMembers: [String: Set<Int64>] = [:]
     var tagTables: [String: NameTable] = [:]
     var localTags: Set<String> = []
@@ -35,11 +35,17 @@ struct Catalog {
     }
 
     init(store: Store) throws {
-        for s in try store.allSummaries() { items[s.rowid] = s; byID[s.id] = s.rowid }
         var claims: [StateView: [String: [NameClaim]]] = [:]
-        for s in items.values { claims[StateView.of(s.state), default: [:]][s.type, default: []].append(Self.claim(s)) }
+        try store.scanCatalog(items: { s in
+            items[s.rowid] = s
+            byID[s.id] = s.rowid
+            claims[StateView.of(s.state), default: [:]][s.type, default: []].append(Self.claim(s))
+        }, tags: { itemID, tag in
+            guard let r = byID[itemID] else { return }
+            tagsOf.add(tag, to: r)
+            tagMembers[tag, default: []].insert(r)
+        })
         for (v, byType) in claims { for (t, c) in byType { typeTables[v, default: [:]][t] = NameTable(c) } }
-        for (r, tag) in try store.allTags() { tagsOf[r, default: []].insert(tag); tagMembers[tag, default: []].insert(r) }
         localTags = Set(try store.localTags())
         for e in try store.allEdges() { addEdge(e) }
         for (itemID, et) in try store.edgeDirs() { if let r = byID[itemID] { edgeDirs[r, default: []].insert(et) } }
@@ -131,5 +137,19 @@ struct Catalog {
         var out = registeredTypes
         for (_, byType) in typeTables { for (t, table) in byType where table.count > 0 { out.insert(t) } }
         return out
+    }
+}
+
+/// Each item's tags, kept as a small array per item (most items have one or two tags; a set
+/// each would cost a hash table per item), read and written as a set.
+struct TagIndex {
+    private var lists: [Int64: [String]] = [:]
+    subscript(_ r: Int64) -> Set<String>? {
+        get { lists[r].map(Set.init) }
+        set { lists[r] = newValue.map { $0.sorted() } }
+    }
+    mutating func add(_ tag: String, to r: Int64) {
+        if lists[r]?.contains(tag) == true { return }
+        lists[r, default: []].append(tag)
     }
 }

@@ -39,9 +39,14 @@ public final class FileSystem: @unchecked Sendable {
         // Files written before a crash settle now, before anything is served (FS-15).
         try store.settle()
         self.catalog = try Catalog(store: store)
+        // Building the catalog leaves freed memory in the heap: give it back.
+        _ = marfafs_malloc_trim(0)
         uid = getuid(); gid = getgid()
         settler = Settler(window: settleWindow)
     }
+
+    /// Items in the catalog (all states).
+    public var itemCount: Int { locked { catalog.items.count } }
 
     func locked<T>(_ body: () throws -> T) rethrows -> T {
         lock.lock(); defer { lock.unlock() }
@@ -309,3 +314,6 @@ struct InodeTable {
     func existing(_ n: Node) -> UInt64? { byNode[n] }
     func node(_ i: UInt64) -> Node? { byIno[i] }
 }
+
+/// glibc's `malloc_trim(3)` (malloc.h is not in Swift's Glibc module).
+@_silgen_name("malloc_trim") func marfafs_malloc_trim(_ pad: Int) -> Int32

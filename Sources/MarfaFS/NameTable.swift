@@ -4,14 +4,44 @@ import MarfaLayout
 /// Not thread-safe: the filesystem's lock guards it.
 final class NameTable {
     private(set) var claims: [Int64: NameClaim] = [:]
-    private var groups: [String: Set<Int64>] = [:]
+    /// Claims per base name; almost every name has one, kept without a set of its own.
+    private var groups: [String: Group] = [:]
+
+    enum Group {
+        case one(Int64)
+        case many(Set<Int64>)
+        var keys: Set<Int64> { switch self { case .one(let k): return [k]; case .many(let s): return s } }
+        func inserting(_ k: Int64) -> Group {
+            switch self {
+            case .one(let o): return o == k ? self : .many([o, k])
+            case .many(var s): s.insert(k); return .many(s)
+            }
+        }
+        /// nil when empty.
+        func removing(_ k: Int64) -> Group? {
+            switch self {
+            case .one(let o): return o == k ? nil : self
+            case .many(var s):
+                s.remove(k)
+                if s.count == 1 { return .one(s.first!) }
+                return s.isEmpty ? nil : .many(s)
+            }
+        }
+    }
+
+    private func add(_ k: Int64, to base: String) { groups[base] = groups[base].map { $0.inserting(k) } ?? .one(k) }
+    private func drop(_ k: Int64, from base: String) { groups[base] = groups[base]?.removing(k) }
     private(set) var nameOf: [Int64: String] = [:]
     private(set) var keyOf: [String: Int64] = [:]
     private var sortedNames: [String]?
 
     init(_ list: [NameClaim] = []) {
-        for c in list { claims[c.key] = c; groups[c.baseName, default: []].insert(c.key) }
-        for (_, keys) in groups { assign(keys) }
+        claims.reserveCapacity(list.count)
+        groups.reserveCapacity(list.count)
+        nameOf.reserveCapacity(list.count)
+        keyOf.reserveCapacity(list.count)
+        for c in list { claims[c.key] = c; add(c.key, to: c.baseName) }
+        for (_, g) in groups { assign(g.keys) }
     }
 
     var count: Int { claims.count }
@@ -29,9 +59,9 @@ final class NameTable {
         let old = claims[c.key]
         if let old, old.stem == c.stem, old.ext == c.ext, old.createdAt == c.createdAt { return [] }
         var affected = Set<String>()
-        if let old { affected.insert(old.baseName); groups[old.baseName]?.remove(c.key) }
+        if let old { affected.insert(old.baseName); drop(c.key, from: old.baseName) }
         claims[c.key] = c
-        groups[c.baseName, default: []].insert(c.key)
+        add(c.key, to: c.baseName)
         affected.insert(c.baseName)
         return reassign(bases: affected)
     }
@@ -39,7 +69,7 @@ final class NameTable {
     @discardableResult
     func remove(_ key: Int64) -> [String] {
         guard let old = claims.removeValue(forKey: key) else { return [] }
-        groups[old.baseName]?.remove(key)
+        drop(key, from: old.baseName)
         var changed: [String] = []
         if let n = nameOf.removeValue(forKey: key) { keyOf.removeValue(forKey: n); changed.append(n) }
         sortedNames = nil
@@ -49,8 +79,7 @@ final class NameTable {
     private func reassign(bases: Set<String>) -> [String] {
         var changed: [String] = []
         for b in bases {
-            let keys = groups[b] ?? []
-            if keys.isEmpty { groups.removeValue(forKey: b) }
+            let keys = groups[b]?.keys ?? []
             let before = keys.compactMap { k in nameOf[k].map { (k, $0) } }
             for (k, n) in before { if keyOf[n] == k { keyOf.removeValue(forKey: n) }; nameOf.removeValue(forKey: k) }
             assign(keys)

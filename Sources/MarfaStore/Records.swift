@@ -63,9 +63,9 @@ public struct StoredItem: Sendable {
 
 extension ItemSummary {
     init(rowid: Int64, id: String, type: String, stem: String, ext: String, size: Int64, mtimeNs: Int64,
-         createdAt: String, state: ItemState) {
+         createdAt: String, state: ItemState, blobRef: String? = nil) {
         self.rowid = rowid; self.id = id; self.type = type; self.stem = stem; self.ext = ext; self.size = size
-        self.mtimeNs = mtimeNs; self.createdAt = createdAt; self.state = state; self.blobRef = nil
+        self.mtimeNs = mtimeNs; self.createdAt = createdAt; self.state = state; self.blobRef = blobRef
     }
 }
 

@@ -97,7 +97,7 @@ struct MountCommand: ParsableCommand {
             engine = sync
             log.info("syncing", metadata: ["server": "\(server)", "key": "\(key)"])
         }
-        let count = (try? store.itemCount()) ?? 0
+        let count = fs.itemCount
         log.info("mounted", metadata: ["mountpoint": "\(mnt)", "store": "\(storeOption.path)", "items": "\(count)"])
         // SIGTERM and SIGINT unmount cleanly: end the loop, then wake a worker so it notices.
         signal(SIGTERM, SIG_IGN); signal(SIGINT, SIG_IGN); signal(SIGHUP, SIG_IGN)

@@ -1,0 +1,54 @@
+import Foundation
+import GRDBSQLite
+import MarfaModel
+
+/// The mount's first read of the whole store (its catalog): every item summary and every tag, in
+/// one read transaction on a connection of its own, stepped through the C API. The connection maps
+/// nothing and caches little, so reading 100,000 rows does not leave the whole file mapped into
+/// the daemon (the rows of items are interleaved with the queue's) nor a large page cache behind.
+extension Store {
+    public func scanCatalog(items visit: (ItemSummary) -> Void, tags visitTag: (String, String) -> Void) throws {
+        var c: OpaquePointer?
+        guard sqlite3_open_v2(path, &c, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK, let db = c else {
+            if let c { sqlite3_close_v2(c) }
+            throw StoreError.io("cannot open \(path) to read its catalog")
+        }
+        defer { sqlite3_close_v2(db) }
+        sqlite3_busy_timeout(db, 10_000)
+        sqlite3_exec(db, "PRAGMA mmap_size = 0; PRAGMA cache_size = -2048; BEGIN", nil, nil, nil)
+        defer { sqlite3_exec(db, "COMMIT", nil, nil, nil) }
+        func each(_ sql: String, _ row: (OpaquePointer) -> Void) throws {
+            var st: OpaquePointer?
+            guard sqlite3_prepare_v2(db, sql, -1, &st, nil) == SQLITE_OK, let s = st else {
+                throw StoreError.io("reading the catalog: \(String(cString: sqlite3_errmsg(db)))")
+            }
+            defer { sqlite3_finalize(s) }
+            while true {
+                let rc = sqlite3_step(s)
+                if rc == SQLITE_DONE { return }
+                guard rc == SQLITE_ROW else { throw StoreError.io("reading the catalog: \(String(cString: sqlite3_errmsg(db)))") }
+                row(s)
+            }
+        }
+        func text(_ s: OpaquePointer, _ i: Int32) -> String? {
+            guard let p = sqlite3_column_text(s, i) else { return nil }
+            return String(cString: p)
+        }
+        // Type names and states repeat: one String each, shared by every summary.
+        var interned: [String: String] = [:]
+        func intern(_ s: String) -> String {
+            if let k = interned[s] { return k }
+            interned[s] = s
+            return s
+        }
+        try each("SELECT \(ItemSummary.columns) FROM items") { s in
+            visit(ItemSummary(rowid: sqlite3_column_int64(s, 0), id: text(s, 1) ?? "", type: intern(text(s, 2) ?? ""),
+                              stem: text(s, 3) ?? "", ext: intern(text(s, 4) ?? ""), size: sqlite3_column_int64(s, 5),
+                              mtimeNs: sqlite3_column_int64(s, 6), createdAt: text(s, 7) ?? "",
+                              state: ItemState(rawValue: text(s, 8) ?? "") ?? .active, blobRef: text(s, 9)))
+        }
+        try each("SELECT item_id, tag FROM tags") { s in
+            visitTag(text(s, 0) ?? "", intern(text(s, 1) ?? ""))
+        }
+    }
+}
