@@ -124,10 +124,10 @@ extension ServerStore {
     public func streamStart(_ p: Principal, lastEventID: String?, retention: Duration) throws -> StreamStart {
         try pruneEvents(retention: retention)
         return try pool.read { db in
-            let issued = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'events'") ?? 0
+            let issued = try Int64.fetchOne(db.cachedStatement(sql: "SELECT seq FROM sqlite_sequence WHERE name = 'events'")) ?? 0
             guard let lastEventID else { return .after(issued) }
-            let horizon = try Int64.fetchOne(db, sql: "SELECT pruned_through FROM event_horizon WHERE tenant_id = ?", arguments: [p.tenantID]) ?? 0
-            let minRetained = try Int64.fetchOne(db, sql: "SELECT min(id) FROM events WHERE tenant_id = ?", arguments: [p.tenantID]) ?? (max(horizon, issued) + 1)
+            let horizon = try Int64.fetchOne(db.cachedStatement(sql: "SELECT pruned_through FROM event_horizon WHERE tenant_id = ?"), arguments: [p.tenantID]) ?? 0
+            let minRetained = try Int64.fetchOne(db.cachedStatement(sql: "SELECT min(id) FROM events WHERE tenant_id = ?"), arguments: [p.tenantID]) ?? (max(horizon, issued) + 1)
             guard let n = Int64(lastEventID), n >= 0, n <= issued, n >= horizon else {
                 return .tooOld(minRetained: minRetained, requested: lastEventID)
             }
@@ -140,10 +140,10 @@ extension ServerStore {
     public func events(_ p: Principal, after id: Int64, limit: Int = 500) throws -> [LoggedEvent] {
         if let recent = bell.recent(after: id, tenant: p.tenantID, limit: limit) { return recent }
         return try pool.read { db in
-            try Row.fetchAll(db, sql: """
+            try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT id, name, data, item_type, edge_type, source_type, target_type FROM events
                 WHERE tenant_id = ? AND id > ? ORDER BY id LIMIT ?
-                """, arguments: [p.tenantID, id, limit]).map {
+                """), arguments: [p.tenantID, id, limit]).map {
                 LoggedEvent(id: $0["id"], tenantID: p.tenantID, name: $0["name"], data: $0["data"], itemType: $0["item_type"], edgeType: $0["edge_type"],
                             sourceType: $0["source_type"], targetType: $0["target_type"])
             }
@@ -174,15 +174,15 @@ extension ServerStore {
         let seconds = Double(retention.components.seconds) + Double(retention.components.attoseconds) / 1e18
         let cutoff = Timestamp.format(Date(timeIntervalSinceNow: -seconds))
         // Most calls (one per new stream) find nothing to drop: a read, not a write transaction.
-        let due = try pool.read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM events WHERE created_at < ?)", arguments: [cutoff]) ?? false }
+        let due = try pool.read { db in try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS(SELECT 1 FROM events WHERE created_at < ?)"), arguments: [cutoff]) ?? false }
         guard due else { return }
         try pool.write { db in
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT INTO event_horizon(tenant_id, pruned_through)
                 SELECT tenant_id, max(id) FROM events WHERE created_at < ? GROUP BY tenant_id
                 ON CONFLICT(tenant_id) DO UPDATE SET pruned_through = max(pruned_through, excluded.pruned_through)
-                """, arguments: [cutoff])
-            try db.execute(sql: "DELETE FROM events WHERE created_at < ?", arguments: [cutoff])
+                """).execute(arguments: [cutoff])
+            try db.cachedStatement(sql: "DELETE FROM events WHERE created_at < ?").execute(arguments: [cutoff])
         }
     }
 }

@@ -40,11 +40,10 @@ extension ServerStore {
             }
         }
         return try pool.write { db in
-            if let r = try Row.fetchOne(db, sql: "SELECT mime_type, size FROM blobs WHERE tenant_id = ? AND hash = ?", arguments: [p.tenantID, hash]) {
+            if let r = try Row.fetchOne(db.cachedStatement(sql: "SELECT mime_type, size FROM blobs WHERE tenant_id = ? AND hash = ?"), arguments: [p.tenantID, hash]) {
                 return (201, BlobInfo(hash: hash, mimeType: r["mime_type"], size: r["size"]).json)
             }
-            try db.execute(sql: "INSERT INTO blobs(tenant_id, hash, mime_type, size, data, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                           arguments: [p.tenantID, hash, mimeType, bytes.count, Data(bytes), Self.now()])
+            try db.cachedStatement(sql: "INSERT INTO blobs(tenant_id, hash, mime_type, size, data, created_at) VALUES (?, ?, ?, ?, ?, ?)").execute(arguments: [p.tenantID, hash, mimeType, bytes.count, Data(bytes), Self.now()])
             return (201, BlobInfo(hash: hash, mimeType: mimeType, size: bytes.count).json)
         }
     }
@@ -52,7 +51,7 @@ extension ServerStore {
     public func blobInfo(_ p: Principal, _ hash: String) throws -> BlobInfo {
         let hash = try Self.checkedHash(hash)
         return try pool.read { db in
-            guard let r = try Row.fetchOne(db, sql: "SELECT mime_type, size FROM blobs WHERE tenant_id = ? AND hash = ?", arguments: [p.tenantID, hash]) else {
+            guard let r = try Row.fetchOne(db.cachedStatement(sql: "SELECT mime_type, size FROM blobs WHERE tenant_id = ? AND hash = ?"), arguments: [p.tenantID, hash]) else {
                 throw APIError(404, "blob_not_found", "no blob \(hash)")
             }
             return BlobInfo(hash: hash, mimeType: r["mime_type"], size: r["size"])
@@ -62,8 +61,7 @@ extension ServerStore {
     /// The bytes `range` of a blob (SQLite reads only that slice).
     public func blobBytes(_ p: Principal, _ hash: String, _ range: Range<Int>) throws -> Data {
         try pool.read { db in
-            try Data.fetchOne(db, sql: "SELECT substr(data, ?, ?) FROM blobs WHERE tenant_id = ? AND hash = ?",
-                              arguments: [range.lowerBound + 1, range.count, p.tenantID, hash]) ?? Data()
+            try Data.fetchOne(db.cachedStatement(sql: "SELECT substr(data, ?, ?) FROM blobs WHERE tenant_id = ? AND hash = ?"), arguments: [range.lowerBound + 1, range.count, p.tenantID, hash]) ?? Data()
         }
     }
 
@@ -74,7 +72,7 @@ extension ServerStore {
             guard let h = v?.stringValue, Self.isBlobHash(h) else {
                 throw APIError(400, "invalid_properties", "\(field) is a blob hash (sha256: and 64 hex digits)", details: ["field": .string(field)])
             }
-            guard try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM blobs WHERE tenant_id = ? AND hash = ?)", arguments: [p.tenantID, h]) ?? false else {
+            guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS(SELECT 1 FROM blobs WHERE tenant_id = ? AND hash = ?)"), arguments: [p.tenantID, h]) ?? false else {
                 throw APIError(400, "invalid_properties", "\(field) names no uploaded blob: \(h) (POST /blobs first)", details: ["field": .string(field)])
             }
         }

@@ -39,7 +39,7 @@ extension ServerStore {
     }
 
     func edgeRow(_ db: Database, _ p: Principal, _ id: String) throws -> Row? {
-        try Row.fetchOne(db, sql: "SELECT * FROM edges WHERE tenant_id = ? AND id = ?", arguments: [p.tenantID, id])
+        try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM edges WHERE tenant_id = ? AND id = ?"), arguments: [p.tenantID, id])
     }
 
     /// The edge, if `p` can read both of its ends; else 404 `edge_not_found`.
@@ -91,10 +91,10 @@ extension ServerStore {
             }
             try checkCardinality(db, p, source: sourceID, target: targetID, edgeType: edgeType)
             let now = Self.now()
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT INTO edges(tenant_id, id, source_id, target_id, edge_type, properties, created_at, updated_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [p.tenantID, id, sourceID, targetID, edgeType, JSONCoding.encode(props), now, now])
+                """).execute(arguments: [p.tenantID, id, sourceID, targetID, edgeType, JSONCoding.encode(props), now, now])
             let edge = Self.edgeJSON(try edgeRow(db, p, id)!)
             try appendEvent(db, p, name: "edge.created", edgeType: edgeType, sourceType: source["type"], targetType: target["type"], data: edge)
             return (201, ["edge": .object(edge)])
@@ -104,11 +104,9 @@ extension ServerStore {
     /// W-12: one edge per (source, type, target); the core types' cardinality; no `parent-of` cycle.
     func checkCardinality(_ db: Database, _ p: Principal, source: String, target: String, edgeType: String) throws {
         func existing(_ where: String, _ id: String) throws -> String? {
-            try String.fetchOne(db, sql: "SELECT id FROM edges WHERE tenant_id = ? AND edge_type = ? AND \(`where`) = ? LIMIT 1",
-                                arguments: [p.tenantID, edgeType, id])
+            try String.fetchOne(db.cachedStatement(sql: "SELECT id FROM edges WHERE tenant_id = ? AND edge_type = ? AND \(`where`) = ? LIMIT 1"), arguments: [p.tenantID, edgeType, id])
         }
-        if let dup = try String.fetchOne(db, sql: "SELECT id FROM edges WHERE tenant_id = ? AND source_id = ? AND edge_type = ? AND target_id = ?",
-                                         arguments: [p.tenantID, source, edgeType, target]) {
+        if let dup = try String.fetchOne(db.cachedStatement(sql: "SELECT id FROM edges WHERE tenant_id = ? AND source_id = ? AND edge_type = ? AND target_id = ?"), arguments: [p.tenantID, source, edgeType, target]) {
             throw Self.constraint("\(source) already has a \(edgeType) edge to \(target)", ["existing_edge_id": .string(dup)])
         }
         switch Self.cardinality(edgeType) {
@@ -122,8 +120,7 @@ extension ServerStore {
             // The new edge closes a cycle if the target is already an ancestor of the source.
             var cur = source
             var seen: Set<String> = [cur]
-            while let parent = try String.fetchOne(db, sql: "SELECT source_id FROM edges WHERE tenant_id = ? AND edge_type = 'parent-of' AND target_id = ?",
-                                                   arguments: [p.tenantID, cur]) {
+            while let parent = try String.fetchOne(db.cachedStatement(sql: "SELECT source_id FROM edges WHERE tenant_id = ? AND edge_type = 'parent-of' AND target_id = ?"), arguments: [p.tenantID, cur]) {
                 if parent == target { throw APIError(400, "edge_cycle", "\(target) is an ancestor of \(source): parent-of would make a cycle") }
                 guard seen.insert(parent).inserted else { break }
                 cur = parent
@@ -152,7 +149,7 @@ extension ServerStore {
         try pool.write { db in
             let (e, sourceType, targetType) = try readableEdge(db, p, id)
             guard p.may("write", type: sourceType) else { throw APIError(403, "type_not_permitted", "this key may not change items of type \(sourceType)") }
-            try db.execute(sql: "DELETE FROM edges WHERE tenant_id = ? AND id = ?", arguments: [p.tenantID, id])
+            try db.cachedStatement(sql: "DELETE FROM edges WHERE tenant_id = ? AND id = ?").execute(arguments: [p.tenantID, id])
             try appendEvent(db, p, name: "edge.deleted", edgeType: e["edge_type"], sourceType: sourceType, targetType: targetType, data: [
                 "id": .string(id), "edge_type": .string(e["edge_type"]), "source_id": .string(e["source_id"]), "target_id": .string(e["target_id"]),
             ])
@@ -195,7 +192,7 @@ extension ServerStore {
             if let (u, id) = after { conditions.append("(e.updated_at, e.id) > (?, ?)"); args += [u, id] }
             sql += " WHERE " + conditions.joined(separator: " AND ") + " ORDER BY e.updated_at, e.id LIMIT ?"
             args.append(q.limit + 1)
-            let (rows, cursor) = Self.page(try Row.fetchAll(db, sql: sql, arguments: StatementArguments(args)), limit: q.limit)
+            let (rows, cursor) = Self.page(try Row.fetchAll(db.cachedStatement(sql: sql), arguments: StatementArguments(args)), limit: q.limit)
             return ["data": .array(rows.map { .object(Self.edgeJSON($0)) }), "cursor": cursor, "has_more": .bool(cursor != .null)]
         }
     }

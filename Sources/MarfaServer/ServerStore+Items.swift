@@ -57,7 +57,7 @@ extension ServerStore {
     }
 
     func row(_ db: Database, _ p: Principal, _ id: String) throws -> Row? {
-        try Row.fetchOne(db, sql: "SELECT * FROM items WHERE tenant_id = ? AND id = ?", arguments: [p.tenantID, id])
+        try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM items WHERE tenant_id = ? AND id = ?"), arguments: [p.tenantID, id])
     }
 
     /// The item, readable by `p`, or 404 (an item of a type the key may not read does not exist for it).
@@ -74,7 +74,7 @@ extension ServerStore {
     }
 
     func tags(_ db: Database, _ p: Principal, _ id: String) throws -> [String] {
-        try String.fetchAll(db, sql: "SELECT tag FROM tags WHERE tenant_id = ? AND item_id = ? ORDER BY tag", arguments: [p.tenantID, id])
+        try String.fetchAll(db.cachedStatement(sql: "SELECT tag FROM tags WHERE tenant_id = ? AND item_id = ? ORDER BY tag"), arguments: [p.tenantID, id])
     }
 
     func envelope(_ db: Database, _ p: Principal, _ r: Row) throws -> [String: JSONValue] {
@@ -128,13 +128,12 @@ extension ServerStore {
                 return (200, out)
             }
             let now = Self.now()
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT INTO items(tenant_id, id, type, properties, version, schema_version, source, source_id, timestamp, created_at, updated_at, state, tier)
                 VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [p.tenantID, id, typeID, JSONCoding.encode(props), t.version, p.label, sourceID, timestamp ?? now, now, now, state, tier])
-            try db.execute(sql: "INSERT INTO item_versions(tenant_id, item_id, version, properties, created_at) VALUES (?, ?, 1, ?, ?)",
-                           arguments: [p.tenantID, id, JSONCoding.encode(props), now])
-            for tag in tags { try db.execute(sql: "INSERT INTO tags(tenant_id, item_id, tag) VALUES (?, ?, ?)", arguments: [p.tenantID, id, tag]) }
+                """).execute(arguments: [p.tenantID, id, typeID, JSONCoding.encode(props), t.version, p.label, sourceID, timestamp ?? now, now, now, state, tier])
+            try db.cachedStatement(sql: "INSERT INTO item_versions(tenant_id, item_id, version, properties, created_at) VALUES (?, ?, 1, ?, ?)").execute(arguments: [p.tenantID, id, JSONCoding.encode(props), now])
+            for tag in tags { try db.cachedStatement(sql: "INSERT INTO tags(tenant_id, item_id, tag) VALUES (?, ?, ?)").execute(arguments: [p.tenantID, id, tag]) }
             let r = try row(db, p, id)!
             try appendEvent(db, p, name: "item.created", itemType: typeID, data: Self.itemJSON(r))
             if !tags.isEmpty { try appendEvent(db, p, name: "metadata.changed", itemType: typeID, data: try metadataEvent(db, p, r)) }
@@ -181,7 +180,7 @@ extension ServerStore {
             if let u = q.updatedAfter { sql += " AND updated_at >= ?"; args.append(u) }
             if let (u, id) = after { sql += " AND (updated_at, id) > (?, ?)"; args += [u, id] }
             sql += " ORDER BY updated_at, id LIMIT ?"; args.append(q.limit + 1)
-            let (rows, cursor) = Self.page(try Row.fetchAll(db, sql: sql, arguments: StatementArguments(args)), limit: q.limit)
+            let (rows, cursor) = Self.page(try Row.fetchAll(db.cachedStatement(sql: sql), arguments: StatementArguments(args)), limit: q.limit)
             let data: [JSONValue] = try rows.map { q.includeMetadata ? .object(try envelope(db, p, $0)) : .object(Self.itemJSON($0)) }
             return ["data": .array(data), "cursor": cursor, "has_more": .bool(cursor != .null)]
         }
@@ -236,8 +235,7 @@ extension ServerStore {
             var next = replace ? patch : current.merging(patch) { _, new in new }
             next = next.filter { $0.value != .null || replace }
             if let base, base != version {
-                let ancestorText = base < version ? try String.fetchOne(db, sql: "SELECT properties FROM item_versions WHERE tenant_id = ? AND item_id = ? AND version = ?",
-                                                                         arguments: [p.tenantID, id, base]) : nil
+                let ancestorText = base < version ? try String.fetchOne(db.cachedStatement(sql: "SELECT properties FROM item_versions WHERE tenant_id = ? AND item_id = ? AND version = ?"), arguments: [p.tenantID, id, base]) : nil
                 guard let ancestorText else {
                     throw APIError(409, "ancestor_unavailable", "version \(base) of \(id) is not known",
                                    extra: ["current": .object(["version": .int(version), "properties": .object(current)]), "requested_version": .int(base)])
@@ -272,16 +270,13 @@ extension ServerStore {
             var newExt = oldExt
             for (k, v) in extPatch ?? [:] { if v == .null { newExt.removeValue(forKey: k) } else { newExt[k] = v } }
             if newExt != oldExt {
-                try db.execute(sql: "UPDATE items SET extensions = ?, updated_at = ? WHERE tenant_id = ? AND id = ?",
-                               arguments: [JSONCoding.encode(newExt), now, p.tenantID, id])
+                try db.cachedStatement(sql: "UPDATE items SET extensions = ?, updated_at = ? WHERE tenant_id = ? AND id = ?").execute(arguments: [JSONCoding.encode(newExt), now, p.tenantID, id])
                 try appendEvent(db, p, name: "metadata.changed", itemType: r["type"], data: try metadataEvent(db, p, try row(db, p, id)!))
             }
             let changed = next != current || (tier != nil && tier != r["tier"])
             if changed {
-                try db.execute(sql: "UPDATE items SET properties = ?, version = version + 1, tier = COALESCE(?, tier), updated_at = ? WHERE tenant_id = ? AND id = ?",
-                               arguments: [JSONCoding.encode(next), tier, now, p.tenantID, id])
-                try db.execute(sql: "INSERT INTO item_versions(tenant_id, item_id, version, properties, created_at) VALUES (?, ?, ?, ?, ?)",
-                               arguments: [p.tenantID, id, version + 1, JSONCoding.encode(next), now])
+                try db.cachedStatement(sql: "UPDATE items SET properties = ?, version = version + 1, tier = COALESCE(?, tier), updated_at = ? WHERE tenant_id = ? AND id = ?").execute(arguments: [JSONCoding.encode(next), tier, now, p.tenantID, id])
+                try db.cachedStatement(sql: "INSERT INTO item_versions(tenant_id, item_id, version, properties, created_at) VALUES (?, ?, ?, ?, ?)").execute(arguments: [p.tenantID, id, version + 1, JSONCoding.encode(next), now])
                 let updated = try row(db, p, id)!
                 try appendEvent(db, p, name: "item.updated", itemType: r["type"], data: Self.itemJSON(updated))
                 return try envelope(db, p, updated)
@@ -305,7 +300,7 @@ extension ServerStore {
                 }
             }
             if from != state {
-                try db.execute(sql: "UPDATE items SET state = ?, updated_at = ? WHERE tenant_id = ? AND id = ?", arguments: [state, Self.now(), p.tenantID, id])
+                try db.cachedStatement(sql: "UPDATE items SET state = ?, updated_at = ? WHERE tenant_id = ? AND id = ?").execute(arguments: [state, Self.now(), p.tenantID, id])
             }
             let updated = try row(db, p, id)!
             if from != state {
@@ -321,8 +316,7 @@ extension ServerStore {
     public func versions(_ p: Principal, _ id: String) throws -> [String: JSONValue] {
         try pool.read { db in
             let r = try readable(db, p, id)
-            let rows = try Row.fetchAll(db, sql: "SELECT version, properties, created_at FROM item_versions WHERE tenant_id = ? AND item_id = ? AND version < ? ORDER BY version",
-                                        arguments: [p.tenantID, id, r["version"] as Int64])
+            let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT version, properties, created_at FROM item_versions WHERE tenant_id = ? AND item_id = ? AND version < ? ORDER BY version"), arguments: [p.tenantID, id, r["version"] as Int64])
             return ["versions": .array(rows.map {
                 .object(["id": .string("\(id)@\($0["version"] as Int64)"), "item_id": .string(id), "version": .int($0["version"]),
                          "properties": .object(JSONCoding.object(from: $0["properties"])), "created_at": .string($0["created_at"])])
@@ -345,9 +339,9 @@ extension ServerStore {
             case .remove(let t): new.remove(t)
             }
             if new != old {
-                try db.execute(sql: "DELETE FROM tags WHERE tenant_id = ? AND item_id = ?", arguments: [p.tenantID, id])
-                for tag in new.sorted() { try db.execute(sql: "INSERT INTO tags(tenant_id, item_id, tag) VALUES (?, ?, ?)", arguments: [p.tenantID, id, tag]) }
-                try db.execute(sql: "UPDATE items SET updated_at = ? WHERE tenant_id = ? AND id = ?", arguments: [Self.now(), p.tenantID, id])
+                try db.cachedStatement(sql: "DELETE FROM tags WHERE tenant_id = ? AND item_id = ?").execute(arguments: [p.tenantID, id])
+                for tag in new.sorted() { try db.cachedStatement(sql: "INSERT INTO tags(tenant_id, item_id, tag) VALUES (?, ?, ?)").execute(arguments: [p.tenantID, id, tag]) }
+                try db.cachedStatement(sql: "UPDATE items SET updated_at = ? WHERE tenant_id = ? AND id = ?").execute(arguments: [Self.now(), p.tenantID, id])
                 try appendEvent(db, p, name: "metadata.changed", itemType: r["type"], data: try metadataEvent(db, p, try row(db, p, id)!))
             }
             return try envelope(db, p, try row(db, p, id)!)
@@ -356,7 +350,7 @@ extension ServerStore {
 
     public func tagCounts(_ p: Principal) throws -> [String: JSONValue] {
         try pool.read { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT tag, count(*) AS n FROM tags WHERE tenant_id = ? GROUP BY tag ORDER BY tag", arguments: [p.tenantID])
+            let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT tag, count(*) AS n FROM tags WHERE tenant_id = ? GROUP BY tag ORDER BY tag"), arguments: [p.tenantID])
             return ["tags": .array(rows.map { .object(["tag": .string($0["tag"]), "count": .int($0["n"])]) })]
         }
     }

@@ -10,14 +10,14 @@ extension ServerStore {
 
     /// The types `tenantID` can use: the built-in ones, then its own by id.
     func types(_ db: Database, tenantID: String) throws -> [TypeSchema] {
-        let custom = try String.fetchAll(db, sql: "SELECT definition FROM types WHERE tenant_id = ? ORDER BY id", arguments: [tenantID])
+        let custom = try String.fetchAll(db.cachedStatement(sql: "SELECT definition FROM types WHERE tenant_id = ? ORDER BY id"), arguments: [tenantID])
         return try TypeSchema.builtIns + custom.map { try JSONCoding.decode(TypeSchema.self, from: $0) }
     }
 
     /// The type schema for `id` as `tenantID` sees it, or 404 `type_not_found`.
     func type(_ db: Database, tenantID: String, _ id: String) throws -> TypeSchema {
         if let t = TypeSchema.builtIns.first(where: { $0.id == id }) { return t }
-        guard let text = try String.fetchOne(db, sql: "SELECT definition FROM types WHERE tenant_id = ? AND id = ?", arguments: [tenantID, id]) else {
+        guard let text = try String.fetchOne(db.cachedStatement(sql: "SELECT definition FROM types WHERE tenant_id = ? AND id = ?"), arguments: [tenantID, id]) else {
             throw APIError(404, "type_not_found", "no type \(id)")
         }
         return try JSONCoding.decode(TypeSchema.self, from: text)
@@ -43,7 +43,7 @@ extension ServerStore {
     /// The parents of the tenant's custom types (for permission checks on subtypes).
     func customParents(_ db: Database, tenantID: String) throws -> [String: String] {
         var out: [String: String] = [:]
-        for r in try Row.fetchAll(db, sql: "SELECT id, parent FROM types WHERE tenant_id = ? AND parent IS NOT NULL", arguments: [tenantID]) {
+        for r in try Row.fetchAll(db.cachedStatement(sql: "SELECT id, parent FROM types WHERE tenant_id = ? AND parent IS NOT NULL"), arguments: [tenantID]) {
             out[r["id"]] = r["parent"]
         }
         return out
@@ -165,14 +165,13 @@ extension ServerStore {
             let definition = JSONCoding.encode(schema)
             let out: [String: JSONValue] = ["type": .object(JSONCoding.object(from: definition))]
             if TypeSchema.builtIns.contains(where: { $0.id == id }) { throw APIError(409, "type_mismatch", "\(id) is a built-in type") }
-            if let existing = try String.fetchOne(db, sql: "SELECT definition FROM types WHERE tenant_id = ? AND id = ?", arguments: [p.tenantID, id]) {
+            if let existing = try String.fetchOne(db.cachedStatement(sql: "SELECT definition FROM types WHERE tenant_id = ? AND id = ?"), arguments: [p.tenantID, id]) {
                 guard (try? JSONCoding.decode(TypeSchema.self, from: existing)) == schema else {
                     throw APIError(409, "type_mismatch", "type \(id) is registered with another definition")
                 }
                 return (200, out)
             }
-            try db.execute(sql: "INSERT INTO types(tenant_id, id, parent, definition, created_at) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [p.tenantID, id, parentID, definition, Self.now()])
+            try db.cachedStatement(sql: "INSERT INTO types(tenant_id, id, parent, definition, created_at) VALUES (?, ?, ?, ?, ?)").execute(arguments: [p.tenantID, id, parentID, definition, Self.now()])
             return (201, out)
         }
     }

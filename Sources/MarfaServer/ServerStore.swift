@@ -37,10 +37,10 @@ public final class ServerStore: Sendable {
         if !dir.isEmpty { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
         var config = Configuration()
         config.busyMode = .timeout(10)
-        config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+        config.prepareDatabase { db in try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute() }
         pool = try DatabasePool(path: path, configuration: config)
         try ServerSchema.migrator().migrate(pool)
-        bell.start(after: try pool.read { db in try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'events'") ?? 0 })
+        bell.start(after: try pool.read { db in try Int64.fetchOne(db.cachedStatement(sql: "SELECT seq FROM sqlite_sequence WHERE name = 'events'")) ?? 0 })
     }
 
     static func now() -> String { Timestamp.format(Date()) }
@@ -68,15 +68,15 @@ public final class ServerStore: Sendable {
         let id = "key_" + ItemID.make()
         let now = Self.now()
         let perms = typePermissions.map { JSONCoding.encode($0.mapValues(JSONValue.string)) }
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
             INSERT INTO keys(id, tenant_id, label, role, type_permissions, lookup, salt, hash, created_at)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [id, tenantID, label, role, perms, String(key.prefix(21)), salt, Self.hash(key, salt: salt), now])
+            """).execute(arguments: [id, tenantID, label, role, perms, String(key.prefix(21)), salt, Self.hash(key, salt: salt), now])
         return (try keyJSON(db, id: id)!, key)
     }
 
     func keyJSON(_ db: Database, id: String) throws -> [String: JSONValue]? {
-        guard let r = try Row.fetchOne(db, sql: "SELECT k.*, t.operator FROM keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.id = ?", arguments: [id]) else { return nil }
+        guard let r = try Row.fetchOne(db.cachedStatement(sql: "SELECT k.*, t.operator FROM keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.id = ?"), arguments: [id]) else { return nil }
         var o: [String: JSONValue] = [
             "id": .string(r["id"]), "label": .string(r["label"]), "role": .string(r["role"]),
             "tenant_id": .string(r["tenant_id"]), "space_id": .string(r["tenant_id"]),
@@ -93,14 +93,14 @@ public final class ServerStore: Sendable {
     func insertTenant(_ db: Database, name: String, operator isOperator: Bool) throws -> [String: JSONValue] {
         let id = "tnt_" + ItemID.make()
         let now = Self.now()
-        try db.execute(sql: "INSERT INTO tenants(id, name, operator, created_at) VALUES (?, ?, ?, ?)", arguments: [id, name, isOperator, now])
+        try db.cachedStatement(sql: "INSERT INTO tenants(id, name, operator, created_at) VALUES (?, ?, ?, ?)").execute(arguments: [id, name, isOperator, now])
         return ["id": .string(id), "name": .string(name), "created_at": .string(now)]
     }
 
     /// W-18 bootstrap: on a server with no keys, the first tenant (the operator) and its admin key.
     public func bootstrap(label: String = "admin") throws -> ([String: JSONValue], String)? {
         try pool.write { db in
-            if try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM keys)") ?? false { return nil }
+            if try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS(SELECT 1 FROM keys)")) ?? false { return nil }
             let tenant = try insertTenant(db, name: "operator", operator: true)
             return try insertKey(db, tenantID: tenant["id"]!.stringValue!, label: label, role: "admin", typePermissions: nil)
         }
@@ -112,7 +112,7 @@ public final class ServerStore: Sendable {
 
     public func listKeys(_ p: Principal) throws -> [[String: JSONValue]] {
         try pool.read { db in
-            try String.fetchAll(db, sql: "SELECT id FROM keys WHERE tenant_id = ? AND revoked_at IS NULL ORDER BY created_at, id", arguments: [p.tenantID])
+            try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM keys WHERE tenant_id = ? AND revoked_at IS NULL ORDER BY created_at, id"), arguments: [p.tenantID])
                 .compactMap { try keyJSON(db, id: $0) }
         }
     }
@@ -120,8 +120,7 @@ public final class ServerStore: Sendable {
     /// Revokes a key of the caller's tenant at once; false if there is no such key.
     public func revokeKey(_ p: Principal, id: String) throws -> Bool {
         try pool.write { db in
-            try db.execute(sql: "UPDATE keys SET revoked_at = ? WHERE id = ? AND tenant_id = ? AND revoked_at IS NULL",
-                           arguments: [Self.now(), id, p.tenantID])
+            try db.cachedStatement(sql: "UPDATE keys SET revoked_at = ? WHERE id = ? AND tenant_id = ? AND revoked_at IS NULL").execute(arguments: [Self.now(), id, p.tenantID])
             return db.changesCount > 0
         }
     }
@@ -136,7 +135,7 @@ public final class ServerStore: Sendable {
 
     public func tenant(_ p: Principal) throws -> [String: JSONValue] {
         try pool.read { db in
-            let r = try Row.fetchOne(db, sql: "SELECT * FROM tenants WHERE id = ?", arguments: [p.tenantID])!
+            let r = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tenants WHERE id = ?"), arguments: [p.tenantID])!
             return ["id": .string(r["id"]), "name": .string(r["name"]), "created_at": .string(r["created_at"])]
         }
     }
@@ -148,7 +147,7 @@ public final class ServerStore: Sendable {
         let now = Date()
         if Timestamp.parse(lastUsed).map({ now.timeIntervalSince1970 - $0 >= 60 }) ?? true {
             try pool.write { db in
-                try db.execute(sql: "UPDATE keys SET last_used_at = ? WHERE id = ?", arguments: [Timestamp.format(now), p.keyID])
+                try db.cachedStatement(sql: "UPDATE keys SET last_used_at = ? WHERE id = ?").execute(arguments: [Timestamp.format(now), p.keyID])
             }
         }
         return p
@@ -157,10 +156,10 @@ public final class ServerStore: Sendable {
     func lookUp(_ token: String) throws -> (Principal, String)? {
         guard token.hasPrefix("marfa_k1_"), token.count >= 21, token.count <= 200 else { return nil }
         return try pool.read { db in
-            for r in try Row.fetchAll(db, sql: """
+            for r in try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT k.*, t.operator FROM keys k JOIN tenants t ON t.id = k.tenant_id
                 WHERE k.lookup = ? AND k.revoked_at IS NULL
-                """, arguments: [String(token.prefix(21))]) {
+                """), arguments: [String(token.prefix(21))]) {
                 let salt: Data = r["salt"], hash: Data = r["hash"]
                 guard Self.hash(token, salt: salt) == hash else { continue }
                 let perms = (r["type_permissions"] as String?).map { JSONCoding.object(from: $0).compactMapValues(\.stringValue) }
@@ -178,15 +177,13 @@ public final class ServerStore: Sendable {
 
     public func storedResponse(_ p: Principal, key: String) throws -> (fingerprint: String, status: Int, body: String)? {
         try pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT fingerprint, status, body FROM idempotency WHERE tenant_id = ? AND key = ?",
-                             arguments: [p.tenantID, key]).map { ($0["fingerprint"], $0["status"], $0["body"]) }
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT fingerprint, status, body FROM idempotency WHERE tenant_id = ? AND key = ?"), arguments: [p.tenantID, key]).map { ($0["fingerprint"], $0["status"], $0["body"]) }
         }
     }
 
     public func storeResponse(_ p: Principal, key: String, fingerprint: String, status: Int, body: String) throws {
         try pool.write { db in
-            try db.execute(sql: "INSERT OR IGNORE INTO idempotency(tenant_id, key, fingerprint, status, body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                           arguments: [p.tenantID, key, fingerprint, status, body, Self.now()])
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO idempotency(tenant_id, key, fingerprint, status, body, created_at) VALUES (?, ?, ?, ?, ?, ?)").execute(arguments: [p.tenantID, key, fingerprint, status, body, Self.now()])
         }
     }
 
@@ -198,10 +195,10 @@ public final class ServerStore: Sendable {
     func appendEvent(_ db: Database, _ p: Principal, name: String, itemType: String? = nil, edgeType: String? = nil,
                      sourceType: String? = nil, targetType: String? = nil, data: [String: JSONValue]) throws {
         let text = JSONCoding.encode(data)
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
             INSERT INTO events(tenant_id, name, item_type, edge_type, source_type, target_type, data, created_at)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [p.tenantID, name, itemType, edgeType, sourceType, targetType, text, Self.now()])
+            """).execute(arguments: [p.tenantID, name, itemType, edgeType, sourceType, targetType, text, Self.now()])
         let event = LoggedEvent(id: db.lastInsertedRowID, tenantID: p.tenantID, name: name, data: text, itemType: itemType,
                                 edgeType: edgeType, sourceType: sourceType, targetType: targetType)
         let bell = self.bell

@@ -15,6 +15,19 @@ extension Store {
         }
     }
 
+    /// Marks mutations as being sent, in one transaction; returns those that are (the others are
+    /// no longer waiting: settled meanwhile).
+    public func markSending(seqs: [Int64]) throws -> Set<Int64> {
+        try pool.write { db in
+            var out = Set<Int64>()
+            for seq in seqs {
+                try db.run("UPDATE mutations SET state = 'sending' WHERE seq = ? AND state = 'pending'", [seq])
+                if try db.exists("SELECT 1 FROM mutations WHERE seq = ? AND state = 'sending'", [seq]) { out.insert(seq) }
+            }
+            return out
+        }
+    }
+
     /// Marks a mutation as being sent; false if it is no longer waiting to be sent.
     @discardableResult
     public func markSending(seq: Int64) throws -> Bool {
@@ -26,21 +39,33 @@ extension Store {
 
     /// The server took the mutation: it leaves the queue. `serverVersion` is the item's version
     /// the server answered with; the item is `synced` once nothing of it is left to send.
+    /// Several acknowledgements in one transaction, in order.
+    public func acknowledge(_ acks: [Acknowledgement]) throws -> StoreChanges {
+        try pool.write { db in
+            var out = StoreChanges()
+            for a in acks { out.formUnion(try acknowledge(db, a)) }
+            return out
+        }
+    }
+
     /// `answer`: the item as the server now has it; once nothing of the item is left to send, it
     /// is applied, so a change the server merged in (or one whose event came while ours waited)
     /// shows here.
     @discardableResult
     public func acknowledge(seq: Int64, itemID: String, serverVersion: Int64?, answer: RemoteChange? = nil) throws -> StoreChanges {
-        try pool.write { db in
-            var out = StoreChanges()
-            try db.run("DELETE FROM mutations WHERE seq = ?", [seq])
-            if let v = serverVersion { try db.run("UPDATE items SET version = max(version, ?) WHERE id = ?", [v, itemID]) }
-            let left = try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND state != 'rejected'", [itemID])
-            if !left { try db.run("UPDATE items SET sync = 'synced', sync_error = NULL WHERE id = ? AND sync = 'pending'", [itemID]) }
-            if let answer { try applyRemote(db, answer, blobSizes: [:], force: true, into: &out) }
-            out.items.insert(itemID)
-            return out
-        }
+        try pool.write { db in try acknowledge(db, Acknowledgement(seq: seq, itemID: itemID, serverVersion: serverVersion, answer: answer)) }
+    }
+
+    func acknowledge(_ db: Database, _ a: Acknowledgement) throws -> StoreChanges {
+        // The mount sees the item again only if the answer changed what it shows (names, bytes,
+        // state); a version and `user.marfa.sync` are read from the store.
+        var out = StoreChanges()
+        try db.run("DELETE FROM mutations WHERE seq = ?", [a.seq])
+        if let v = a.serverVersion { try db.run("UPDATE items SET version = max(version, ?) WHERE id = ?", [v, a.itemID]) }
+        let left = try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND state != 'rejected'", [a.itemID])
+        if !left { try db.run("UPDATE items SET sync = 'synced', sync_error = NULL WHERE id = ? AND sync = 'pending'", [a.itemID]) }
+        if let answer = a.answer { try applyRemote(db, answer, blobSizes: [:], force: true, into: &out) }
+        return out
     }
 
     /// Not sent this time (network, 5xx, 429): it stays first in line, with the reason. It stays
@@ -74,6 +99,17 @@ extension Store {
     /// Mutations waiting to be sent (not `rejected`).
     public func unsentCount() throws -> Int {
         try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM mutations WHERE state IN ('pending', 'sending')") ?? 0 }
+    }
+}
+
+/// The server took a mutation: its answer (the item's version, and the item as it now is).
+public struct Acknowledgement: Sendable {
+    public var seq: Int64
+    public var itemID: String
+    public var serverVersion: Int64?
+    public var answer: RemoteChange?
+    public init(seq: Int64, itemID: String, serverVersion: Int64?, answer: RemoteChange?) {
+        self.seq = seq; self.itemID = itemID; self.serverVersion = serverVersion; self.answer = answer
     }
 }
 

@@ -186,6 +186,18 @@ extension Store {
             out.content.insert(remote.id)
         }
         try db.run("UPDATE items SET version = max(version, ?), sync = 'synced', sync_error = NULL WHERE rowid = ?", [remote.version, rowid])
+        if force && !propsChange {
+            // The server's answer to our own write, with our properties: the file stays as it is
+            // (its mtime too: an editor would think it changed on disk); only a state or tier the
+            // server holds otherwise is taken.
+            if remote.state != local.state || remote.tier != local.tier {
+                try db.run("UPDATE items SET state = ?, tier = ? WHERE rowid = ?", [remote.state.rawValue, remote.tier.rawValue, rowid])
+                out.items.insert(remote.id)
+            }
+            if let tags, Set(tags) != Set(try Self.tags(db, remote.id)) { try replaceTags(db, remote.id, tags); out.items.insert(remote.id) }
+            out.applied += 1
+            return
+        }
         if metaNewer {
             try db.run("UPDATE items SET state = ?, tier = ?, updated_at = ?, mtime_ns = ? WHERE rowid = ?",
                        [remote.state.rawValue, remote.tier.rawValue, remote.updatedAt, mtime, rowid])

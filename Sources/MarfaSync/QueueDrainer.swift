@@ -95,14 +95,14 @@ public actor QueueDrainer {
 
     /// `done`: the mutation left the line (sent, settled as a conflict, or refused), with what that
     /// changed in the store.
-    enum Outcome { case done(StoreChanges), wait(Double), paused }
+    enum Outcome { case done(StoreChanges), acked(Acknowledgement), wait(Double), paused }
 
     /// Runs until the task is cancelled.
     public func run() async {
         await probe()
         while !Task.isCancelled {
             let batch: [Mutation]
-            do { batch = try store.nextMutations(limit: 50) } catch {
+            do { batch = try store.nextMutations(limit: 200) } catch {
                 log.error("reading the queue failed", metadata: ["error": "\(error)"])
                 try? await Task.sleep(for: .seconds(1))
                 continue
@@ -131,7 +131,7 @@ public actor QueueDrainer {
             switch stop {
             case .wait(let seconds)?: try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
             case .paused?: await waitForNewKey()
-            case .done?, nil: break
+            case .done?, .acked?, nil: break
             }
         }
         await client.shutdown()
@@ -141,23 +141,33 @@ public actor QueueDrainer {
 
     /// Sends `run` as one chain per item, the chains concurrently; a chain stops at its first
     /// mutation that does not leave the line. Returns what changed, and why the batch must stop.
-    func sendChains(_ run: [Mutation]) async -> (StoreChanges, Outcome?) {
+    func sendChains(_ all: [Mutation]) async -> (StoreChanges, Outcome?) {
+        // Marked `sending` together, acknowledged together: two transactions per run, not two per
+        // mutation. (Should the daemon die between a 2xx and the acknowledgement, the mutation is
+        // sent again under its key, and the server replays its answer.)
+        let sending: Set<Int64>
+        do { sending = try store.markSending(seqs: all.map(\.seq)) } catch {
+            log.error("marking the queue failed", metadata: ["error": "\(error)"])
+            return (StoreChanges(), .wait(1))
+        }
+        let run = all.filter { sending.contains($0.seq) }
         var order: [String] = []
         var chains: [String: [Mutation]] = [:]
         for m in run {
             if chains[m.itemID] == nil { order.append(m.itemID) }
             chains[m.itemID, default: []].append(m)
         }
-        if order.count == 1 { return await sendChain(chains[order[0]]!) }
-        return await withTaskGroup(of: (StoreChanges, Outcome?).self) { group in
+        let (changes, acks, outcome): (StoreChanges, [Acknowledgement], Outcome?) = await withTaskGroup(of: (StoreChanges, [Acknowledgement], Outcome?).self) { group in
             for id in order {
                 let chain = chains[id]!
                 group.addTask { await self.sendChain(chain) }
             }
             var changed = StoreChanges()
+            var acks: [Acknowledgement] = []
             var stop: Outcome?
-            for await (c, s) in group {
+            for await (c, a, s) in group {
                 changed.formUnion(c)
+                acks += a
                 switch (stop, s) {
                 case (_, nil): break
                 case (.paused?, _): break
@@ -167,29 +177,43 @@ public actor QueueDrainer {
                 default: break
                 }
             }
-            return (changed, stop)
+            return (changed, acks, stop)
         }
-    }
-
-    func sendChain(_ chain: [Mutation]) async -> (StoreChanges, Outcome?) {
-        var changed = StoreChanges()
-        for m in chain where !Task.isCancelled {
-            switch await send(m) {
-            case .done(let c): changed.formUnion(c)
-            case let other: return (changed, other)
+        var changed = changes
+        if !acks.isEmpty {
+            do {
+                changed.formUnion(try store.acknowledge(acks.sorted { $0.seq < $1.seq }))
+                status.update { $0.connection = "online"; $0.sent += acks.count; $0.lastError = nil }
+            } catch {
+                log.error("recording acknowledgements failed; they will be sent again", metadata: ["error": "\(error)"])
+                return (changed, .wait(1))
             }
         }
-        return (changed, nil)
+        return (changed, outcome)
     }
 
-    func send(_ m: Mutation) async -> Outcome {
+    /// One item's mutations in order; stops at the first that does not leave the line. The
+    /// version each answer gives is the base of the item's next update.
+    func sendChain(_ chain: [Mutation]) async -> (StoreChanges, [Acknowledgement], Outcome?) {
+        var changed = StoreChanges()
+        var acks: [Acknowledgement] = []
+        var version: Int64?
+        for m in chain where !Task.isCancelled {
+            switch await send(m, acknowledgedVersion: version) {
+            case .done(let c): changed.formUnion(c)
+            case .acked(let a): acks.append(a); if let v = a.serverVersion { version = max(version ?? 0, v) }
+            case let other: return (changed, acks, other)
+            }
+        }
+        return (changed, acks, nil)
+    }
+
+    func send(_ m: Mutation, acknowledgedVersion: Int64? = nil) async -> Outcome {
         let request: WireRequest
         do {
-            // Settled meanwhile (a conflict's resolution replaces the item's queued updates): skipped.
-            guard try store.markSending(seq: m.seq) else { return .done(StoreChanges()) }
             var base: Int64?
             if m.kind == .update {
-                let known = try store.serverVersion(itemID: m.itemID)
+                let known = max(try store.serverVersion(itemID: m.itemID), acknowledgedVersion ?? 0)
                 if case .int(let b)? = m.payload["base_version"], b > known { base = b } else if known > 0 { base = known }
             }
             request = try WireRequest.sending(m, baseVersion: base, blob: { try self.store.blobBytes(hash: $0) })
@@ -203,11 +227,9 @@ public actor QueueDrainer {
             }
             let json = resp.json
             let version: Int64? = { if case .int(let v)? = json["item"]?.objectValue?["version"] { return v }; return nil }()
-            let changes = try store.acknowledge(seq: m.seq, itemID: m.itemID, serverVersion: version, answer: RemoteWire.envelope(json))
             attempt = 0
-            status.update { $0.connection = "online"; $0.sent += 1; $0.lastError = nil }
             status.record("mutation.sent", ["mutation": .string(m.id), "kind": .string(m.kind.rawValue), "item": .string(m.itemID)])
-            return .done(changes)
+            return .acked(Acknowledgement(seq: m.seq, itemID: m.itemID, serverVersion: version, answer: RemoteWire.envelope(json)))
         } catch let f as WireFailure {
             switch f {
             case _ where f.isRetryable:

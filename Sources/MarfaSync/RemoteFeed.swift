@@ -90,7 +90,7 @@ public actor RemoteFeed {
         let resume = machine!.hasPosition
         let last = resume ? ((try? store.lastEventID()) ?? nil) : nil
         status.update { $0.stream = "connecting" }
-        let events = client.events(lastEventID: last, silence: .infinity)
+        let events = client.eventBatches(lastEventID: last, silence: .infinity)
         let reader = Task { await self.read(events) }
         let ticker = Task {
             while !Task.isCancelled {
@@ -114,10 +114,10 @@ public actor RemoteFeed {
         return true
     }
 
-    func read(_ events: AsyncThrowingStream<SSEItem, Error>) async -> [FeedMachine.Action] {
+    func read(_ events: AsyncThrowingStream<[SSEItem], Error>) async -> [FeedMachine.Action] {
         var opened = false
         do {
-            for try await item in events {
+            for try await batch in events {
                 if Task.isCancelled { break }
                 _ = handle(.activity)
                 if !opened {
@@ -132,14 +132,17 @@ public actor RemoteFeed {
                     }
                     status.update { $0.stream = "live" }
                 }
-                guard case .event(let e) = item else { continue }
-                if e.event == "catchup_too_old" {
-                    log.info("the server no longer has our place in its event log; sweeping", metadata: ["data": "\(e.data)"])
-                    status.record("catchup_too_old", ["data": (try? JSONParser.parse(e.data)) ?? .string(e.data)])
-                    return handle(.catchupTooOld)
+                var run: [SSEEvent] = []
+                for case .event(let e) in batch {
+                    if e.event == "catchup_too_old" {
+                        try await apply(run)
+                        log.info("the server no longer has our place in its event log; sweeping", metadata: ["data": "\(e.data)"])
+                        status.record("catchup_too_old", ["data": (try? JSONParser.parse(e.data)) ?? .string(e.data)])
+                        return handle(.catchupTooOld)
+                    }
+                    run.append(e)
                 }
-                try await apply(e)
-                machine!.applied()
+                try await apply(run)
             }
         } catch let f as WireFailure {
             status.update { $0.stream = "offline"; if case .unauthorized = f { $0.stream = "unauthorized" } }
@@ -162,25 +165,39 @@ public actor RemoteFeed {
         return handle(.failed(retryable: true, retryAfter: nil))
     }
 
-    /// Applies one event with its id, in one transaction.
-    func apply(_ e: SSEEvent) async throws {
-        var change = RemoteWire.change(event: e.event, data: e.data)
-        // `metadata.changed` does not carry extensions (W-15): they are read from the item.
-        if case let .metadata(id, tags, tier, state, nil)? = change {
-            let resp = try await client.send(WireRequest(method: "GET", path: "/items/\(WireRequest.segment(id))"))
-            if resp.status == 401 { throw WireFailure.of(resp) }
-            let ext = resp.status == 200 ? resp.json["metadata"]?.objectValue?["extensions"]?.objectValue : nil
-            change = .metadata(itemID: id, tags: tags, tier: tier, state: state, extensions: ext)
+    /// Applies a run of events in one transaction, with the id of the last.
+    func apply(_ run: [SSEEvent]) async throws {
+        guard !run.isEmpty else { return }
+        var changes: [RemoteChange] = []
+        var known: [(SSEEvent, Int)] = []
+        for e in run {
+            guard var change = RemoteWire.change(event: e.event, data: e.data) else { known.append((e, 0)); continue }
+            // `metadata.changed` does not carry extensions (W-15): they are read from the item.
+            if case let .metadata(id, tags, tier, state, nil) = change {
+                let resp = try await client.send(WireRequest(method: "GET", path: "/items/\(WireRequest.segment(id))"))
+                if resp.status == 401 { throw WireFailure.of(resp) }
+                let ext = resp.status == 200 ? resp.json["metadata"]?.objectValue?["extensions"]?.objectValue : nil
+                change = .metadata(itemID: id, tags: tags, tier: tier, state: state, extensions: ext)
+            }
+            changes.append(change)
+            known.append((e, 1))
         }
-        let sizes = try await blobSizes(change.map { [$0] } ?? [])
-        let c = try store.applyRemote(change.map { [$0] } ?? [], lastEventID: e.id, blobSizes: sizes)
+        let lastID = run.last { $0.id != nil }?.id
+        let c = try store.applyRemote(changes, lastEventID: lastID, blobSizes: try await blobSizes(changes))
+        if lastID != nil { machine!.applied() }
         status.update { s in
-            if let id = e.id { s.lastEventID = id }
+            if let id = lastID { s.lastEventID = id }
             s.applied += c.applied
         }
-        // Every event is logged, applied or skipped (an echo, or an item with changes of its own to send).
-        status.record("remote.event", ["event": .string(e.event), "id": e.id.map(JSONValue.string) ?? .null, "applied": .int(Int64(c.applied)),
-                                       "items": .array(c.items.sorted().map(JSONValue.string))])
+        // Every event is logged (whether it changed anything: an echo, or an item with changes of
+        // its own to send, changes nothing).
+        for (e, _) in known {
+            status.record("remote.event", ["event": .string(e.event), "id": e.id.map(JSONValue.string) ?? .null])
+        }
+        if c.applied > 0 {
+            status.record("remote.applied", ["events": .int(Int64(run.count)), "applied": .int(Int64(c.applied)),
+                                             "items": .array(c.items.sorted().prefix(50).map(JSONValue.string))])
+        }
         onChange(c)
     }
 

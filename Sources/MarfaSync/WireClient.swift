@@ -184,6 +184,21 @@ public final class WireClient: Sendable {
     /// `GET /events` (W-14..W-17): what the stream says, until the server closes it, the
     /// connection fails, or nothing arrives for `silence` seconds (then `WireFailure.silent`).
     public func events(query: String = "", lastEventID: String?, silence: Double = 60) -> AsyncThrowingStream<SSEItem, Error> {
+        let batches = eventBatches(query: query, lastEventID: lastEventID, silence: silence)
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    for try await batch in batches { for item in batch { continuation.yield(item) } }
+                    continuation.finish()
+                } catch { continuation.finish(throwing: error) }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// The same stream, as the frames each read from the network brought: a burst of events
+    /// arrives as one batch, which the caller can apply in one transaction.
+    public func eventBatches(query: String = "", lastEventID: String?, silence: Double = 60) -> AsyncThrowingStream<[SSEItem], Error> {
         var req = httpRequest(WireRequest(method: "GET", path: "/events" + query))
         req.headers.replaceOrAdd(name: "Accept", value: "text/event-stream")
         if let lastEventID { req.headers.add(name: "Last-Event-ID", value: lastEventID) }
@@ -199,7 +214,8 @@ public final class WireClient: Sendable {
                             var parser = SSEParser()
                             for try await chunk in resp.body {
                                 lastByte.touch()
-                                for item in parser.feed(chunk.readableBytesView) { continuation.yield(item) }
+                                let items = parser.feed(chunk.readableBytesView)
+                                if !items.isEmpty { continuation.yield(items) }
                             }
                         }
                         group.addTask {
