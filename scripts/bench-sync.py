@@ -160,12 +160,20 @@ try:
     run(bin_, "import", big, "--store", store_big)
     shutil.rmtree(big, ignore_errors=True)
     shutil.rmtree(vault, ignore_errors=True)
-    c, mount_s, pid_c = mount("big", store_big)
-    rss = rss_kib(pid_c)
-    n = int(run("sh", "-c", f"ls '{c}/types/core.note' | wc -l").stdout)
-    result["mount"] = {"items": n, "seconds": mount_s, "rss_kib": rss, "rss_after_listing_kib": rss_kib(pid_c)}
-    print(f"mount: {n} items in {mount_s:.2f} s, RSS {rss / 1024:.0f} MiB", file=sys.stderr)
-    unmount(c)
+    run("sync")
+    time.sleep(2)
+    # Three mounts in a row (the first right after the import): the median, and the slowest.
+    times, rss = [], 0
+    for _ in range(3):
+        c, mount_s, pid_c = mount("big", store_big)
+        times.append(mount_s)
+        rss = max(rss, rss_kib(pid_c))
+        n = int(run("sh", "-c", f"ls '{c}/types/core.note' | wc -l").stdout)
+        listed = rss_kib(pid_c)
+        unmount(c)
+    times.sort()
+    result["mount"] = {"items": n, "seconds": times[1], "all_seconds": times, "rss_kib": rss, "rss_after_listing_kib": listed}
+    print(f"mount: {n} items in {times} s, RSS {rss / 1024:.0f} MiB", file=sys.stderr)
 
     with open(os.path.join(args.outdir, "sync.json"), "w") as f:
         json.dump(result, f, indent=1)
@@ -178,7 +186,7 @@ try:
           f"| queue drain ({d['mutations']} imported notes, mount to `.marfafs/flush` ok) | ≥ 500 mutations/s | {d['per_second']:.0f}/s ({d['seconds']:.1f} s) | {ok(d['per_second'] >= 500)} |",
           f"| first sync of {fs['items']} items into a fresh store (`marfafs mount` until done) | ≤ 20 s | {fs['seconds']:.1f} s | {ok(fs['seconds'] <= 20)} |",
           f"| write on A → `cat` on B shows it, {la['edits']} edits | p50 ≤ 250 ms, p99 ≤ 1 s | p50 {la['p50_ms']:.0f} ms, p99 {la['p99_ms']:.0f} ms (max {la['max_ms']:.0f}) | {ok(la['p50_ms'] <= 250 and la['p99_ms'] <= 1000)} |",
-          f"| mounting a {mo['items']}-item store | ≤ 1 s, RSS ≤ 150 MB | {mo['seconds']:.2f} s, {mo['rss_kib'] / 1024:.0f} MiB ({mo['rss_after_listing_kib'] / 1024:.0f} MiB after `ls` of every item) | {ok(mo['seconds'] <= 1 and mo['rss_kib'] <= 150 * 1024)} |",
+          f"| mounting a {mo['items']}-item store (median of 3; all: {', '.join(f'{t:.2f}' for t in mo['all_seconds'])} s) | ≤ 1 s, RSS ≤ 150 MB | {mo['seconds']:.2f} s, {mo['rss_kib'] / 1024:.0f} MiB ({mo['rss_after_listing_kib'] / 1024:.0f} MiB after `ls` of every item) | {ok(mo['seconds'] <= 1 and mo['rss_kib'] * 1024 <= 150e6)} |",
           ""]
     with open(os.path.join(args.outdir, "sync.md"), "w") as f:
         f.write("\n".join(md))

@@ -93,8 +93,9 @@ public actor QueueDrainer {
         client = WireClient(baseURL: baseURL, credential: credential)
     }
 
-    /// `done`: the mutation left the line (sent, settled as a conflict, or refused), with what that
-    /// changed in the store.
+    /// `done`: the mutation left the line (settled as a conflict, or refused), with what that
+    /// changed in the store; `acked`: the server took it; `wait`: not now (the server's
+    /// `Retry-After` in seconds, 0 if none); `paused`: the key was refused.
     enum Outcome { case done(StoreChanges), acked(Acknowledgement), wait(Double), paused }
 
     /// Runs until the task is cancelled.
@@ -129,7 +130,13 @@ public actor QueueDrainer {
             }
             onChange(changed)
             switch stop {
-            case .wait(let seconds)?: try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+            case .wait(let retryAfter)?:
+                // One backoff step per batch that could not go out, however many of its chains failed.
+                attempt += 1
+                var rng = SystemRandomNumberGenerator()
+                let wait = backoff.delay(attempt: attempt, retryAfter: retryAfter > 0 ? retryAfter : nil, using: &rng)
+                log.info("sending failed; retrying", metadata: ["in_seconds": "\(wait)", "attempt": "\(attempt)"])
+                try? await Task.sleep(for: .milliseconds(Int64(wait * 1000)))
             case .paused?: await waitForNewKey()
             case .done?, .acked?, nil: break
             }
@@ -233,14 +240,10 @@ public actor QueueDrainer {
         } catch let f as WireFailure {
             switch f {
             case _ where f.isRetryable:
-                attempt += 1
-                var rng = SystemRandomNumberGenerator()
-                let wait = backoff.delay(attempt: attempt, retryAfter: f.retryAfter, using: &rng)
                 try? store.retryLater(seq: m.seq, error: f.description)
                 status.update { $0.connection = "offline"; $0.lastError = f.description }
-                log.info("sending failed; retrying", metadata: ["mutation": "\(m.id)", "error": "\(f)", "in_seconds": "\(wait)"])
-                status.record("mutation.retried", ["mutation": .string(m.id), "error": .string(f.description), "attempt": .int(Int64(attempt))])
-                return .wait(wait)
+                status.record("mutation.retried", ["mutation": .string(m.id), "error": .string(f.description), "attempt": .int(Int64(attempt + 1))])
+                return .wait(f.retryAfter ?? 0)
             case .unauthorized:
                 try? store.retryLater(seq: m.seq, error: f.description)
                 paused(by: f)

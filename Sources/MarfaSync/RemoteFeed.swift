@@ -54,7 +54,7 @@ public actor RemoteFeed {
     public func run() async {
         let position = (try? store.lastEventID()) ?? nil
         status.update { $0.firstSyncDone = store.firstSyncDone; $0.lastEventID = position }
-        var m = FeedMachine(hasPosition: position != nil, firstSyncDone: store.firstSyncDone, silence: silence, now: Self.now())
+        let m = FeedMachine(hasPosition: position != nil, firstSyncDone: store.firstSyncDone, silence: silence, now: Self.now())
         var actions = m.start()
         machine = m
         while !Task.isCancelled, !actions.isEmpty {
@@ -95,7 +95,7 @@ public actor RemoteFeed {
         let ticker = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
-                if await self.tickSaysDisconnect() { reader.cancel(); return }
+                if self.tickSaysDisconnect() { reader.cancel(); return }
             }
         }
         let next = await withTaskCancellationHandler { await reader.value } onCancel: { reader.cancel(); ticker.cancel() }
