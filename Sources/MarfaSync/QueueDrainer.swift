@@ -48,7 +48,7 @@ public final class SyncStatus: Sendable {
     public var json: [String: JSONValue] {
         let s = snapshot
         var o: [String: JSONValue] = [
-            "mode": "sync", "server": .string(s.server), "connection": .string(s.connection),
+            "mode": "synced", "server": .string(s.server), "connection": .string(s.connection),
             "last_error": s.lastError.map(JSONValue.string) ?? .null, "sent": .int(Int64(s.sent)),
             "stream": .string(s.stream), "last_event_id": s.lastEventID.map(JSONValue.string) ?? .null,
             "applied": .int(Int64(s.applied)), "first_sync_done": .bool(s.firstSyncDone),

@@ -85,7 +85,8 @@ struct StatusCommand: ParsableCommand {
             if json { print(text.trimmingCharacters(in: .whitespacesAndNewlines)); continue }
             let obj = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
             print("\(mnt)")
-            for k in ["mode", "server", "connection", "store", "items", "queue_depth", "oldest_pending_age_seconds", "conflicts", "last_error"] {
+            for k in ["mode", "server", "connection", "stream", "last_event_id", "store", "items", "queue_depth", "oldest_pending_age_seconds", "conflicts", "last_error"]
+                where k == "mode" || obj["mode"] as? String == "synced" || !["stream", "last_event_id"].contains(k) {
                 let v = obj[k].map { $0 is NSNull ? "-" : "\($0)" } ?? "-"
                 print("  \(k.replacingOccurrences(of: "_", with: " ")): \(v)")
             }

@@ -52,6 +52,33 @@ struct MergeTests {
         }
     }
 
+    /// Arbitrary edits on both sides (lines changed, inserted, deleted anywhere): the merge never
+    /// traps, and whatever it merges contains every line either side added.
+    @Test func FS20_arbitraryEditsNeverTrapAndKeepWhatTheyMerge() {
+        var rng = SplitMix(seed: 99)
+        func edit(_ lines: [String], _ tag: String) -> [String] {
+            var out = lines
+            for _ in 0..<Int.random(in: 0...4, using: &rng) {
+                let i = Int.random(in: 0...out.count, using: &rng)
+                switch Int.random(in: 0...2, using: &rng) {
+                case 0 where i < out.count: out[i] = "\(tag) changed \(i)\n"
+                case 1: out.insert("\(tag) added \(i)\n", at: i)
+                default: if i < out.count { out.remove(at: i) }
+                }
+            }
+            return out
+        }
+        for _ in 0..<2000 {
+            let base = (0..<Int.random(in: 0...8, using: &rng)).map { "b\($0)\n" }
+            let local = edit(base, "L"), remote = edit(base, "R")
+            guard let merged = TextMerge.threeWay(base: base.joined(), local: local.joined(), remote: remote.joined()) else { continue }
+            let lines = Set(merged.split(separator: "\n", omittingEmptySubsequences: false).map(String.init))
+            for added in (local + remote) where !base.contains(added) {
+                #expect(lines.contains(String(added.dropLast())), "\(base) \(local) \(remote) -> \(merged)")
+            }
+        }
+    }
+
     @Test func FS20_fieldsFollowTheirPolicy() {
         let policy = MergePolicy(default: .lastWriterWins, fields: ["body": .keepBothCopies])
         let ancestor: [String: JSONValue] = ["title": "t", "body": "a\nb\nc\n", "tag": "x"]

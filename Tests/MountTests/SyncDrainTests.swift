@@ -69,7 +69,7 @@ import Testing
             #expect(waited.status == 0 && waited.stdout == "ok: the queue is empty\n", "\(waited.stdout)\(waited.stderr)")
             #expect(status(m)["queue_depth"] == .int(0))
             let st = status(m)
-            #expect(st["mode"] == .string("sync") && st["server"] == .string(s.base) && st["connection"] == .string("online"), "\(st)")
+            #expect(st["mode"] == .string("synced") && st["server"] == .string(s.base) && st["connection"] == .string("online"), "\(st)")
             if case .array(let all)? = s.call("GET", "/items?state=any", key: key).json["data"] { #expect(all.count == 3, "nothing created twice") }
             #expect(!m.sh("cat \(m.store).log").out.contains(key), "the key is never logged")
         }
