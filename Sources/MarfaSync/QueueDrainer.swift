@@ -20,7 +20,10 @@ public final class SyncStatus: Sendable {
         /// Remote changes applied since the mount.
         public var applied = 0
         /// The first sync (or a sweep): items and edges fetched so far; nil when none runs.
-        public var transfer: (phase: String, items: Int, edges: Int)?
+        /// `done`: how far the item listing is, 0...1, estimated from time: pages come oldest change
+        /// first, so the newest `updated_at` seen, between the first one and the sweep's start, says
+        /// how much is behind (the server does not say how many items there are).
+        public var transfer: (phase: String, items: Int, edges: Int, done: Double)?
         public var firstSyncDone = false
         /// The latest sync events (`.marfafs/events`), oldest first.
         var events: [String] = []
@@ -54,7 +57,8 @@ public final class SyncStatus: Sendable {
             "applied": .int(Int64(s.applied)), "first_sync_done": .bool(s.firstSyncDone),
         ]
         if let t = s.transfer {
-            o["transfer"] = .object(["phase": .string(t.phase), "items": .int(Int64(t.items)), "edges": .int(Int64(t.edges))])
+            o["transfer"] = .object(["phase": .string(t.phase), "items": .int(Int64(t.items)), "edges": .int(Int64(t.edges)),
+                                     "done": .double((t.done * 1000).rounded() / 1000)])
         } else {
             o["transfer"] = .null
         }

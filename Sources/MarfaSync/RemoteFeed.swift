@@ -206,7 +206,7 @@ public actor RemoteFeed {
     /// then edges, page by page, each page in one transaction.
     func sweep(first: Bool, edgesInFull: Bool = false) async throws {
         let phase = first ? "first sync" : "sweep"
-        status.update { $0.stream = "sweeping"; $0.transfer = (phase, 0, 0) }
+        status.update { $0.stream = "sweeping"; $0.transfer = (phase, 0, 0, 0) }
         let started = Date()
         // Types.
         let typesAnswer = try await client.call(WireRequest(method: "GET", path: "/types"))
@@ -217,6 +217,8 @@ public actor RemoteFeed {
         try store.registerTypes(types)
         // Items.
         var itemCount = 0, edgeCount = 0
+        var oldest: Double?, done = 0.0
+        let startedAt = Date().timeIntervalSince1970
         let since = first ? nil : try store.newestRemoteUpdatedAt()
         var cursor: String?
         repeat {
@@ -228,7 +230,10 @@ public actor RemoteFeed {
             let c = try store.applyRemote(changes, blobSizes: try await blobSizes(changes))
             onChange(c)
             itemCount += changes.count
-            status.update { $0.transfer = (phase, itemCount, edgeCount); $0.applied += c.applied }
+            let stamps = changes.compactMap { c -> Double? in if case .item(let it, _, _) = c { return Timestamp.parse(it.updatedAt) }; return nil }
+            if oldest == nil { oldest = stamps.first }
+            if let o = oldest, let newest = stamps.last, startedAt > o { done = min(1, max(done, (newest - o) / (startedAt - o))) }
+            status.update { [done] in $0.transfer = (phase, itemCount, edgeCount, done); $0.applied += c.applied }
             progress(phase, itemCount, edgeCount)
             cursor = page["has_more"] == .bool(true) ? page["cursor"]?.stringValue : nil
         } while cursor != nil && !Task.isCancelled
@@ -245,7 +250,7 @@ public actor RemoteFeed {
             let c = try store.applyRemote(edges.map { .edge($0) })
             onChange(c)
             edgeCount += edges.count
-            status.update { $0.transfer = (phase, itemCount, edgeCount) }
+            status.update { $0.transfer = (phase, itemCount, edgeCount, 1) }
             progress(phase, itemCount, edgeCount)
             cursor = page["has_more"] == .bool(true) ? page["cursor"]?.stringValue : nil
         } while cursor != nil && !Task.isCancelled

@@ -187,8 +187,10 @@ struct MountCommand: ParsableCommand {
             }
             if tty, case .object(let t)? = status["transfer"] {
                 let items = t["items"].map { JSONCoding.encode($0) } ?? "0", edges = t["edges"].map { JSONCoding.encode($0) } ?? "0"
-                let spin = ["|", "/", "-", "\\"][Int(Date().timeIntervalSince(started) * 4) % 4]
-                print("\r\(spin) first sync: \(items) items, \(edges) edges", terminator: "")
+                let done: Double = { if case .double(let d)? = t["done"] { return d }; if case .int(let n)? = t["done"] { return Double(n) }; return 0 }()
+                let width = 30, filled = min(width, max(0, Int(done * Double(width))))
+                let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+                print("\rfirst sync [\(bar)] \(Int(done * 100))%: \(items) items, \(edges) edges", terminator: "")
                 fflush(nil)
                 shown = true
             }
