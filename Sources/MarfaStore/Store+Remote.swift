@@ -45,10 +45,12 @@ extension Store {
     static let firstSyncKey = "first_sync_done"
 
     /// Applies `changes` in one transaction, with the id of the last event they came with.
-    public func applyRemote(_ changes: [RemoteChange], lastEventID: String? = nil, blobSizes: [String: Int64] = [:]) throws -> StoreChanges {
+    /// `reseed`: the server's state is taken even where its version is not newer (`requestReseed`).
+    public func applyRemote(_ changes: [RemoteChange], lastEventID: String? = nil, blobSizes: [String: Int64] = [:],
+                            reseed: Bool = false) throws -> StoreChanges {
         try write { db in
             var out = StoreChanges()
-            for c in changes { try applyRemote(db, c, blobSizes: blobSizes, force: false, into: &out) }
+            for c in changes { try applyRemote(db, c, blobSizes: blobSizes, force: reseed, into: &out) }
             if let lastEventID { try Self.setMeta(db, Self.lastEventKey, lastEventID) }
             return out
         }
@@ -63,8 +65,29 @@ extension Store {
     /// The newest `updated_at` of an item the server has sent: where a sweep starts (W-17).
     public func newestRemoteUpdatedAt() throws -> String? { try pool.read { db in try Self.meta(db, Self.newestRemoteKey) } }
 
+    static let reseedKey = "reseed_requested"
+
     public var firstSyncDone: Bool { ((try? pool.read { db in try Self.meta(db, Self.firstSyncKey) }) ?? nil) != nil }
-    public func markFirstSyncDone() throws { try write { db in try Self.setMeta(db, Self.firstSyncKey, Timestamp.now()) } }
+    public func markFirstSyncDone() throws {
+        try write { db in
+            try Self.setMeta(db, Self.firstSyncKey, Timestamp.now())
+            try db.run("DELETE FROM meta WHERE key = ?", [Self.reseedKey])
+        }
+    }
+
+    /// `marfafs resync`: the next first sync fetches everything again and takes the server's state
+    /// of every item, even one whose version is not newer, except items with changes of their own
+    /// still to send (those are kept, and sent). Returns how many mutations are kept.
+    public func requestReseed() throws -> Int {
+        try write { db in
+            try db.run("DELETE FROM meta WHERE key IN (?, ?, ?)", [Self.lastEventKey, Self.firstSyncKey, Self.newestRemoteKey])
+            try Self.setMeta(db, Self.reseedKey, Timestamp.now())
+            return try Int.fetchOne(db, sql: "SELECT count(*) FROM mutations") ?? 0
+        }
+    }
+
+    /// Whether a first sync must take the server's state over the local one (`requestReseed`).
+    public var reseedRequested: Bool { ((try? pool.read { db in try Self.meta(db, Self.reseedKey) }) ?? nil) != nil }
 
     /// Whether a blob's bytes are in the local cache.
     public func hasBlob(_ hash: String) throws -> Bool {
@@ -195,6 +218,7 @@ extension Store {
                 out.items.insert(remote.id)
             }
             if let tags, Set(tags) != Set(try Self.tags(db, remote.id)) { try replaceTags(db, remote.id, tags); out.items.insert(remote.id) }
+            if let x = extensions?["fs.xattr"] { try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [Self.xattrsJSON(x), rowid]) }
             out.applied += 1
             return
         }

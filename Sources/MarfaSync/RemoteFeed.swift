@@ -220,6 +220,7 @@ public actor RemoteFeed {
         var oldest: Double?, done = 0.0
         let startedAt = Date().timeIntervalSince1970
         let since = first ? nil : try store.newestRemoteUpdatedAt()
+        let reseed = first && store.reseedRequested
         var cursor: String?
         repeat {
             var q = "/items?state=any&include=metadata&limit=200"
@@ -227,7 +228,7 @@ public actor RemoteFeed {
             if let cursor { q += "&cursor=" + WireRequest.segment(cursor) }
             let page = try await client.call(WireRequest(method: "GET", path: q)).json
             let changes = (page["data"]?.arrayValue ?? []).compactMap { $0.objectValue.flatMap(RemoteWire.envelope) }
-            let c = try store.applyRemote(changes, blobSizes: try await blobSizes(changes))
+            let c = try store.applyRemote(changes, blobSizes: try await blobSizes(changes), reseed: reseed)
             onChange(c)
             itemCount += changes.count
             let stamps = changes.compactMap { c -> Double? in if case .item(let it, _, _) = c { return Timestamp.parse(it.updatedAt) }; return nil }

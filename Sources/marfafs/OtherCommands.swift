@@ -116,6 +116,25 @@ struct PendingCommand: ParsableCommand {
     func run() throws { printControlFile(mountpoint, "pending") }
 }
 
+struct ResyncCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "resync",
+        abstract: "Re-seed an unmounted store from the server at its next mount, keeping every pending local change.")
+
+    @OptionGroup var storeOption: StoreOption
+
+    func run() throws {
+        do {
+            let lock = try StoreLock(store: storeOption.path)
+            guard FileManager.default.fileExists(atPath: storeOption.path) else { throw CLIError("no store at \(storeOption.path)") }
+            let store = try Store(path: storeOption.path)
+            let kept = try store.requestReseed()
+            print("the next mount with --server fetches everything again and takes the server's state; \(kept) queued mutations are kept and sent")
+            withExtendedLifetime(lock) {}
+        } catch let e as CLIError { fail(e) }
+    }
+}
+
 struct ConflictsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "conflicts", abstract: "List every conflicted copy with its original, and conflicts held for a save.")
 

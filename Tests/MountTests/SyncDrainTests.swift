@@ -147,6 +147,33 @@ import Testing
         }
     }
 
+    @Test func FS18_resyncReseedsTheStoreFromTheServerAndKeepsPendingChanges() throws {
+        let (s, key, _, options) = try setUp()
+        let m = try MountHarness()
+        m.mountOptions = options
+        defer { m.unmount(); try? FileManager.default.removeItem(atPath: m.root) }
+        try m.mount()
+        #expect(m.sh("printf 'server text\\n' > types/core.note/kept.md && printf 'base\\n' > types/core.note/mine.md").status == 0)
+        #expect(m.sh("cat .marfafs/flush").out.hasPrefix("ok"))
+        let kept = m.sh("getfattr --only-values -n user.marfa.id types/core.note/kept.md").out
+        #expect(s.stop() == 0)
+        #expect(m.sh("printf 'local edit\\n' > types/core.note/mine.md").status == 0)
+        m.unmount()
+        // The local copy of `kept` goes astray (same version, other bytes); `mine` has an unsent edit.
+        let astray = Shell.run(["/usr/bin/sqlite3", m.store, "UPDATE items SET properties = json_set(properties, '$.body', 'astray'), raw = NULL WHERE id = '\(kept)'; SELECT changes();"])
+        #expect(astray.stdout == "1\n", "\(astray.stdout)\(astray.stderr)")
+        let r = Shell.run([MountHarness.binary, "resync", "--store", m.store])
+        #expect(r.status == 0 && r.stdout.contains("1 queued mutations are kept"), "\(r.stdout)\(r.stderr)")
+        try s.start()
+        try m.mount()
+        #expect(m.sh("cat types/core.note/kept.md").out == "server text", "the server's state is taken")
+        #expect(m.sh("cat types/core.note/mine.md").out == "local edit", "the pending change is kept")
+        #expect(m.sh("cat .marfafs/flush").out.hasPrefix("ok"))
+        #expect(MountHarness.eventually { serverItem(s, key, m.sh("getfattr --only-values -n user.marfa.id types/core.note/mine.md").out)["properties"]?.objectValue?["body"] == .string("local edit\n") })
+        let busy = Shell.run([MountHarness.binary, "resync", "--store", m.store])
+        #expect(busy.status == 3 && busy.stderr.contains("in use"), "a mounted store is refused: \(busy.stderr)")
+    }
+
     @Test func W18_aKeyTheServerRefusesShowsAtOnceOnAnIdleMount() throws {
         let (s, _, file, options) = try setUp()
         try ("marfa_k1_" + String(repeating: "0", count: 48) + "\n").write(toFile: file, atomically: true, encoding: .utf8)
