@@ -184,7 +184,8 @@ import Testing
             Issue.record("the stream ended instead of failing")
         } catch let f as WireFailure {
             guard case .silent = f else { Issue.record("\(f)"); return }
-            #expect(Date().timeIntervalSince(started) < 5)
+            // Well before the server's next ping (30 s): the silence limit, plus scheduling on a busy machine.
+            #expect(Date().timeIntervalSince(started) < 10)
         }
     }
 
@@ -198,7 +199,7 @@ import Testing
         let killed = Date()
         var ended = false
         do { while try await events.next() != nil {}; ended = true } catch is WireFailure { ended = true }
-        #expect(ended && Date().timeIntervalSince(killed) < 5, "the stream ends at once, not at the silence limit")
+        #expect(ended && Date().timeIntervalSince(killed) < 10, "the stream ends at once, not at the silence limit (60 s)")
         let calledAt = Date()
         let down = await { () async -> WireFailure? in
             do { _ = try await c.call(WireRequest(method: "GET", path: "/items")); return nil } catch let f as WireFailure { return f } catch { return nil }

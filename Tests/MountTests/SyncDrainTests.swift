@@ -82,8 +82,10 @@ import Testing
             #expect(m.sh("printf 'written offline\\n' > types/core.note/offline.md").status == 0)
             let id = m.sh("getfattr --only-values -n user.marfa.id types/core.note/offline.md").out
             #expect(MountHarness.eventually { m.sh("cat .marfafs/pending").out.contains("retrying") }, "the mutation was tried and kept")
-            #expect(status(m)["connection"] == .string("offline"), "\(status(m))")
-            #expect(status(m)["last_error"]?.stringValue?.contains("network") == true)
+            #expect(MountHarness.eventually {
+                let st = status(m)
+                return st["connection"] == .string("offline") && st["last_error"]?.stringValue?.contains("network") == true
+            }, "\(status(m))")
             // A flush blocks while the server is away and returns once the queue is sent.
             let flushed = s.root + "/flushed"
             let reader = try #require(Shell.spawn(["/bin/cat", m.path(".marfafs/flush")], stdout: flushed, stderr: flushed + ".err"))
