@@ -66,7 +66,7 @@ let package = Package(
         .testTarget(name: "MarfaFSTests", dependencies: ["MarfaFS", "MarfaStore", "MarfaModel", "MarfaLayout", "MarfaTestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "MountTests", dependencies: ["MarfaTestSupport", "MarfaModel"]),
         .testTarget(name: "MarfaSyncTests", dependencies: [
-            "MarfaSync", "MarfaModel", "MarfaStore", "MarfaTestSupport",
+            "MarfaSync", "MarfaModel", "MarfaStore", "MarfaTestSupport", .product(name: "Logging", package: "swift-log"),
             .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
         .testTarget(name: "ServerTests", dependencies: ["MarfaTestSupport", "MarfaModel"]),

@@ -15,14 +15,13 @@ import json
 import os
 import re
 import selectors
-import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchserve import Served  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("binary")
@@ -36,26 +35,9 @@ ap.add_argument("--rate", type=float, default=50, help="items created per second
 args = ap.parse_args()
 os.makedirs(args.outdir, exist_ok=True)
 
-work = tempfile.mkdtemp(prefix="marfafs-serve-bench.")
-log = open(os.path.join(args.outdir, "serve.log"), "w")
-server = subprocess.Popen([args.binary, "serve", "--db", os.path.join(work, "server.sqlite"), "--port", "0"],
-                          stdout=subprocess.PIPE, stderr=log, text=True)
+srv = Served(args.binary, args.outdir, "marfafs-serve-bench.")
 try:
-    line = server.stdout.readline()
-    m = re.search(r"listening on (http://[\d.]+:(\d+))", line)
-    if not m:
-        sys.exit(f"serve did not start: {line!r}")
-    base, port = m.group(1), int(m.group(2))
-
-    def call(method, path, body=None, key=None):
-        req = urllib.request.Request(base + path, method=method, data=json.dumps(body).encode() if body is not None else None)
-        req.add_header("Content-Type", "application/json")
-        if key:
-            req.add_header("Authorization", "Bearer " + key)
-        with urllib.request.urlopen(req) as r:
-            return json.loads(r.read())
-
-    key = call("POST", "/keys", {"label": "bench"})["key"]
+    base, port, key, work, call = srv.base, srv.port, srv.key, srv.work, srv.call
     ids = [call("POST", "/items", {"type": "core.note", "properties": {"title": f"seed {i}", "body": "x" * 400}}, key)["item"]["id"]
            for i in range(100)]
 
@@ -166,9 +148,4 @@ end
         f.write("\n".join(md))
     print("\n".join(md))
 finally:
-    server.send_signal(signal.SIGTERM)
-    try:
-        server.wait(10)
-    except subprocess.TimeoutExpired:
-        server.kill()
-    shutil.rmtree(work, ignore_errors=True)
+    srv.stop()

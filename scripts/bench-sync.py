@@ -18,12 +18,12 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchserve import Served  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("binary")
@@ -34,7 +34,6 @@ ap.add_argument("--big", type=int, default=100000)
 args = ap.parse_args()
 os.makedirs(args.outdir, exist_ok=True)
 bin_ = args.binary
-work = tempfile.mkdtemp(prefix="marfafs-sync-bench.")
 mounts = []
 
 
@@ -78,18 +77,11 @@ def status(mnt):
         return json.load(f)
 
 
-log = open(os.path.join(args.outdir, "serve.log"), "w")
-server = subprocess.Popen([bin_, "serve", "--db", os.path.join(work, "server.sqlite"), "--port", "0"],
-                          stdout=subprocess.PIPE, stderr=log, text=True)
+srv = Served(bin_, args.outdir, "marfafs-sync-bench.")
+work = srv.work
 result = {}
 try:
-    line = server.stdout.readline()
-    m = re.search(r"listening on (http://[\d.]+:(\d+))", line)
-    if not m:
-        sys.exit(f"serve did not start: {line!r}")
-    base = m.group(1)
-    req = urllib.request.Request(base + "/keys", method="POST", data=b'{"label":"bench"}', headers={"Content-Type": "application/json"})
-    key = json.loads(urllib.request.urlopen(req).read())["key"]
+    base, key = srv.base, srv.key
     keyfile = os.path.join(work, "key")
     with open(keyfile, "w") as f:
         f.write(key + "\n")
@@ -194,9 +186,4 @@ try:
 finally:
     for mnt in list(mounts):
         subprocess.run([bin_, "unmount", mnt], capture_output=True)
-    server.send_signal(signal.SIGTERM)
-    try:
-        server.wait(10)
-    except subprocess.TimeoutExpired:
-        server.kill()
-    shutil.rmtree(work, ignore_errors=True)
+    srv.stop()

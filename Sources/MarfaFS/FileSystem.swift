@@ -262,7 +262,9 @@ public final class FileSystem: @unchecked Sendable {
                 } catch { log.error("refreshing an item failed", metadata: ["item": "\(id)", "error": "\(error)"]) }
             }
             for rec in c.edgesRemoved {
-                guard let e = catalog.edges.first(where: { $0.value.edge.id == rec.edge.id })?.value else { continue }
+                // Found among its source's edges, not by a walk over every edge.
+                guard let s = catalog.byID[rec.edge.sourceID],
+                      let e = catalog.outEdges[s]?.lazy.compactMap({ self.catalog.edges[$0] }).first(where: { $0.edge.id == rec.edge.id }) else { continue }
                 out += edgeInvalidations(e)
                 catalog.removeEdge(e.rowid)
             }

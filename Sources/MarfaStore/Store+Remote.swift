@@ -194,7 +194,9 @@ extension Store {
         if try (cur[1] as Int) != 0 || Self.hasUnsent(db, remote.id) { out.skipped += 1; return }
         guard let stored = try Self.fetchItem(db, rowid: rowid) else { return }
         let local = stored.item
-        if remote.version < local.version && !force { out.skipped += 1; return }
+        // Older than the local copy: never taken, not even by a re-seed or an answer (a sweep's page
+        // read before our own update was acknowledged would undo it).
+        if remote.version < local.version { out.skipped += 1; return }
         let propsChange = remote.properties != local.properties && (remote.version > local.version || force)
         let metaNewer = remote.updatedAt >= local.updatedAt || remote.version > local.version || force
         if !propsChange && !metaNewer { out.skipped += 1; return }

@@ -75,26 +75,24 @@ public actor QueueDrainer {
     let store: Store
     let status: SyncStatus
     let log: Logger
-    let loadCredential: @Sendable () throws -> Credential
     /// Told what the engine changed in the store, so the mount can refresh it.
     let onChange: @Sendable (StoreChanges) -> Void
     let conflictMode: ConflictMode
     /// The device label in a conflicted copy's name (FS-20).
     let device: String
-    var client: WireClient
-    var credential: Credential
-    let baseURL: String
+    let keyed: KeyedClient
+    /// The client the server last refused the key of (401): the queue waits for another key.
+    var refused: WireClient?
     var backoff = Backoff()
     var attempt = 0
     let idle: Duration
 
-    public init(store: Store, baseURL: String, credential: Credential, status: SyncStatus, log: Logger,
+    public init(store: Store, client: KeyedClient, status: SyncStatus, log: Logger,
                 idle: Duration = .milliseconds(50), conflictMode: ConflictMode = .merge, device: String = ProcessInfo.processInfo.hostName,
-                loadCredential: @escaping @Sendable () throws -> Credential, onChange: @escaping @Sendable (StoreChanges) -> Void) {
-        self.store = store; self.baseURL = baseURL; self.credential = credential; self.status = status; self.log = log
-        self.idle = idle; self.loadCredential = loadCredential; self.onChange = onChange
+                onChange: @escaping @Sendable (StoreChanges) -> Void) {
+        self.store = store; self.keyed = client; self.status = status; self.log = log
+        self.idle = idle; self.onChange = onChange
         self.conflictMode = conflictMode; self.device = device
-        client = WireClient(baseURL: baseURL, credential: credential)
     }
 
     /// `done`: the mutation left the line (settled as a conflict, or refused), with what that
@@ -145,7 +143,6 @@ public actor QueueDrainer {
             case .done?, .acked?, nil: break
             }
         }
-        await client.shutdown()
     }
 
     static func isBarrier(_ m: Mutation) -> Bool { m.kind == .createEdge || m.kind == .deleteEdge }
@@ -221,6 +218,7 @@ public actor QueueDrainer {
 
     func send(_ m: Mutation, acknowledgedVersion: Int64? = nil) async -> Outcome {
         let request: WireRequest
+        let client = keyed.client
         do {
             var base: Int64?
             if m.kind == .update {
@@ -232,10 +230,7 @@ public actor QueueDrainer {
             return refuse(m, "cannot send: \(error)")
         }
         do {
-            let resp: WireResponse
-            do { resp = try await client.call(request) } catch WireFailure.refused(404, _, _) where m.kind == .deleteEdge {
-                resp = WireResponse(status: 404, headers: [:], body: [])  // gone already: what the deletion wanted
-            }
+            let resp = try await client.call(request)
             let json = resp.json
             let version: Int64? = { if case .int(let v)? = json["item"]?.objectValue?["version"] { return v }; return nil }()
             attempt = 0
@@ -250,7 +245,7 @@ public actor QueueDrainer {
                 return .wait(f.retryAfter ?? 0)
             case .unauthorized:
                 try? store.retryLater(seq: m.seq, error: f.description)
-                paused(by: f)
+                paused(by: f, client: client)
                 return .paused
             case .conflict(let r):
                 return settle(m, conflict: r, failure: f)
@@ -265,12 +260,13 @@ public actor QueueDrainer {
     /// At start, `GET /tenants/current` says whether the server is there and takes the key, so an
     /// idle mount shows `online`, `offline` or `unauthorized` rather than `connecting`.
     func probe() async {
+        let client = keyed.client
         do {
             try await client.call(WireRequest(method: "GET", path: "/tenants/current"))
             status.update { $0.connection = "online"; $0.lastError = nil }
         } catch let f as WireFailure {
             if case .unauthorized = f {
-                paused(by: f)
+                paused(by: f, client: client)
                 await waitForNewKey()
             } else {
                 status.update { $0.connection = "offline"; $0.lastError = f.description }
@@ -328,23 +324,19 @@ public actor QueueDrainer {
         return .done(StoreChanges(items: [m.itemID]))
     }
 
-    /// A 401 (at start or on a send): the status says so until a new key is configured.
-    func paused(by f: WireFailure) {
+    /// A 401 (at start or on a send) with `client`: the status says so until a new key is configured.
+    func paused(by f: WireFailure, client: WireClient) {
+        refused = client
         status.update { $0.connection = "unauthorized"; $0.lastError = "\(f.description) — the queue is paused until a valid key is configured" }
-        log.error("the server refused the key; the queue is paused", metadata: ["server": "\(baseURL)"])
+        log.error("the server refused the key; the queue is paused", metadata: ["server": "\(keyed.baseURL)"])
     }
 
-    /// After a 401: re-reads the key every 2 s; a different key resumes the queue.
+    /// After a 401: a different key (re-read every 2 s, `KeyedClient`) resumes the queue.
     func waitForNewKey() async {
-        while !Task.isCancelled {
-            try? await Task.sleep(for: .seconds(2))
-            guard let fresh = try? loadCredential(), fresh.token != credential.token else { continue }
-            await client.shutdown()
-            credential = fresh
-            client = WireClient(baseURL: baseURL, credential: fresh)
-            status.update { $0.connection = "connecting"; $0.lastError = nil }
-            log.info("a new key is configured; the queue resumes")
-            return
-        }
+        await keyed.waitForNewKey(refused: refused ?? keyed.client)
+        refused = nil
+        guard !Task.isCancelled else { return }
+        status.update { $0.connection = "connecting"; $0.lastError = nil }
+        log.info("a new key is configured; the queue resumes")
     }
 }

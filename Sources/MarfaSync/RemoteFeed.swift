@@ -17,33 +17,18 @@ public actor RemoteFeed {
     let onChange: @Sendable (StoreChanges) -> Void
     /// Told how a first sync or a sweep goes (items, edges so far).
     let progress: @Sendable (String, Int, Int) -> Void
+    let keyed: KeyedClient
+    /// The client of the current connection (the one a 401 refused, if it comes to that).
     var client: WireClient
-    var credential: Credential
-    let baseURL: String
-    let loadCredential: @Sendable () throws -> Credential
     let silence: Double
-    var known: [String: Int64] = [:]
+    /// Blob sizes asked for already, by hash.
+    var blobSize: [String: Int64] = [:]
 
-    public init(store: Store, baseURL: String, credential: Credential, status: SyncStatus, log: Logger, silence: Double = 60,
-                loadCredential: @escaping @Sendable () throws -> Credential,
+    public init(store: Store, client: KeyedClient, status: SyncStatus, log: Logger, silence: Double = 60,
                 progress: @escaping @Sendable (String, Int, Int) -> Void = { _, _, _ in },
                 onChange: @escaping @Sendable (StoreChanges) -> Void) {
-        self.store = store; self.baseURL = baseURL; self.credential = credential; self.status = status; self.log = log
-        self.silence = silence; self.loadCredential = loadCredential; self.progress = progress; self.onChange = onChange
-        client = WireClient(baseURL: baseURL, credential: credential)
-    }
-
-    /// After a 401: waits for a different key (re-read every 2 s), then reconnects with it.
-    func waitForNewKey() async {
-        status.update { $0.stream = "unauthorized" }
-        while !Task.isCancelled {
-            try? await Task.sleep(for: .seconds(2))
-            guard let fresh = try? loadCredential(), fresh.token != credential.token else { continue }
-            await client.shutdown()
-            credential = fresh
-            client = WireClient(baseURL: baseURL, credential: fresh)
-            return
-        }
+        self.store = store; self.keyed = client; self.client = client.client; self.status = status; self.log = log
+        self.silence = silence; self.progress = progress; self.onChange = onChange
     }
 
     var machine: FeedMachine?
@@ -68,7 +53,8 @@ public actor RemoteFeed {
                 try? await Task.sleep(for: .milliseconds(Int64(wait * 1000)))
                 actions += handle(.tick, at: max(at, Self.now()))
             case .waitForKey:
-                await waitForNewKey()
+                status.update { $0.stream = "unauthorized" }
+                await keyed.waitForNewKey(refused: client)
                 actions += handle(.keyChanged)
             case .forgetPosition:
                 try? store.clearLastEventID()
@@ -77,7 +63,6 @@ public actor RemoteFeed {
                 break  // only while a connection is open (`connection`)
             }
         }
-        await client.shutdown()
     }
 
     func handle(_ e: FeedMachine.Event, at now: Double = RemoteFeed.now()) -> [FeedMachine.Action] {
@@ -90,31 +75,30 @@ public actor RemoteFeed {
         let resume = machine!.hasPosition
         let last = resume ? ((try? store.lastEventID()) ?? nil) : nil
         status.update { $0.stream = "connecting" }
-        let events = client.eventBatches(lastEventID: last, silence: .infinity)
+        client = keyed.client
+        let events = client.eventBatches(lastEventID: last)
         let reader = Task { await self.read(events) }
-        let ticker = Task {
+        // The ticker's answer, when it drops the connection: what to do next.
+        let ticker = Task { () -> [FeedMachine.Action] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
-                if self.tickSaysDisconnect() { reader.cancel(); return }
+                let actions = self.handle(.tick)
+                if actions.contains(.disconnect) {
+                    self.status.record("disconnected", ["error": .string("the event stream was silent for \(Int(self.silence)) s")])
+                    self.log.info("event stream silent; reconnecting", metadata: ["seconds": "\(self.silence)"])
+                    reader.cancel()
+                    return actions.filter { $0 != .disconnect }
+                }
             }
+            return []
         }
-        let next = await withTaskCancellationHandler { await reader.value } onCancel: { reader.cancel(); ticker.cancel() }
-        ticker.cancel()
-        return next
+        let read = await withTaskCancellationHandler { await reader.value } onCancel: { reader.cancel(); ticker.cancel() }
+        if let next = read { ticker.cancel(); return next }
+        return await ticker.value
     }
 
-    /// Whether the machine, told the time, drops the connection (its retry is then pending).
-    var pendingAfterDisconnect: [FeedMachine.Action] = []
-    func tickSaysDisconnect() -> Bool {
-        let actions = handle(.tick)
-        guard actions.contains(.disconnect) else { return false }
-        pendingAfterDisconnect = actions.filter { $0 != .disconnect }
-        status.record("disconnected", ["error": .string("the event stream was silent for \(Int(silence)) s")])
-        log.info("event stream silent; reconnecting", metadata: ["seconds": "\(silence)"])
-        return true
-    }
-
-    func read(_ events: AsyncThrowingStream<[SSEItem], Error>) async -> [FeedMachine.Action] {
+    /// Reads and applies the stream; what to do next, or nil if cancelled (the ticker dropped it).
+    func read(_ events: AsyncThrowingStream<[SSEItem], Error>) async -> [FeedMachine.Action]? {
         var opened = false
         do {
             for try await batch in events {
@@ -156,10 +140,7 @@ public actor RemoteFeed {
             status.update { $0.stream = "offline"; $0.lastError = "applying remote changes: \(error)" }
             return handle(.failed(retryable: true, retryAfter: nil))
         }
-        if Task.isCancelled && !pendingAfterDisconnect.isEmpty {
-            defer { pendingAfterDisconnect = [] }
-            return pendingAfterDisconnect
-        }
+        if Task.isCancelled { return nil }
         // The server closed the stream.
         status.record("disconnected", ["error": "the server closed the stream"])
         return handle(.failed(retryable: true, retryAfter: nil))
@@ -169,9 +150,8 @@ public actor RemoteFeed {
     func apply(_ run: [SSEEvent]) async throws {
         guard !run.isEmpty else { return }
         var changes: [RemoteChange] = []
-        var known: [(SSEEvent, Int)] = []
         for e in run {
-            guard var change = RemoteWire.change(event: e.event, data: e.data) else { known.append((e, 0)); continue }
+            guard var change = RemoteWire.change(event: e.event, data: e.data) else { continue }
             // `metadata.changed` does not carry extensions (W-15): they are read from the item.
             if case let .metadata(id, tags, tier, state, nil) = change {
                 let resp = try await client.send(WireRequest(method: "GET", path: "/items/\(WireRequest.segment(id))"))
@@ -180,7 +160,6 @@ public actor RemoteFeed {
                 change = .metadata(itemID: id, tags: tags, tier: tier, state: state, extensions: ext)
             }
             changes.append(change)
-            known.append((e, 1))
         }
         let lastID = run.last { $0.id != nil }?.id
         let c = try store.applyRemote(changes, lastEventID: lastID, blobSizes: try await blobSizes(changes))
@@ -191,7 +170,7 @@ public actor RemoteFeed {
         }
         // Every event is logged (whether it changed anything: an echo, or an item with changes of
         // its own to send, changes nothing).
-        for (e, _) in known {
+        for e in run {
             status.record("remote.event", ["event": .string(e.event), "id": e.id.map(JSONValue.string) ?? .null])
         }
         if c.applied > 0 {
@@ -273,11 +252,11 @@ public actor RemoteFeed {
         for c in changes {
             guard case .item(let it, _, _) = c, TypeSchema.isBlobType(it.type), let h = it.properties["blob_ref"]?.stringValue,
                   BlobHash.isValid(h) else { continue }
-            if let s = known[h] { out[h] = s; continue }
+            if let s = blobSize[h] { out[h] = s; continue }
             if try store.hasBlob(h) { continue }
             let resp = try await client.send(WireRequest(method: "HEAD", path: "/blobs/\(WireRequest.segment(h))"))
             if resp.status == 200, let n = resp.headers["content-length"].flatMap(Int64.init) {
-                out[h] = n; known[h] = n
+                out[h] = n; blobSize[h] = n
             }
         }
         return out

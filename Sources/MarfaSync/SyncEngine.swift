@@ -11,8 +11,8 @@ public final class SyncEngine: Sendable {
     let drainer: QueueDrainer
     let feed: RemoteFeed
     let store: Store
-    let baseURL: String
-    let loadCredential: @Sendable () throws -> Credential
+    /// One client for all three, under the current key.
+    let client: KeyedClient
     let log: Logger
     let tasks = Mutex<[Task<Void, Never>]>([])
 
@@ -20,11 +20,11 @@ public final class SyncEngine: Sendable {
                 device: String = ProcessInfo.processInfo.hostName, silence: Double = 60,
                 loadCredential: @escaping @Sendable () throws -> Credential, onChange: @escaping @Sendable (StoreChanges) -> Void) {
         let status = SyncStatus(server: baseURL)
-        self.status = status; self.store = store; self.baseURL = baseURL; self.loadCredential = loadCredential; self.log = log
-        drainer = QueueDrainer(store: store, baseURL: baseURL, credential: credential, status: status, log: log,
-                               conflictMode: conflictMode, device: device, loadCredential: loadCredential, onChange: onChange)
-        feed = RemoteFeed(store: store, baseURL: baseURL, credential: credential, status: status, log: log, silence: silence,
-                          loadCredential: loadCredential, onChange: onChange)
+        let client = KeyedClient(baseURL: baseURL, credential: credential, load: loadCredential)
+        self.status = status; self.store = store; self.client = client; self.log = log
+        drainer = QueueDrainer(store: store, client: client, status: status, log: log,
+                               conflictMode: conflictMode, device: device, onChange: onChange)
+        feed = RemoteFeed(store: store, client: client, status: status, log: log, silence: silence, onChange: onChange)
     }
 
     public func start() {
@@ -34,6 +34,8 @@ public final class SyncEngine: Sendable {
 
     public func stop() {
         tasks.withLock { for t in $0 { t.cancel() }; $0 = [] }
+        let client = client
+        Task { await client.shutdown() }
     }
 
     /// Fetches a blob into the store's cache, blocking the caller (a FUSE thread reading a blob
@@ -42,14 +44,13 @@ public final class SyncEngine: Sendable {
         guard BlobHash.isValid(hash) else { return false }
         let done = DispatchSemaphore(value: 0)
         let ok = Mutex(false)
-        let store = store, baseURL = baseURL, load = loadCredential, status = status, log = log
+        let store = store, client = client.client, status = status, log = log
         let task = Task {
             defer { done.signal() }
-            guard let cred = try? load() else { return }
-            let client = WireClient(baseURL: baseURL, credential: cred, timeout: .seconds(Int64(timeout)))
             do {
                 status.record("blob.download", ["blob": .string(hash), "state": "started"])
-                let resp = try await client.send(WireRequest(method: "GET", path: "/blobs/\(WireRequest.segment(hash))"), maxBody: Int(Store.maxBlobBytes))
+                let resp = try await client.send(WireRequest(method: "GET", path: "/blobs/\(WireRequest.segment(hash))"),
+                                                 maxBody: Int(Store.maxBlobBytes), timeout: .seconds(Int64(timeout)))
                 guard resp.status == 200 else { throw WireFailure.of(resp) }
                 try store.cacheBlob(resp.body, hash: hash)
                 ok.withLock { $0 = true }
@@ -58,7 +59,6 @@ public final class SyncEngine: Sendable {
                 status.record("blob.download", ["blob": .string(hash), "state": "failed", "error": .string("\(error)")])
                 log.error("fetching a blob failed", metadata: ["blob": "\(hash)", "error": "\(error)"])
             }
-            await client.shutdown()
         }
         if done.wait(timeout: .now() + timeout) == .timedOut { task.cancel(); return false }
         return ok.withLock { $0 }

@@ -74,11 +74,10 @@ public enum WireFailure: Error, Sendable, CustomStringConvertible {
     case conflict(WireResponse)
     case refused(status: Int, code: String, message: String)
     /// No byte (not even `: ping`) for longer than the silence limit (W-14).
-    case silent(seconds: Double)
 
     public var isRetryable: Bool {
         switch self {
-        case .network, .rateLimited, .unavailable, .silent: return true
+        case .network, .rateLimited, .unavailable: return true
         case .unauthorized, .conflict, .refused: return false
         }
     }
@@ -98,7 +97,6 @@ public enum WireFailure: Error, Sendable, CustomStringConvertible {
         case .unavailable(let s, _): return "\(s): the server is unavailable"
         case .conflict(let r): return "409 \(r.errorCode ?? "conflict")"
         case .refused(let s, let c, let m): return "\(s) \(c): \(m)"
-        case .silent(let s): return "the event stream was silent for \(Int(s)) s"
         }
     }
 
@@ -164,9 +162,9 @@ public final class WireClient: Sendable {
     }
 
     /// Sends `r` and returns the answer, whatever its status; only a transport failure throws.
-    public func send(_ r: WireRequest, maxBody: Int = 64 << 20) async throws -> WireResponse {
+    public func send(_ r: WireRequest, maxBody: Int = 64 << 20, timeout: TimeAmount? = nil) async throws -> WireResponse {
         do {
-            let resp = try await calls.execute(httpRequest(r), timeout: timeout)
+            let resp = try await calls.execute(httpRequest(r), timeout: timeout ?? self.timeout)
             return try await WireResponse(resp, maxBody: maxBody)
         } catch {
             throw WireFailure.network(String(describing: error))
@@ -177,14 +175,14 @@ public final class WireClient: Sendable {
     @discardableResult
     public func call(_ r: WireRequest) async throws -> WireResponse {
         let resp = try await send(r)
-        guard (200..<300).contains(resp.status) else { throw WireFailure.of(resp) }
+        guard (200..<300).contains(resp.status) || (r.goneIsDone && resp.status == 404) else { throw WireFailure.of(resp) }
         return resp
     }
 
-    /// `GET /events` (W-14..W-17): what the stream says, until the server closes it, the
-    /// connection fails, or nothing arrives for `silence` seconds (then `WireFailure.silent`).
-    public func events(query: String = "", lastEventID: String?, silence: Double = 60) -> AsyncThrowingStream<SSEItem, Error> {
-        let batches = eventBatches(query: query, lastEventID: lastEventID, silence: silence)
+    /// `GET /events` (W-14..W-17): what the stream says, until the server closes it or the
+    /// connection fails. (Silence is the caller's to judge: `FeedMachine`.)
+    public func events(query: String = "", lastEventID: String?) -> AsyncThrowingStream<SSEItem, Error> {
+        let batches = eventBatches(query: query, lastEventID: lastEventID)
         return AsyncThrowingStream { continuation in
             let task = Task {
                 do {
@@ -198,36 +196,20 @@ public final class WireClient: Sendable {
 
     /// The same stream, as the frames each read from the network brought: a burst of events
     /// arrives as one batch, which the caller can apply in one transaction.
-    public func eventBatches(query: String = "", lastEventID: String?, silence: Double = 60) -> AsyncThrowingStream<[SSEItem], Error> {
+    public func eventBatches(query: String = "", lastEventID: String?) -> AsyncThrowingStream<[SSEItem], Error> {
         var req = httpRequest(WireRequest(method: "GET", path: "/events" + query))
         req.headers.replaceOrAdd(name: "Accept", value: "text/event-stream")
         if let lastEventID { req.headers.add(name: "Last-Event-ID", value: lastEventID) }
         let client = stream, request = req
         return AsyncThrowingStream { continuation in
             let task = Task {
-                let lastByte = LastByte()
                 do {
                     let resp = try await client.execute(request, timeout: .hours(24 * 365))
                     guard resp.status == .ok else { throw WireFailure.of(try await WireResponse(resp, maxBody: 1 << 20)) }
-                    try await withThrowingTaskGroup(of: Void.self) { group in
-                        group.addTask {
-                            var parser = SSEParser()
-                            for try await chunk in resp.body {
-                                lastByte.touch()
-                                let items = parser.feed(chunk.readableBytesView)
-                                if !items.isEmpty { continuation.yield(items) }
-                            }
-                        }
-                        group.addTask {
-                            while true {
-                                try await Task.sleep(for: .milliseconds(Int(min(1, silence / 4) * 1000)))
-                                let idle = lastByte.idle
-                                if idle > silence { throw WireFailure.silent(seconds: idle) }
-                            }
-                        }
-                        // The reader ends when the server closes the stream; the watchdog never ends by itself.
-                        try await group.next()
-                        group.cancelAll()
+                    var parser = SSEParser()
+                    for try await chunk in resp.body {
+                        let items = parser.feed(chunk.readableBytesView)
+                        if !items.isEmpty { continuation.yield(items) }
                     }
                     continuation.finish()
                 } catch let e as WireFailure {
@@ -243,9 +225,36 @@ public final class WireClient: Sendable {
     }
 }
 
-/// When the event stream last said anything.
-final class LastByte: Sendable {
-    private let at = Mutex(Date())
-    func touch() { at.withLock { $0 = Date() } }
-    var idle: Double { Date().timeIntervalSince(at.withLock { $0 }) }
+/// The server's client under the current key, shared by the parts of the sync engine: after a
+/// 401, `waitForNewKey(refused:)` re-reads the key every 2 s and swaps in a client with the new one
+/// (or returns at once if another part already has).
+public final class KeyedClient: Sendable {
+    public let baseURL: String
+    let load: @Sendable () throws -> Credential
+    private let current: Mutex<(credential: Credential, client: WireClient)>
+
+    public init(baseURL: String, credential: Credential, load: @escaping @Sendable () throws -> Credential) {
+        self.baseURL = baseURL; self.load = load
+        current = Mutex((credential, WireClient(baseURL: baseURL, credential: credential)))
+    }
+
+    public var client: WireClient { current.withLock { $0.client } }
+
+    /// Returns once the current client is not `refused` (the one the server said 401 to).
+    public func waitForNewKey(refused: WireClient) async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(2))
+            let (done, old): (Bool, WireClient?) = current.withLock { cur in
+                if cur.client !== refused { return (true, nil) }
+                guard let fresh = try? load(), fresh.token != cur.credential.token else { return (false, nil) }
+                let old = cur.client
+                cur = (fresh, WireClient(baseURL: baseURL, credential: fresh))
+                return (true, old)
+            }
+            if let old { await old.shutdown() }
+            if done { return }
+        }
+    }
+
+    public func shutdown() async { await client.shutdown() }
 }

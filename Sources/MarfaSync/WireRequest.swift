@@ -14,6 +14,8 @@ public struct WireRequest: Sendable, Equatable {
     public var path: String
     public var body: Body = .none
     public var idempotencyKey: String?
+    /// A 404 is what the call wanted (deleting what is already gone): `call` takes it as done.
+    public var goneIsDone = false
 
     public init(method: String, path: String, body: Body = .none, idempotencyKey: String? = nil) {
         self.method = method; self.path = path; self.body = body; self.idempotencyKey = idempotencyKey
@@ -73,6 +75,7 @@ public struct WireRequest: Sendable, Equatable {
         case .deleteEdge:
             guard let id = try field("id").stringValue else { throw MappingError.missing("id") }
             r = WireRequest(method: "DELETE", path: "/edges/\(segment(id))")
+            r.goneIsDone = true
         case .uploadBlob:
             guard let hash = try field("hash").stringValue else { throw MappingError.missing("hash") }
             guard let bytes = try blob?(hash) else { throw MappingError.missing("the bytes of blob \(hash)") }

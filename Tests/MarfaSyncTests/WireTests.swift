@@ -1,5 +1,7 @@
 import Foundation
+import Logging
 import MarfaModel
+import MarfaStore
 import MarfaSync
 import MarfaTestSupport
 import PropertyBased
@@ -172,21 +174,32 @@ import Testing
         #expect(saw.contains { if case .event(let f) = $0 { return f.event == "catchup_too_old" && f.id == nil }; return false }, "\(saw)")
     }
 
+    /// The feed on a real server that stops answering (SIGSTOP: the connection stays open, no byte
+    /// comes): after the silence limit it drops the connection, and reconnects once the server is back.
     @Test func W14_aSilentStreamIsADeadConnection() async throws {
         let s = try ServerHarness(options: ["--heartbeat", "30"])
-        let c = try client(s, try s.bootstrap())
-        defer { Task { await c.shutdown() } }
-        var events = c.events(lastEventID: nil, silence: 0.5).makeAsyncIterator()
-        #expect(try await events.next() == .comment("ping"))
-        let started = Date()
-        do {
-            while try await events.next() != nil {}
-            Issue.record("the stream ended instead of failing")
-        } catch let f as WireFailure {
-            guard case .silent = f else { Issue.record("\(f)"); return }
-            // Well before the server's next ping (30 s): the silence limit, plus scheduling on a busy machine.
-            #expect(Date().timeIntervalSince(started) < 10)
+        let key = try s.bootstrap()
+        let dir = try TempDirectory("marfafs-feed")
+        let store = try Store(path: dir.path + "/store.sqlite")
+        let status = SyncStatus(server: s.base)
+        let keyed = KeyedClient(baseURL: s.base, credential: try Credential(token: key), load: { try Credential(token: key) })
+        let feed = RemoteFeed(store: store, client: keyed, status: status, log: Logger(label: "test"), silence: 1, onChange: { _ in })
+        let run = Task { await feed.run() }
+        defer { run.cancel(); Task { await keyed.shutdown() } }
+        func eventually(_ seconds: Double, _ f: () -> Bool) async -> Bool {
+            let end = Date().addingTimeInterval(seconds)
+            while Date() < end { if f() { return true }; try? await Task.sleep(for: .milliseconds(50)) }
+            return f()
         }
+        #expect(await eventually(10) { status.snapshot.stream == "live" })
+        s.pause()
+        let paused = Date()
+        #expect(await eventually(10) { status.eventLines.contains("silent for 1 s") }, "\(status.eventLines)")
+        // Well before the server's next ping (30 s): the silence limit, plus scheduling on a busy machine.
+        #expect(Date().timeIntervalSince(paused) < 10)
+        #expect(status.snapshot.stream != "live")
+        s.resume()
+        #expect(await eventually(15) { status.snapshot.stream == "live" }, "it reconnects")
     }
 
     @Test func W14_aServerThatDiesMidStreamEndsTheStream() async throws {

@@ -188,33 +188,33 @@ import Testing
         }
     }
 
+    /// `n.md` written as `base` on A and seen on B; then, with the server stopped, A writes
+    /// `fromA` and B `fromB`; then the server is back.
+    func editBothOffline(_ p: Pair, base: String, fromA: String, fromB: String) throws {
+        #expect(live(p.a) && live(p.b))
+        try base.write(toFile: p.a.path("types/core.note/n.md"), atomically: false, encoding: .utf8)
+        #expect(MountHarness.eventually { cat(p.b, "types/core.note/n.md") == base })
+        #expect(p.server.stop() == 0)
+        try fromA.write(toFile: p.a.path("types/core.note/n.md"), atomically: false, encoding: .utf8)
+        try fromB.write(toFile: p.b.path("types/core.note/n.md"), atomically: false, encoding: .utf8)
+        try p.server.start()
+    }
+
     @Test func FS20_keepBothAlwaysCopiesAndManualHoldsTheConflict() throws {
         try withPair(mountOptions: ["--conflict", "keep-both"]) { p in
-            let (a, b, s) = (p.a, p.b, p.server)
-            #expect(live(a) && live(b))
-            #expect(a.sh("printf 'l1\\nl2\\nl3\\n' > types/core.note/n.md").status == 0)
-            #expect(MountHarness.eventually { cat(b, "types/core.note/n.md") == "l1\nl2\nl3\n" })
-            #expect(s.stop() == 0)
-            #expect(a.sh("printf 'A\\nl2\\nl3\\n' > types/core.note/n.md").status == 0)
-            #expect(b.sh("printf 'l1\\nl2\\nB\\n' > types/core.note/n.md").status == 0)
-            try s.start()
+            let (a, b) = (p.a, p.b)
+            try editBothOffline(p, base: "l1\nl2\nl3\n", fromA: "A\nl2\nl3\n", fromB: "l1\nl2\nB\n")
             #expect(a.sh("cat .marfafs/flush").out.hasPrefix("ok") && b.sh("cat .marfafs/flush").out.hasPrefix("ok"))
             #expect(MountHarness.eventually(timeout: 30) { a.sh("ls types/core.note | wc -l").out == "2" && b.sh("ls types/core.note | wc -l").out == "2" },
                     "keep-both makes a copy even where a merge would work: \(a.sh("ls types/core.note").out)")
         }
         try withPair(mountOptions: ["--conflict", "manual"]) { p in
-            let (a, b, s) = (p.a, p.b, p.server)
-            #expect(live(a) && live(b))
-            #expect(a.sh("printf 'base\\n' > types/core.note/n.md").status == 0)
-            #expect(MountHarness.eventually { cat(b, "types/core.note/n.md") == "base\n" })
-            #expect(s.stop() == 0)
-            #expect(a.sh("printf 'from a\\n' > types/core.note/n.md").status == 0)
-            #expect(b.sh("printf 'from b\\n' > types/core.note/n.md").status == 0)
-            try s.start()
+            let (a, b) = (p.a, p.b)
+            try editBothOffline(p, base: "base\n", fromA: "from a\n", fromB: "from b\n")
             #expect(MountHarness.eventually(timeout: 30) {
                 [a, b].contains { $0.sh("getfattr --only-values -n user.marfa.sync types/core.note/n.md").out == "conflicted" }
             })
-            let held = [a, b].first { $0.sh("getfattr --only-values -n user.marfa.sync types/core.note/n.md").out == "conflicted" }!
+            let held = try #require([a, b].first { $0.sh("getfattr --only-values -n user.marfa.sync types/core.note/n.md").out == "conflicted" })
             #expect(held.sh("cat .marfafs/conflicts").out.hasPrefix("held\ttypes/core.note/n.md\t409 version_conflict"), "\(held.sh("cat .marfafs/conflicts").out)")
             let mine = cat(held, "types/core.note/n.md")
             #expect(mine == "from a\n" || mine == "from b\n", "the local bytes stay")
