@@ -28,18 +28,9 @@ extension Store {
         }
     }
 
-    /// Marks a mutation as being sent; false if it is no longer waiting to be sent.
-    @discardableResult
-    public func markSending(seq: Int64) throws -> Bool {
-        try pool.write { db in
-            try db.run("UPDATE mutations SET state = 'sending' WHERE seq = ? AND state = 'pending'", [seq])
-            return try db.exists("SELECT 1 FROM mutations WHERE seq = ? AND state = 'sending'", [seq])
-        }
-    }
-
-    /// The server took the mutation: it leaves the queue. `serverVersion` is the item's version
-    /// the server answered with; the item is `synced` once nothing of it is left to send.
-    /// Several acknowledgements in one transaction, in order.
+    /// The server took these mutations: they leave the queue, in order, in one transaction. Each
+    /// item takes the version the server answered with, and is `synced` once nothing of it is left
+    /// to send.
     public func acknowledge(_ acks: [Acknowledgement]) throws -> StoreChanges {
         try pool.write { db in
             var out = StoreChanges()
@@ -51,11 +42,6 @@ extension Store {
     /// `answer`: the item as the server now has it; once nothing of the item is left to send, it
     /// is applied, so a change the server merged in (or one whose event came while ours waited)
     /// shows here.
-    @discardableResult
-    public func acknowledge(seq: Int64, itemID: String, serverVersion: Int64?, answer: RemoteChange? = nil) throws -> StoreChanges {
-        try pool.write { db in try acknowledge(db, Acknowledgement(seq: seq, itemID: itemID, serverVersion: serverVersion, answer: answer)) }
-    }
-
     func acknowledge(_ db: Database, _ a: Acknowledgement) throws -> StoreChanges {
         // The mount sees the item again only if the answer changed what it shows (names, bytes,
         // state); a version and `user.marfa.sync` are read from the store.

@@ -44,7 +44,7 @@ import Testing
         let m = try #require(try t.store.nextMutations().first)
         var answer = remote("i1", version: 3, body: "local edit\n", title: "server title")
         answer.updatedAt = "2026-01-03T00:00:00Z"
-        let acked = try t.store.acknowledge(seq: m.seq, itemID: "i1", serverVersion: 3, answer: .item(answer, tags: [], extensions: nil))
+        let acked = try t.store.acknowledge([Acknowledgement(seq: m.seq, itemID: "i1", serverVersion: 3, answer: .item(answer, tags: [], extensions: nil))])
         #expect(acked.content == ["i1"])
         let after = try #require(try t.store.item(id: "i1"))
         #expect(after.item.version == 3 && after.item.properties["title"] == "server title" && after.sync == .synced)
@@ -74,7 +74,7 @@ import Testing
         let r = try #require(try t.store.item(id: "i1"))
         _ = try t.store.writeContent(rowid: r.rowid, bytes: Array("---\ntitle: Plan\n---\nmine\n".utf8))
         let m = try #require(try t.store.nextMutations().first)
-        try t.store.markSending(seq: m.seq)
+        #expect(try t.store.markSending(seqs: [m.seq]) == [m.seq])
         _ = try t.store.writeContent(rowid: r.rowid, bytes: Array("---\ntitle: Plan\n---\nmine, later\n".utf8))
         var seen: [String: JSONValue] = [:]
         let c = try t.store.resolveConflict(seq: m.seq, itemID: "i1", currentVersion: 4, device: "my (laptop)",
