@@ -89,6 +89,7 @@ public struct FeedMachine: Sendable {
             hasPosition = false
             pendingSweep = (!firstSyncDone, true)
             state = .connecting
+            lastActivity = now
             return [.forgetPosition, .connect(resume: false)]
         case (.failed(let retryable, let retryAfter), _):
             if !retryable { state = .unauthorized; return [.waitForKey] }
@@ -98,9 +99,12 @@ public struct FeedMachine: Sendable {
             return [.retry(at: at)]
         case (.keyChanged, .unauthorized):
             state = .connecting
+            lastActivity = now
             return [.connect(resume: hasPosition)]
         case (.tick, .waiting(let until)) where now >= until:
+            // A new connection gets the whole silence limit to say something.
             state = .connecting
+            lastActivity = now
             return [.connect(resume: hasPosition)]
         case (.tick, .live), (.tick, .connecting):
             // (While sweeping the stream is not read, so its silence means nothing.)

@@ -40,6 +40,11 @@ struct FeedMachineTests {
         let a = m.handle(.tick, at: 90.5, using: &rng)
         #expect(a.first == .disconnect && a.count == 2)
         if case .retry(let at)? = a.last { #expect(at >= 90.5 && at <= 90.75) } else { Issue.record("\(a)") }
+        // A reconnection after a wait longer than the limit gets the whole limit again.
+        guard case .retry(let due)? = m.handle(.failed(retryable: true, retryAfter: 120), at: 100, using: &rng).first else { Issue.record("no retry"); return }
+        #expect(m.handle(.tick, at: due, using: &rng) == [.connect(resume: true)])
+        #expect(m.handle(.tick, at: due + 1, using: &rng) == [], "not silent: it has only just connected")
+        #expect(m.handle(.tick, at: due + 60.5, using: &rng).first == .disconnect)
         // A server that takes the connection and never answers is silent too.
         var c = FeedMachine(hasPosition: true, firstSyncDone: true, now: 0)
         #expect(c.handle(.tick, at: 61, using: &rng).first == .disconnect)
