@@ -8,9 +8,14 @@ extension FileSystem {
 
     /// Re-reads an item's summary and tags from the store into the catalog and returns what the
     /// kernel must forget: names that appeared, vanished or moved, and the directories listing them.
-    func refreshItem(_ r: Int64, contentChanged: Bool = false, known: (ItemSummary, Set<String>)? = nil) throws -> [Invalidation] {
+    /// `known`: the summary and tags as they are now (no store read); `removed`: the item is gone.
+    func refreshItem(_ r: Int64, contentChanged: Bool = false, known: (ItemSummary, Set<String>)? = nil, removed: Bool = false) throws -> [Invalidation] {
         let old = catalog.items[r]
-        let new = try known.map(\.0) ?? store.summary(rowid: r)
+        var new = removed ? nil : try known.map(\.0) ?? store.summary(rowid: r)
+        // Staged new bytes of the item (a save over it) are its file until they are committed.
+        if new != nil, let f = store.staging.file(Staging.Key(.item, r)), case .overlay = f.origin {
+            new!.size = f.size; new!.mtimeNs = f.mtimeNs; new!.blobRef = nil
+        }
         var dirs: [Node: Set<String>] = [:]
         // Edge directories that name this item, before the change.
         let touching = Array(catalog.outEdges[r] ?? []) + Array(catalog.inEdges[r] ?? [])
@@ -140,14 +145,16 @@ extension FileSystem {
             if try childNode(p, name) != nil { throw FSError(.exists, name) }
             if let local = try createLocal(p, name) { return local }
             let new = try newItem(in: p, named: name)
-            let stored = try wrap { try store.createItem(new, unsettled: true) }
+            // Staged: in memory and the journal until it settles or something needs its row.
+            let staged = try wrap { try store.stageItem(new) }
+            guard let summary = store.summary(ofStaged: staged) else { throw FSError(.io, "staging \(name)") }
             settler.noteWrite()
-            let inv = try refreshItem(stored.rowid, known: (stored.summary, Set(new.tags)))
-            var a = try attr(.item(stored.rowid))
+            let inv = try refreshItem(summary.rowid, known: (summary, Set(new.tags)))
+            var a = try attr(.item(summary.rowid))
             if case .tagDir = p {
                 // The kernel now holds a regular file under this name; the entry is a symlink from
-                // the next lookup on, so the kernel must not keep this one.
-                a.timeout = 0
+                // the next lookup on, so the kernel must not keep the name (the inode's attributes hold).
+                a.entryTimeout = 0
                 return (a, inv)
             }
             // The kernel knows what it just created in `parent`: only other directories need telling.
@@ -176,6 +183,7 @@ extension FileSystem {
     func createLocal(_ p: Node, _ name: String) throws -> (FileAttr, [Invalidation])? {
         guard let key = dirKey(p) else { return nil }
         if let (backup, pk) = catalog.parked[key]?.first(where: { $0.value.originalName == name }) {
+            try commitIfStaged(.item(pk.item))
             catalog.parked[key]?[backup] = nil
             // The backup name becomes a scratch file with the bytes as they were (vim's `:set backup`
             // keeps it); the new file starts empty, and the item keeps its id, inode, tags, edges
@@ -187,8 +195,10 @@ extension FileSystem {
             return (try attr(.item(pk.item)), invalidations((p, [backup])))
         }
         guard ScratchNames.matches(name) else { return nil }
-        let s = try wrap { try store.createScratch(dir: key, name: name) }
+        let staged = try wrap { try store.stageScratch(dir: key, name: name) }
+        guard let s = store.scratchFile(ofStaged: staged) else { throw FSError(.io, "staging \(name)") }
         catalog.addScratch(s)
+        settler.noteWrite()
         return (try attr(.scratch(s.rowid)), [])
     }
 
@@ -223,8 +233,14 @@ extension FileSystem {
 
     public func unlink(parent: UInt64, name: String) throws {
         let inv: [Invalidation] = try locked {
-            try settleNow()
             let p = try node(parent)
+            // A scratch file that never left the journal (an editor's swap file) is simply forgotten.
+            if let key = dirKey(p), let s = catalog.scratchByDir[key]?[name], let k = stagedKey(.scratch(s)) {
+                try wrap { try store.staging.drop(k) }
+                catalog.removeScratch(s)
+                return []
+            }
+            try settleNow()
             if let key = dirKey(p) {
                 if let pk = catalog.parked[key]?[name] {
                     catalog.parked[key]?[name] = nil
@@ -304,7 +320,8 @@ extension FileSystem {
             if dst != nil && noReplace { throw FSError(.exists, newName) }
             // A save over an item stays lean (the target settles later); any other rename queues
             // a mutation, which must follow the creates and updates of written files.
-            if !Self.isItemFile(src) || !Self.isItemFile(dst) { try settleNow() }
+            let savedOver = Self.isItemFile(dst) && (Self.isItemFile(src) || stagedKey(src) != nil)
+            if !savedOver { try settleNow() }
             if let local = try renameLocal(p, name, src, np, newName, dst) { return local }
             if src == dst { return [] }
             switch (p, src, np) {
@@ -370,10 +387,17 @@ extension FileSystem {
             let target: Int64
             var inv: [Invalidation]
             if case .item(let t)? = dst ?? nil {
-                // An editor's save through a scratch name: the item takes the bytes (FS-13).
-                _ = try wrap { try store.absorbScratch(sid, into: t) }
+                // An editor's save through a scratch name: the item takes the bytes (FS-13). A
+                // staged scratch file never gets a row: the item takes its bytes as they are, and
+                // settles later.
+                if let k = stagedKey(src) {
+                    inv = try absorbStaged(k, into: t)
+                } else {
+                    try commitIfStaged(.item(t))
+                    _ = try wrap { try store.absorbScratch(sid, into: t) }
+                    inv = try refreshItem(t, contentChanged: true)
+                }
                 target = t
-                inv = try refreshItem(t, contentChanged: true)
             } else {
                 let new = try newItem(in: np, named: newName)
                 let stored = try wrap { try store.promoteScratch(sid, as: new) }
@@ -386,7 +410,10 @@ extension FileSystem {
         }
         // An item renamed to a backup name in its directory: the name is parked, the item stays.
         if case .item(let r) = src, let dk, np == p, ScratchNames.matches(newName) {
-            if case .scratch(let old)? = dst { try wrap { try store.deleteScratch(old) }; catalog.removeScratch(old) }
+            if case .scratch(let old)? = dst {
+                if let k = stagedKey(.scratch(old)) { try wrap { try store.staging.drop(k) } } else { try wrap { try store.deleteScratch(old) } }
+                catalog.removeScratch(old)
+            }
             catalog.parked[dk, default: [:]][newName] = Catalog.Parked(item: r, originalName: name)
             return invalidations((p, [name, newName]))
         }
@@ -401,6 +428,19 @@ extension FileSystem {
         return try refreshItem(r)
     }
 
+    /// Item `t` takes the bytes of staged file `k` (an editor's save, FS-13), which never gets a
+    /// row; returns what the kernel must forget about `t`.
+    func absorbStaged(_ k: Staging.Key, into t: Int64) throws -> [Invalidation] {
+        let f = try wrap { try store.staging.absorb(k, into: t) }
+        wroteUnsettled(t, size: f.size, mtimeNs: f.mtimeNs)
+        return knownIno(.item(t)).map { [.inode($0)] } ?? []
+    }
+
+    /// Writes the staged files to the store if `n` is one of them (its row is needed now).
+    func commitIfStaged(_ n: Node) throws {
+        if stagedKey(n) != nil { try wrap { try store.commitStaged() } }
+    }
+
     static func isItemFile(_ n: Node?) -> Bool {
         switch n {
         case .item?, .tagEntry?: return true
@@ -409,9 +449,18 @@ extension FileSystem {
     }
 
     func absorb(_ r: Int64, into t: Int64) throws -> [Invalidation] {
-        try wrap { try store.absorbUnsettled(source: r, into: t) }
-        settler.noteWrite()
-        var inv = try refreshItem(r) + refreshItem(t, contentChanged: true)
+        var inv: [Invalidation]
+        if let k = stagedKey(.item(r)), store.staging.isNew(k) {
+            // A staged file saved over an item: it never gets a row of its own, and the item's
+            // names, tags and state stay as they are until it settles.
+            inv = try refreshItem(r, removed: true) + absorbStaged(k, into: t)
+        } else {
+            try commitIfStaged(.item(r))
+            try commitIfStaged(.item(t))
+            try wrap { try store.absorbUnsettled(source: r, into: t) }
+            settler.noteWrite()
+            inv = try refreshItem(r) + refreshItem(t, contentChanged: true)
+        }
         if catalog.items[r] == nil { catalog.aliases[r] = t }
         // The kernel moved the source's dentry onto the target's name: make it look the name up again.
         if let (dir, name) = parentAndName(.item(t)), let p = knownIno(dir) { inv.append(.entry(parent: p, name: name)) }

@@ -19,6 +19,7 @@ extension FileSystem {
     /// (the invalidations go to the notifier thread, which never takes the lock).
     func settleNow() throws {
         guard settler.mayHaveWork else { return }
+        try wrap { try store.commitStaged() }
         let rows = try wrap { try store.settle() }
         settler.settledAll()
         var inv: [Invalidation] = []
@@ -46,11 +47,13 @@ extension FileSystem {
         let before = Int64((Date().timeIntervalSince1970 - settler.window) * 1e9)
         let batch = 32
         do {
+            // Staged files first: one transaction for all of them (the lock is held, briefly).
+            try locked { _ = try store.commitStaged() }
             let rows = try store.settle(writtenBefore: before, limit: batch)
             let inv: [Invalidation] = try locked {
                 var inv: [Invalidation] = []
                 for r in rows { inv += try refreshItem(r) }
-                if rows.count < batch, try !store.hasUnsettled() { settler.settledAll() }
+                if rows.count < batch, store.staging.isEmpty, try !store.hasUnsettled() { settler.settledAll() }
                 return inv
             }
             notify(inv)

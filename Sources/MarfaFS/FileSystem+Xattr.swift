@@ -11,8 +11,9 @@ extension FileSystem {
         guard name.hasPrefix("user.") else { throw FSError(.noData, name) }
         let r: Int64 = try locked {
             guard case .item(let r) = try node(ino) else { throw FSError(.noData, name) }
-            // The sync state, version and properties are those of the settled file.
-            if name.hasPrefix("user.marfa.") { try settleNow() }
+            // The sync state, version and properties are those of the settled file; a staged file
+            // has no row yet.
+            if name.hasPrefix("user.marfa.") || stagedKey(.item(r)) != nil { try settleNow() }
             return r
         }
         guard let s = try wrap({ try store.item(rowid: r) }) else { throw FSError(.notFound, "item \(r)") }

@@ -36,7 +36,9 @@ public final class FileSystem: @unchecked Sendable {
     public init(store: Store, logger: Logger, settleWindow: Double = 0.1) throws {
         self.store = store
         self.log = logger
-        // Files written before a crash settle now, before anything is served (FS-15).
+        // Files a killed mount left staged are committed, and files written before a crash
+        // settle now, before anything is served (FS-15).
+        try store.recoverStaged()
         try store.settle()
         self.catalog = try Catalog(store: store)
         // Building the catalog leaves freed memory in the heap: give it back.
@@ -153,11 +155,14 @@ public final class FileSystem: @unchecked Sendable {
     }
 
     public func read(_ ino: UInt64, offset: Int64, size: Int) throws -> [UInt8] {
-        let (n, summary): (Node, ItemSummary?) = try locked {
+        let (n, summary, staged): (Node, ItemSummary?, [UInt8]?) = try locked {
             let n = try node(ino)
-            if case .item(let r) = n { return (n, catalog.items[r]) }
-            return (n, nil)
+            // A staged file is read from memory.
+            if let k = stagedKey(n) { return (n, nil, Self.slice(store.staging.file(k)?.bytes ?? [], offset: offset, size: size)) }
+            if case .item(let r) = n { return (n, catalog.items[r], nil) }
+            return (n, nil, nil)
         }
+        if let staged { return staged }
         switch n {
         case .item(let r):
             guard let s = summary else { throw FSError(.notFound, "item \(r)") }
@@ -204,7 +209,8 @@ public final class FileSystem: @unchecked Sendable {
                            let end = Int(offset) + data.count
                            if bytes.count < end { bytes.append(contentsOf: repeatElement(0, count: end - bytes.count)) }
                            bytes.replaceSubrange(Int(offset)..<end, with: data)
-                       })
+                       },
+                       staged: { s, k in try s.write(k, offset: offset, data: data) })
         return data.count
     }
 
@@ -217,7 +223,8 @@ public final class FileSystem: @unchecked Sendable {
                            scratch: { bytes in
                                let s = Int(size)
                                if bytes.count > s { bytes.removeSubrange(s...) } else { bytes.append(contentsOf: repeatElement(0, count: s - bytes.count)) }
-                           })
+                           },
+                           staged: { s, k in try s.truncate(k, size: size) })
         }
         return try getattr(ino)
     }
@@ -226,7 +233,7 @@ public final class FileSystem: @unchecked Sendable {
     /// checking that the file may grow to `end` bytes: a text item to a note's limit, a blob item or
     /// a scratch file to one cached blob's.
     func changeFile(_ ino: UInt64, reaching end: Int64, item: (Int64) throws -> (size: Int64, mtimeNs: Int64),
-                    scratch: @escaping (inout [UInt8]) throws -> Void) throws {
+                    scratch: @escaping (inout [UInt8]) throws -> Void, staged: (Staging, Staging.Key) throws -> Staging.File) throws {
         try locked {
             let n = try node(ino)
             let limit: Int64
@@ -237,6 +244,17 @@ public final class FileSystem: @unchecked Sendable {
             default: throw FSError(.isDirectory, "not a file")
             }
             guard end <= limit else { throw FSError(.tooLarge, "\(end) bytes is past the limit of \(limit) bytes") }
+            if let k = stagedKey(n) {
+                if end <= Int64(Staging.maxFileBytes) {
+                    let f = try wrap { try staged(store.staging, k) }
+                    if k.kind == .item { wroteUnsettled(k.rowid, size: f.size, mtimeNs: f.mtimeNs) }
+                    else if let s = store.scratchFile(ofStaged: f) { catalog.addScratch(s); settler.noteWrite() }
+                    if store.staging.totalBytes > Staging.maxTotalBytes { try wrap { try store.commitStaged() } }
+                    return
+                }
+                // Grown past what is kept in memory: committed, then written on in the store.
+                try wrap { try store.commitStaged() }
+            }
             if case .item(let r) = n {
                 let (size, mtime) = try wrap { try item(r) }
                 wroteUnsettled(r, size: size, mtimeNs: mtime)
@@ -291,8 +309,29 @@ public final class FileSystem: @unchecked Sendable {
                              (.linksRoot, [ss.type]), (.backlinksRoot, [ts.type]))
     }
 
+    /// `fsync` returns once the file's bytes are durable (FS-15): a staged file's journal, else
+    /// the store.
     public func fsync(_ ino: UInt64) throws {
-        do { try store.syncDurably() } catch { throw FSError.from(error) }
+        let generation: Int64? = locked { (try? node(ino)).flatMap(stagedKey) != nil ? store.staging.generation : nil }
+        do {
+            if let generation {
+                try store.staging.sync()
+                // Committed meanwhile (the journal started over): the bytes are in the store now.
+                if locked({ store.staging.generation }) == generation { return }
+            }
+            try store.syncDurably()
+        } catch { throw FSError.from(error) }
+    }
+
+    /// The staging key of a file that is staged (not yet in the store).
+    func stagedKey(_ n: Node) -> Staging.Key? {
+        let k: Staging.Key
+        switch n {
+        case .item(let r): k = Staging.Key(.item, r)
+        case .scratch(let s): k = Staging.Key(.scratch, s)
+        default: return nil
+        }
+        return store.staging.contains(k) ? k : nil
     }
 
     func notify(_ inv: [Invalidation]) {

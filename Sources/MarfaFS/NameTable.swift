@@ -58,12 +58,31 @@ final class NameTable {
     func upsert(_ c: NameClaim) -> [String] {
         let old = claims[c.key]
         if let old, old.stem == c.stem, old.ext == c.ext, old.createdAt == c.createdAt { return [] }
+        // A new claim that sorts after every claim of its name (a new file: the newest) takes the
+        // collision suffix and changes no other name (FS-7).
+        if old == nil, let g = groups[c.baseName], case .one(let only) = g, let o = claims[only], (o.createdAt, o.id) < (c.createdAt, c.id) {
+            return appendLast(c, to: g)
+        }
+        if old == nil, let g = groups[c.baseName], case .many(let keys) = g,
+           keys.allSatisfy({ k in claims[k].map { ($0.createdAt, $0.id) < (c.createdAt, c.id) } ?? false }) {
+            return appendLast(c, to: g)
+        }
         var affected = Set<String>()
         if let old { affected.insert(old.baseName); drop(c.key, from: old.baseName) }
         claims[c.key] = c
         add(c.key, to: c.baseName)
         affected.insert(c.baseName)
         return reassign(bases: affected)
+    }
+
+    private func appendLast(_ c: NameClaim, to g: Group) -> [String] {
+        claims[c.key] = c
+        groups[c.baseName] = g.inserting(c.key)
+        let n = Names.compose(stem: c.stem, suffix: Names.collisionSuffix(id: c.id), ext: c.ext)
+        nameOf[c.key] = n
+        keyOf[n] = c.key
+        sortedNames = nil
+        return [n]
     }
 
     @discardableResult

@@ -44,6 +44,8 @@ public struct FileAttr: Sendable, Equatable {
     public var nlink: UInt32
     /// Seconds the kernel may cache this entry and its attributes.
     public var timeout: Double
+    /// Seconds the kernel may cache the name, when not `timeout`.
+    public var entryTimeout: Double?
 
     public init(ino: UInt64, kind: Node.Kind, size: Int64, mtimeNs: Int64, nlink: UInt32, timeout: Double) {
         self.ino = ino; self.kind = kind; self.size = size; self.mtimeNs = mtimeNs; self.nlink = nlink; self.timeout = timeout

@@ -46,7 +46,7 @@ private func entryParam(_ a: FileAttr) -> fuse_entry_param {
     e.generation = 1
     fill(&e.attr, a, uid: getuid(), gid: getgid())
     e.attr_timeout = a.timeout
-    e.entry_timeout = a.timeout
+    e.entry_timeout = a.entryTimeout ?? a.timeout
     return e
 }
 

@@ -51,8 +51,15 @@ public enum Names {
 
     /// The FS-7 disambiguation suffix: ` [<last 8 hex digits of id>]`.
     public static func collisionSuffix(id: String) -> String {
-        let hex = id.lowercased().filter { $0.isHexDigit }
-        return " [" + String(hex.suffix(8)) + "]"
+        var hex: [UInt8] = []
+        for b in id.utf8.reversed() where hex.count < 8 {
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): hex.append(b)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): hex.append(b + 32)
+            default: continue
+            }
+        }
+        return " [" + String(decoding: hex.reversed(), as: UTF8.self) + "]"
     }
 
     /// True when a name is usable as a file name here (not empty, no `/`, no NUL, not `.`/`..`, ≤ 255 bytes).

@@ -23,6 +23,7 @@ public struct ItemSummary: Hashable, Sendable {
         blobRef = row["blob_ref"]
     }
     static let columns = "rowid, id, type, stem, ext, size, mtime_ns, created_at, state, blob_ref"
+
 }
 
 /// An item with everything the store keeps about it.
@@ -62,7 +63,7 @@ public struct StoredItem: Sendable {
 }
 
 extension ItemSummary {
-    init(rowid: Int64, id: String, type: String, stem: String, ext: String, size: Int64, mtimeNs: Int64,
+    public init(rowid: Int64, id: String, type: String, stem: String, ext: String, size: Int64, mtimeNs: Int64,
          createdAt: String, state: ItemState, blobRef: String? = nil) {
         self.rowid = rowid; self.id = id; self.type = type; self.stem = stem; self.ext = ext; self.size = size
         self.mtimeNs = mtimeNs; self.createdAt = createdAt; self.state = state; self.blobRef = blobRef

@@ -25,55 +25,66 @@ extension Store {
     /// Creates an item and queues its create, in one transaction. Its id is minted here (FS-22).
     /// `unsettled`: a file made through the mount, whose create is queued when it settles (FS-14).
     public func createItem(_ n: NewItem, unsettled: Bool = false) throws -> StoredItem {
+        let now = Self.ns(Date())
+        return try write { db in try insertItem(db, n, rowid: nil, unsettled: unsettled, createdNs: now, mtimeNs: now) }
+    }
+
+    /// The properties a new item starts with before its bytes are parsed: the title from the
+    /// file name, and for a blob its file name and MIME type.
+    func initialProperties(_ n: NewItem, _ t: TypeSchema) -> [String: JSONValue] {
+        var props: [String: JSONValue] = [t.titleField: .string(Self.titleFromFileName(n.fileName, type: t))]
+        if TypeSchema.isBlobType(t.id) {
+            props["filename"] = .string(n.fileName)
+            props["mime_type"] = .string(Names.mimeType(forExtension: Names.split(n.fileName).ext))
+        }
+        return props
+    }
+
+    /// Inserts a new item (with `rowid`, or the next one) and, unless unsettled or invalid, queues its create.
+    func insertItem(_ db: Database, _ n: NewItem, rowid: Int64?, unsettled: Bool, createdNs: Int64, mtimeNs: Int64) throws -> StoredItem {
         let id = n.id ?? ItemID.make()
         let t = type(n.type)
-        let now = Date()
-        let ts = Timestamp.format(now)
+        let ts = Timestamp.format(Date(timeIntervalSince1970: Double(createdNs) / 1e9))
         let isBlob = TypeSchema.isBlobType(t.id)
-        var props: [String: JSONValue] = [t.titleField: .string(Self.titleFromFileName(n.fileName, type: t))]
+        var props = initialProperties(n, t)
         var sync = SyncState.pending
         var syncError: String?
         var hash: String?
-        if isBlob && unsettled {
-            props["filename"] = .string(n.fileName)
-            props["mime_type"] = .string(Names.mimeType(forExtension: Names.split(n.fileName).ext))
-        } else if isBlob {
+        if isBlob && !unsettled {
             guard Int64(n.content.count) <= Self.maxBlobBytes else { throw StoreError.tooLarge("blob of \(n.content.count) bytes") }
-            props["filename"] = .string(n.fileName)
-            props["mime_type"] = .string(Names.mimeType(forExtension: Names.split(n.fileName).ext))
             hash = BlobHash.of(n.content)
             props["blob_ref"] = .string(hash!)
-        } else {
+        } else if !isBlob {
             guard n.content.count <= Self.maxTextBytes else { throw StoreError.tooLarge("text file of \(n.content.count) bytes") }
-            do {
-                props = try Self.parseText(n.content, type: t, fileName: n.fileName, previous: props)
-            } catch let e as FrontMatterError {
-                sync = .invalid; syncError = e.description
+            if !unsettled {
+                do {
+                    props = try Self.parseText(n.content, type: t, fileName: n.fileName, previous: props)
+                } catch let e as FrontMatterError {
+                    sync = .invalid; syncError = e.description
+                }
             }
         }
         let (stem, ext) = Naming.stemAndExt(id: id, type: t, properties: props, fileName: n.fileName)
         let item = Item(id: id, type: n.type, properties: props, version: 0, timestamp: ts, createdAt: ts, updatedAt: ts,
                         state: n.state, tier: .library)
-        return try write { db in
-            if try db.exists("SELECT 1 FROM items WHERE id = ?", [id]) { throw StoreError.exists(id) }
-            try db.run("""
-                INSERT INTO items(id, type, properties, raw, file_name, stem, ext, size, version, source, source_id,
-                  timestamp, created_at, updated_at, mtime_ns, state, tier, sync, sync_error, unsettled)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'library', ?, ?, ?)
-                """, [id, n.type, JSONCoding.encode(props), isBlob && !unsettled ? nil : Data(n.content), n.fileName, stem, ext,
-                                 n.content.count, n.sourceID, ts, ts, ts, Self.ns(now), n.state.rawValue, sync.rawValue, syncError, unsettled])
-            let rowid = db.lastInsertedRowID
-            let tags = Set(n.tags).sorted()
-            for tag in tags { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [id, tag]) }
-            if let hash {
-                _ = try putBlob(db, n.content, hash: hash)
-                try Self.enqueue(db, kind: .uploadBlob, itemID: id, payload: [
-                    "hash": .string(hash), "size": .int(Int64(n.content.count)), "mime_type": props["mime_type"] ?? .null,
-                ], coalesce: false)
-            }
-            if sync != .invalid && !unsettled { try Self.enqueue(db, kind: .create, itemID: id, payload: Self.createPayload(item, tags: tags), coalesce: false) }
-            return try Self.fetchItem(db, rowid: rowid)!
+        if try db.exists("SELECT 1 FROM items WHERE id = ?", [id]) { throw StoreError.exists(id) }
+        let row = try rowid ?? rowids.next(.items, db)
+        try db.run("""
+            INSERT INTO items(rowid, id, type, properties, raw, file_name, stem, ext, size, version, source, source_id,
+              timestamp, created_at, updated_at, mtime_ns, state, tier, sync, sync_error, unsettled)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'library', ?, ?, ?)
+            """, [row, id, n.type, JSONCoding.encode(props), isBlob && !unsettled ? nil : Data(n.content), n.fileName, stem, ext,
+                  n.content.count, n.sourceID, ts, ts, ts, mtimeNs, n.state.rawValue, sync.rawValue, syncError, unsettled])
+        let tags = Set(n.tags).sorted()
+        for tag in tags { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [id, tag]) }
+        if let hash {
+            _ = try putBlob(db, n.content, hash: hash)
+            try Self.enqueue(db, kind: .uploadBlob, itemID: id, payload: [
+                "hash": .string(hash), "size": .int(Int64(n.content.count)), "mime_type": props["mime_type"] ?? .null,
+            ], coalesce: false)
         }
+        if sync != .invalid && !unsettled { try Self.enqueue(db, kind: .create, itemID: id, payload: Self.createPayload(item, tags: tags), coalesce: false) }
+        return try Self.fetchItem(db, rowid: row)!
     }
 
     /// Replaces an item's file bytes (FS-9): text is parsed into properties; a blob goes to `sqlar`.

@@ -163,10 +163,10 @@ extension Store {
                 let ts = Timestamp.format(now)
                 let size = TypeSchema.isBlobType(t.id) ? cur.size : Int64(render(type: t, properties: props).utf8.count)
                 try db.run("""
-                    INSERT INTO items(id, type, properties, raw, file_name, stem, ext, size, version, source, timestamp, created_at, updated_at,
+                    INSERT INTO items(rowid, id, type, properties, raw, file_name, stem, ext, size, version, source, timestamp, created_at, updated_at,
                       mtime_ns, state, tier, sync, xattrs)
-                    VALUES (?, ?, ?, NULL, NULL, ?, ?, ?, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'pending', ?)
-                    """, [copyID, cur.item.type, JSONCoding.encode(props), stem, ext, size, ts, ts, ts, Self.ns(now),
+                    VALUES (?, ?, ?, ?, NULL, NULL, ?, ?, ?, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'pending', ?)
+                    """, [try rowids.next(.items, db), copyID, cur.item.type, JSONCoding.encode(props), stem, ext, size, ts, ts, ts, Self.ns(now),
                           cur.item.state.rawValue, cur.item.tier.rawValue, Xattrs.encode(cur.xattrs)])
                 var tags = Set(try Self.tags(db, itemID)); tags.insert("conflicted-copy")
                 for tag in tags { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [copyID, tag]) }

@@ -133,13 +133,19 @@ extension Store {
         try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind IN \(itemKinds) AND state IN ('pending', 'sending', 'conflict', 'rejected') LIMIT 1", [itemID])
     }
 
+    /// Whether an item's local bytes or changes are still to be sent (unsettled, staged new bytes,
+    /// or queued mutations): a remote change to it is not applied (`row`: rowid, unsettled).
+    func keepsLocal(_ db: Database, _ row: Row, _ id: String) throws -> Bool {
+        try (row[1] as Int) != 0 || staging.hasOverlay(row[0]) || Self.hasUnsent(db, id)
+    }
+
     func applyRemote(_ db: Database, _ c: RemoteChange, blobSizes: [String: Int64], force: Bool, into out: inout StoreChanges) throws {
         switch c {
         case let .item(item, tags, ext):
             try applyItem(db, item, tags: tags, extensions: ext, blobSizes: blobSizes, force: force, into: &out)
         case let .metadata(id, tags, tier, state, ext):
             guard let r = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]) else { out.skipped += 1; return }
-            if try (r[1] as Int) != 0 || Self.hasUnsent(db, id) { out.skipped += 1; return }
+            if try keepsLocal(db, r, id) { out.skipped += 1; return }
             let rowid: Int64 = r[0]
             if let tags { try replaceTags(db, id, tags) }
             if let tier { try db.run("UPDATE items SET tier = ? WHERE rowid = ?", [tier.rawValue, rowid]) }
@@ -148,7 +154,7 @@ extension Store {
             out.items.insert(id); out.applied += 1
         case .deleted(let id):
             guard let r = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]) else { out.skipped += 1; return }
-            if try (r[1] as Int) != 0 || Self.hasUnsent(db, id) { out.skipped += 1; return }
+            if try keepsLocal(db, r, id) { out.skipped += 1; return }
             try db.run("UPDATE items SET state = 'trashed' WHERE rowid = ?", [r[0] as Int64])
             out.items.insert(id); out.applied += 1
         case .edge(let e):
@@ -180,10 +186,10 @@ extension Store {
             let size = try remoteSize(db, remote, type: t, blobSizes: blobSizes)
             let (stem, ext) = Naming.stemAndExt(id: remote.id, type: t, properties: remote.properties, fileName: nil)
             try db.run("""
-                INSERT INTO items(id, type, properties, raw, file_name, stem, ext, size, version, schema_version, source, source_id,
+                INSERT INTO items(rowid, id, type, properties, raw, file_name, stem, ext, size, version, schema_version, source, source_id,
                   timestamp, created_at, updated_at, mtime_ns, state, tier, sync, xattrs)
-                VALUES (?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'synced', ?)
-                """, [remote.id, remote.type, JSONCoding.encode(remote.properties), stem, ext, size, remote.version, remote.schemaVersion,
+                VALUES (?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'synced', ?)
+                """, [try rowids.next(.items, db), remote.id, remote.type, JSONCoding.encode(remote.properties), stem, ext, size, remote.version, remote.schemaVersion,
                       remote.source, remote.sourceID, remote.timestamp, remote.createdAt, remote.updatedAt, mtime,
                       remote.state.rawValue, remote.tier.rawValue, extensions?["fs.xattr"].map(Self.xattrsJSON) ?? "{}"])
             if let tags { try replaceTags(db, remote.id, tags) }
@@ -191,7 +197,7 @@ extension Store {
             return
         }
         let rowid: Int64 = cur[0]
-        if try (cur[1] as Int) != 0 || Self.hasUnsent(db, remote.id) { out.skipped += 1; return }
+        if try keepsLocal(db, cur, remote.id) { out.skipped += 1; return }
         guard let stored = try Self.fetchItem(db, rowid: rowid) else { return }
         let local = stored.item
         // Older than the local copy: never taken, not even by a re-seed or an answer (a sweep's page

@@ -10,6 +10,10 @@ public struct ScratchFile: Hashable, Sendable {
     public var size: Int64
     public var mtimeNs: Int64
 
+    public init(rowid: Int64, dir: String, name: String, size: Int64, mtimeNs: Int64) {
+        self.rowid = rowid; self.dir = dir; self.name = name; self.size = size; self.mtimeNs = mtimeNs
+    }
+
     init(row: Row) {
         rowid = row["rowid"]; dir = row["dir"]; name = row["name"]; size = row["size"]; mtimeNs = row["mtime_ns"]
     }
@@ -24,13 +28,14 @@ extension Store {
 
     /// Makes a scratch file, replacing one of the same name in the same directory.
     public func createScratch(dir: String, name: String, data: [UInt8] = []) throws -> ScratchFile {
-        try write { db in try Self.putScratch(db, dir: dir, name: name, data: data) }
+        try write { db in try putScratch(db, dir: dir, name: name, data: data) }
     }
 
-    static func putScratch(_ db: Database, dir: String, name: String, data: [UInt8]) throws -> ScratchFile {
+    func putScratch(_ db: Database, dir: String, name: String, data: [UInt8], rowid: Int64? = nil, mtimeNs: Int64? = nil) throws -> ScratchFile {
         try db.run("DELETE FROM scratch WHERE dir = ? AND name = ?", [dir, name])
-        try db.run("INSERT INTO scratch(dir, name, mtime_ns, data) VALUES (?, ?, ?, ?)", [dir, name, ns(Date()), Data(data)])
-        return try fetchScratch(db, db.lastInsertedRowID)
+        let r = try rowid ?? rowids.next(.scratch, db)
+        try db.run("INSERT INTO scratch(rowid, dir, name, mtime_ns, data) VALUES (?, ?, ?, ?, ?)", [r, dir, name, mtimeNs ?? Self.ns(Date()), Data(data)])
+        return try Self.fetchScratch(db, r)
     }
 
     static func fetchScratch(_ db: Database, _ rowid: Int64) throws -> ScratchFile {
@@ -101,7 +106,7 @@ extension Store {
     public func backupItem(_ rowid: Int64, dir: String, name: String) throws -> ScratchFile {
         try write { db in
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
-            return try Self.putScratch(db, dir: dir, name: name, data: try currentBytes(db, cur))
+            return try putScratch(db, dir: dir, name: name, data: try currentBytes(db, cur))
         }
     }
 }

@@ -39,14 +39,24 @@ extension Store {
     public func absorbUnsettled(source: Int64, into target: Int64) throws {
         try write { db in
             guard let src = try Self.fetchItem(db, rowid: source) else { throw StoreError.notFound("item \(source)") }
-            let bytes = try currentBytes(db, src)
-            var f = try openUnsettled(db, target)
-            guard bytes.count <= f.limit else { throw StoreError.tooLarge("\(bytes.count) bytes") }
-            try db.run("UPDATE items SET raw = ? WHERE rowid = ?", [Data(bytes), target])
-            f.capacity = bytes.count
-            _ = try f.finish(db, size: bytes.count)
+            try absorbBytes(db, try currentBytes(db, src), into: target)
             try forgetOrTrash(db, src)
         }
+    }
+
+    /// `target` takes `bytes` as its file (unsettled: parsed and queued when it settles); returns
+    /// its new size and time.
+    @discardableResult
+    func absorbBytes(_ db: Database, _ bytes: [UInt8], into target: Int64, mtimeNs: Int64? = nil) throws -> (size: Int64, mtimeNs: Int64) {
+        guard let t = try String.fetchOne(db.cachedStatement(sql: "SELECT type FROM items WHERE rowid = ?"), arguments: [target]) else {
+            throw StoreError.notFound("item \(target)")
+        }
+        let blob = TypeSchema.isBlobType(t)
+        guard bytes.count <= (blob ? Int(Self.maxBlobBytes) : Self.maxTextBytes) else { throw StoreError.tooLarge("\(bytes.count) bytes") }
+        let now = mtimeNs ?? Self.ns(Date())
+        try db.run("UPDATE items SET raw = ?, size = ?, mtime_ns = ?, unsettled = 1\(blob ? ", blob_ref = NULL" : "") WHERE rowid = ?",
+                   [Data(bytes), bytes.count, now, target])
+        return (Int64(bytes.count), now)
     }
 
     /// Settles unsettled items last written at or before `writtenBefore` (nanoseconds; nil: all),

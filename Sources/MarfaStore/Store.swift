@@ -32,6 +32,9 @@ public final class Store: Sendable {
     let pool: DatabasePool
     let typeCache: TypeCache
     public let blobs: BlobReader
+    /// Files made through the mount, not yet in the store (see `Staging`).
+    public let staging: Staging
+    let rowids = RowidAllocator()
     /// The largest text file accepted (a note is text, not a disk image).
     public static let maxTextBytes = 16 << 20
     /// The largest blob accepted through a write: one `sqlar` row, below SQLite's 1 GB value limit.
@@ -66,6 +69,7 @@ public final class Store: Sendable {
             }
         })
         blobs = try BlobReader(path: path)
+        staging = Staging(path: path + "-staged")
     }
 
     // MARK: types

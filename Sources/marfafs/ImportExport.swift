@@ -43,6 +43,8 @@ struct ImportCommand: ParsableCommand {
         let lock = try StoreLock(store: storeOption.path)
         lock.record("import by pid \(getpid())")
         let store = try Store(path: storeOption.path)
+        // Files a killed mount left staged are committed before anything is added.
+        try store.recoverStaged()
         let files = try Vault.files(in: root)
         var progress = Progress(label: "importing", total: files.count)
         var created = 0, updated = 0, same = 0, failed = 0

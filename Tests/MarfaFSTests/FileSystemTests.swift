@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 @testable import MarfaFS
+import MarfaLayout
 import MarfaModel
 import MarfaStore
 import MarfaTestSupport
@@ -66,7 +67,8 @@ final class Core {
         let c = try Core()
         try c.write("types/core.note/a.md", "---\ntitle: Alpha\n---\nbody")
         #expect(try c.store.mutations().isEmpty, "nothing queued while the file is being written")
-        #expect(try c.store.hasUnsettled())
+        #expect(c.store.staging.count == 1, "a new file is staged")
+        #expect(try !c.store.hasUnsettled())
         // A temporary file renamed over the note before it settles never reaches the queue.
         try c.write("types/core.note/a.md.tmp", "second")
         let dir = try c.ino("types/core.note")
@@ -173,5 +175,31 @@ struct SplitMix {
         z = (z ^ (z >> 30)) &* 0xbf58476d1ce4e5b9
         z = (z ^ (z >> 27)) &* 0x94d049bb133111eb
         return z ^ (z >> 31)
+    }
+}
+
+/// FS-7: a name table kept up one claim at a time names exactly what resolving the whole
+/// directory names, whatever order claims arrive, change and leave in.
+@Suite struct NameTableTests {
+    @Test(arguments: [1, 2, 3, 4]) func FS7_incrementalNamesMatchAWholeDirectoryResolve(seed: UInt64) {
+        var rng = SplitMix(seed: seed)
+        let table = NameTable()
+        var claims: [Int64: NameClaim] = [:]
+        let stems = ["a", "b", "new-1", "note"]
+        for step in 0..<400 {
+            let key = Int64(rng.next() % 40)
+            if rng.next() % 4 == 0 {
+                table.remove(key); claims[key] = nil
+            } else {
+                // Times mostly increase (new files), sometimes not (a sync brings an older item).
+                let t = rng.next() % 5 == 0 ? Int(rng.next() % 400) : step
+                let c = NameClaim(key: key, stem: stems[Int(rng.next() % 4)], ext: ".md",
+                                  createdAt: String(format: "2026-11-21T00:00:%03d", t), id: String(format: "%08x", rng.next() % 0xffff_ffff))
+                table.upsert(c); claims[key] = c
+            }
+            let want = Names.resolve(claims: Array(claims.values))
+            #expect(table.nameOf == want, "step \(step)")
+            #expect(Set(table.keyOf.keys) == Set(want.values), "step \(step)")
+        }
     }
 }

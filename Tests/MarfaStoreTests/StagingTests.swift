@@ -1,0 +1,104 @@
+import Foundation
+import MarfaModel
+import MarfaTestSupport
+@testable import MarfaStore
+import Testing
+
+/// FS-15 for staged files: every change is in the journal before it is answered, so a store
+/// opened after a kill (a second `Store` on the same file, the first never committed) recovers it.
+@Suite struct StagingTests {
+    /// A store whose staged files were never committed: what a killed daemon leaves.
+    static func killed(_ t: TempStore, _ body: (Store) throws -> Void) throws -> Store {
+        try t.store.recoverStaged()
+        try body(t.store)
+        return try Store(path: t.store.path)
+    }
+
+    @Test func FS15_stagedFilesSurviveAKill() throws {
+        let t = try TempStore()
+        var itemRow: Int64 = 0, scratchRow: Int64 = 0, goneRow: Int64 = 0
+        let after = try Self.killed(t) { s in
+            let f = try s.stageItem(NewItem(type: "core.note", fileName: "new.md", tags: ["inbox"]))
+            itemRow = f.key.rowid
+            _ = try s.staging.write(f.key, offset: 0, data: Array("hello world".utf8))
+            _ = try s.staging.truncate(f.key, size: 5)
+            _ = try s.staging.write(f.key, offset: 5, data: Array("!".utf8))
+            let sc = try s.stageScratch(dir: "types/core.note", name: ".new.md.swp")
+            scratchRow = sc.key.rowid
+            _ = try s.staging.write(sc.key, offset: 0, data: [1, 2, 3])
+            let gone = try s.stageScratch(dir: "types/core.note", name: "4913")
+            goneRow = gone.key.rowid
+            try s.staging.drop(gone.key)
+        }
+        #expect(try after.recoverStaged() == 2)
+        let item = try #require(try after.item(rowid: itemRow))
+        #expect(try after.textContent(rowid: itemRow) == Array("hello!".utf8))
+        #expect(item.fileName == "new.md")
+        #expect(try after.tags(itemID: item.item.id) == ["inbox"])
+        #expect(try after.mutations().isEmpty, "recovered files settle at the mount, like any written file")
+        #expect(try after.hasUnsettled())
+        let scratch = try after.allScratch()
+        #expect(scratch.map(\.rowid) == [scratchRow])
+        #expect(try after.scratchData(scratchRow) == [1, 2, 3])
+        #expect(!scratch.contains { $0.rowid == goneRow }, "a dropped scratch file stays dropped")
+        // Settled, it queues exactly one create.
+        try after.settle()
+        #expect(try after.mutations().map(\.kind) == [.create])
+        // A second open finds nothing more to recover.
+        #expect(try Store(path: t.store.path).recoverStaged() == 0)
+    }
+
+    @Test func FS13_aSaveOverAnItemSurvivesAKill() throws {
+        let t = try TempStore()
+        let note = try t.store.createItem(NewItem(type: "core.note", fileName: "n.md", content: Array("old\n".utf8)))
+        let after = try Self.killed(t) { s in
+            let tmp = try s.stageItem(NewItem(type: "core.note", fileName: "n.md.tmp"))
+            _ = try s.staging.write(tmp.key, offset: 0, data: Array("new\n".utf8))
+            let f = try s.staging.absorb(tmp.key, into: note.rowid)
+            #expect(f.bytes == Array("new\n".utf8))
+            #expect(s.staging.hasOverlay(note.rowid))
+        }
+        #expect(try after.recoverStaged() == 1)
+        #expect(try after.textContent(rowid: note.rowid) == Array("new\n".utf8))
+        #expect(try after.itemCount() == 1, "the temporary file never became an item")
+        try after.settle()
+        #expect(try after.mutations().map(\.kind) == [.create], "the save folds into the unsent create")
+        #expect(try after.item(rowid: note.rowid)?.item.properties["body"] == "new\n")
+    }
+
+    @Test func FS15_committedGenerationsAreNotReplayed() throws {
+        let t = try TempStore()
+        let after = try Self.killed(t) { s in
+            let f = try s.stageItem(NewItem(type: "core.note", fileName: "a.md"))
+            _ = try s.staging.write(f.key, offset: 0, data: Array("a".utf8))
+            try s.commitStaged()
+            #expect(s.staging.isEmpty)
+            // The committed item is then removed; its old records must not bring it back.
+            try s.write { db in try db.execute(sql: "DELETE FROM items") }
+            let g = try s.stageItem(NewItem(type: "core.note", fileName: "b.md"))
+            _ = try s.staging.write(g.key, offset: 0, data: Array("b".utf8))
+        }
+        #expect(try after.recoverStaged() == 1)
+        #expect(try after.allSummaries().map(\.stem) == ["b"])
+    }
+
+    @Test func FS15_aTornLastRecordIsIgnored() throws {
+        let t = try TempStore()
+        let after = try Self.killed(t) { s in
+            let f = try s.stageItem(NewItem(type: "core.note", fileName: "a.md"))
+            _ = try s.staging.write(f.key, offset: 0, data: Array("kept".utf8))
+            _ = try s.staging.write(f.key, offset: 4, data: Array(repeating: UInt8(ascii: "x"), count: 100))
+        }
+        // The kill tore the last write: half of it reached the file.
+        let path = t.store.path + "-staged"
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        #expect(truncate(path, off_t(size - 50)) == 0)
+        #expect(try after.recoverStaged() == 1)
+        #expect(try after.textContent(rowid: try after.allSummaries()[0].rowid) == Array("kept".utf8))
+    }
+
+    @Test func FS15_aStoreWithoutRecoveryRefusesToStage() throws {
+        let t = try TempStore()
+        #expect(throws: StoreError.self) { _ = try t.store.stageItem(NewItem(type: "core.note", fileName: "a.md")) }
+    }
+}
