@@ -310,10 +310,14 @@ public final class FileSystem: @unchecked Sendable {
     }
 
     /// `fsync` returns once the file's bytes are durable (FS-15): a staged file's journal, else
-    /// the store.
+    /// the store; for a directory (the names in it), both.
     public func fsync(_ ino: UInt64) throws {
-        let generation: Int64? = locked { (try? node(ino)).flatMap(stagedKey) != nil ? store.staging.generation : nil }
+        let (generation, isDir): (Int64?, Bool) = locked {
+            let n = try? node(ino)
+            return (n.flatMap(stagedKey) != nil ? store.staging.generation : nil, n?.kind == .directory)
+        }
         do {
+            if isDir { try store.staging.sync() }
             if let generation {
                 try store.staging.sync()
                 // Committed meanwhile (the journal started over): the bytes are in the store now.

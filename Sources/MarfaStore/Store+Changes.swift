@@ -23,10 +23,10 @@ extension Store {
     // MARK: items
 
     /// Creates an item and queues its create, in one transaction. Its id is minted here (FS-22).
-    /// `unsettled`: a file made through the mount, whose create is queued when it settles (FS-14).
-    public func createItem(_ n: NewItem, unsettled: Bool = false) throws -> StoredItem {
+    /// (A file made through the mount is staged first: `Store.stageItem`.)
+    public func createItem(_ n: NewItem) throws -> StoredItem {
         let now = Self.ns(Date())
-        return try write { db in try insertItem(db, n, rowid: nil, unsettled: unsettled, createdNs: now, mtimeNs: now) }
+        return try write { db in try insertItem(db, n, rowid: nil, unsettled: false, createdNs: now, mtimeNs: now) }
     }
 
     /// The properties a new item starts with before its bytes are parsed: the title from the

@@ -26,11 +26,7 @@ extension Store {
         try pool.read { db in try db.rows("SELECT \(Self.scratchColumns) FROM scratch").map(ScratchFile.init(row:)) }
     }
 
-    /// Makes a scratch file, replacing one of the same name in the same directory.
-    public func createScratch(dir: String, name: String, data: [UInt8] = []) throws -> ScratchFile {
-        try write { db in try putScratch(db, dir: dir, name: name, data: data) }
-    }
-
+    /// Writes a scratch file, replacing one of the same name in the same directory.
     func putScratch(_ db: Database, dir: String, name: String, data: [UInt8], rowid: Int64? = nil, mtimeNs: Int64? = nil) throws -> ScratchFile {
         try db.run("DELETE FROM scratch WHERE dir = ? AND name = ?", [dir, name])
         let r = try rowid ?? rowids.next(.scratch, db)
