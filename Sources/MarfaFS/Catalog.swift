@@ -53,6 +53,11 @@ struct Catalog {
         for s in try store.allScratch() { addScratch(s) }
     }
 
+    mutating func setItem(_ s: ItemSummary) {
+        items[s.rowid] = s
+        byID[s.id] = s.rowid
+    }
+
     mutating func addScratch(_ s: ScratchFile) {
         if let old = scratch[s.rowid] { scratchByDir[old.dir]?.removeValue(forKey: old.name) }
         if let other = scratchByDir[s.dir]?[s.name], other != s.rowid { scratch.removeValue(forKey: other) }

@@ -32,8 +32,7 @@ extension FileSystem {
             }
         }
         if let new {
-            catalog.items[r] = new
-            catalog.byID[new.id] = r
+            catalog.setItem(new)
             let v = StateView.of(new.state)
             let table = catalog.typeTables[v]?[new.type] ?? { let t = NameTable(); catalog.typeTables[v, default: [:]][new.type] = t; return t }()
             let changed = table.upsert(Catalog.claim(new))

@@ -86,8 +86,12 @@ final class Settler: @unchecked Sendable {
         cond.lock()
         lastWrite = Date().timeIntervalSince1970
         if firstPending == nil { firstPending = lastWrite }
-        dirty = true
-        cond.signal()
+        // Already dirty: the thread is waiting for a deadline and reads `lastWrite` when it wakes,
+        // so a burst of writes does not wake it once per request.
+        if !dirty {
+            dirty = true
+            cond.signal()
+        }
         cond.unlock()
     }
 
