@@ -36,7 +36,10 @@ struct Catalog {
 
     init(store: Store) throws {
         var claims: [StateView: [String: [NameClaim]]] = [:]
-        try store.scanCatalog(items: { s in
+        try store.scanCatalog(count: { n in
+            items.reserveCapacity(n)
+            byID.reserveCapacity(n)
+        }, items: { s in
             items[s.rowid] = s
             byID[s.id] = s.rowid
             claims[StateView.of(s.state), default: [:]][s.type, default: []].append(Self.claim(s))

@@ -7,7 +7,8 @@ import MarfaModel
 /// nothing and caches little, so reading 100,000 rows does not leave the whole file mapped into
 /// the daemon (the rows of items are interleaved with the queue's) nor a large page cache behind.
 extension Store {
-    public func scanCatalog(items visit: (ItemSummary) -> Void, tags visitTag: (String, String) -> Void) throws {
+    /// `count` first learns how many items there are (room is made once, not grown).
+    public func scanCatalog(count: (Int) -> Void = { _ in }, items visit: (ItemSummary) -> Void, tags visitTag: (String, String) -> Void) throws {
         var c: OpaquePointer?
         guard sqlite3_open_v2(path, &c, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK, let db = c else {
             if let c { sqlite3_close_v2(c) }
@@ -41,6 +42,7 @@ extension Store {
             interned[s] = s
             return s
         }
+        try each("SELECT count(*) FROM items") { s in count(Int(sqlite3_column_int64(s, 0))) }
         try each("SELECT \(ItemSummary.columns) FROM items") { s in
             visit(ItemSummary(rowid: sqlite3_column_int64(s, 0), id: text(s, 1) ?? "", type: intern(text(s, 2) ?? ""),
                               stem: text(s, 3) ?? "", ext: intern(text(s, 4) ?? ""), size: sqlite3_column_int64(s, 5),
