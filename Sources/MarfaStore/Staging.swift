@@ -195,6 +195,13 @@ public final class Staging: @unchecked Sendable {
         noteOverlays()
     }
 
+    /// Whether the next generation starts the journal over (it has grown past `compactBytes`):
+    /// the store's commit must be durable first, or a power cut could lose both.
+    var compactsNext: Bool {
+        guard fd >= 0 else { return false }
+        return lseek(fd, 0, SEEK_END) > Self.compactBytes
+    }
+
     /// Starts generation `g` (the store's `meta` already says `g`); the journal starts over
     /// when it has grown past `compactBytes`, or when `fresh`.
     func startGeneration(_ g: Int64, fresh: Bool = false) throws {
@@ -216,13 +223,14 @@ public final class Staging: @unchecked Sendable {
     /// The journal's size past which a new generation starts it over.
     static let compactBytes: off_t = 8 << 20
 
-    /// The files a journal of generation `g` holds (none if it is of another generation).
-    func recover(generation g: Int64) throws -> [File] {
-        guard let data = FileManager.default.contents(atPath: path) else { return [] }
+    /// The files the journal holds from generation `g` on (the ones the store has not committed),
+    /// and the last generation it names.
+    func recover(generation g: Int64) throws -> (files: [File], last: Int64) {
+        guard let data = FileManager.default.contents(atPath: path) else { return ([], g) }
         let bytes = [UInt8](data)
-        guard bytes.count >= 8, Array(bytes[0..<4]) == Array("MFSJ".utf8) else { return [] }
+        guard bytes.count >= 8, Array(bytes[0..<4]) == Array("MFSJ".utf8) else { return ([], g) }
         var r = Record.Reader(bytes: bytes, at: 4)
-        guard (try? r.u32()) == 1 else { return [] }
+        guard (try? r.u32()) == 1 else { return ([], g) }
         var pos = 8
         var out: [Key: File] = [:]
         var current: Int64?
@@ -232,7 +240,11 @@ public final class Staging: @unchecked Sendable {
             let payload = bytes[(pos + 8)..<(pos + 8 + len)]
             guard Record.checksum(payload) == sum, let rec = try? Record.decode(Array(payload)) else { break }
             switch rec {
-            case .begin(let g): current = g; out.removeAll()
+            case .begin(let x):
+                // Generations before `g` are committed. A later one follows a commit the store
+                // may have lost (a power cut: its WAL was not synced): its files are kept too.
+                if x <= g { out.removeAll() }
+                current = max(current ?? x, x)
             case .create(let f): out[f.key] = f
             case .write(let k, let offset, let data, let t):
                 if out[k] != nil { Self.put(&out[k]!.bytes, offset: Int(offset), data); out[k]!.mtimeNs = t }
@@ -248,8 +260,8 @@ public final class Staging: @unchecked Sendable {
             }
             pos += 8 + len
         }
-        guard current == g else { return [] }
-        return out.values.sorted { ($0.key.kind.rawValue, $0.key.rowid) < ($1.key.kind.rawValue, $1.key.rowid) }
+        guard let current, current >= g else { return ([], max(g, current ?? g)) }
+        return (out.values.sorted { ($0.key.kind.rawValue, $0.key.rowid) < ($1.key.kind.rawValue, $1.key.rowid) }, current)
     }
 
     // MARK: the file
@@ -272,7 +284,14 @@ public final class Staging: @unchecked Sendable {
             b.storeBytes(of: UInt32(payload).littleEndian, toByteOffset: 0, as: UInt32.self)
             b.storeBytes(of: sum.littleEndian, toByteOffset: 4, as: UInt32.self)
         }
-        try writeAll(out)
+        let start = lseek(fd, 0, SEEK_END)
+        do {
+            try writeAll(out)
+        } catch {
+            // A record half written (a full disk) would end the journal for every later one.
+            if start >= 0 { _ = ftruncate(fd, start) }
+            throw error
+        }
     }
 
     private func writeAll(_ bytes: [UInt8]) throws {

@@ -86,6 +86,9 @@ extension Store {
             try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('staging_generation', ?)", [String(g + 1)])
         }
         _ = staging.takeAll()
+        // Starting the journal over drops records an fsync may have made durable: the commit
+        // that holds their files is made durable first.
+        if staging.compactsNext { try syncDurably() }
         try staging.startGeneration(g + 1)
     }
 
@@ -97,13 +100,14 @@ extension Store {
         let g = try pool.read { db in
             try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'staging_generation'").flatMap { Int64($0) } ?? 0
         }
-        let files = try staging.recover(generation: g)
+        let (files, last) = try staging.recover(generation: g)
         guard !files.isEmpty else {
             try staging.startGeneration(g, fresh: true)
             return 0
         }
-        // The journal is left as it is until the commit has made it history.
-        staging.restore(files, generation: g)
+        // The journal is left as it is until the commit has made it history; the commit starts
+        // a generation past every one it names.
+        staging.restore(files, generation: last)
         try commitStaged()
         return files.count
     }

@@ -82,6 +82,28 @@ import Testing
         #expect(try after.allSummaries().map(\.stem) == ["b"])
     }
 
+    /// A power cut can lose a commit whose WAL was not synced while the journal's next records
+    /// survive: recovery then takes every generation from the one the store still names.
+    @Test func FS15_aLostCommitIsReplayedWithTheGenerationsAfterIt() throws {
+        let t = try TempStore()
+        let after = try Self.killed(t) { s in
+            let a = try s.stageItem(NewItem(type: "core.note", fileName: "a.md"))
+            _ = try s.staging.write(a.key, offset: 0, data: Array("a".utf8))
+            try s.commitStaged()
+            let b = try s.stageItem(NewItem(type: "core.note", fileName: "b.md"))
+            _ = try s.staging.write(b.key, offset: 0, data: Array("b".utf8))
+            // The commit is lost: its row and its generation are gone.
+            try s.write { db in
+                try db.execute(sql: "DELETE FROM items")
+                try db.execute(sql: "UPDATE meta SET value = '0' WHERE key = 'staging_generation'")
+            }
+        }
+        #expect(try after.recoverStaged() == 2)
+        #expect(try after.allSummaries().map(\.stem).sorted() == ["a", "b"])
+        // The next generation is past every one the journal named: nothing comes back twice.
+        #expect(try Store(path: t.store.path).recoverStaged() == 0)
+    }
+
     @Test func FS15_aTornLastRecordIsIgnored() throws {
         let t = try TempStore()
         let after = try Self.killed(t) { s in
