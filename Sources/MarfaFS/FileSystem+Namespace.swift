@@ -145,8 +145,7 @@ extension FileSystem {
             if let local = try createLocal(p, name) { return local }
             let new = try newItem(in: p, named: name)
             // Staged: in memory and the journal until it settles or something needs its row.
-            let staged = try wrap { try store.stageItem(new) }
-            guard let summary = store.summary(ofStaged: staged) else { throw FSError(.io, "staging \(name)") }
+            let summary = try wrap { try store.stageItem(new) }
             settler.noteWrite()
             let inv = try refreshItem(summary.rowid, known: (summary, Set(new.tags)))
             var a = try attr(.item(summary.rowid))
@@ -194,8 +193,7 @@ extension FileSystem {
             return (try attr(.item(pk.item)), invalidations((p, [backup])))
         }
         guard ScratchNames.matches(name) else { return nil }
-        let staged = try wrap { try store.stageScratch(dir: key, name: name) }
-        guard let s = store.scratchFile(ofStaged: staged) else { throw FSError(.io, "staging \(name)") }
+        let s = try wrap { try store.stageScratch(dir: key, name: name) }
         catalog.addScratch(s)
         settler.noteWrite()
         return (try attr(.scratch(s.rowid)), [])
@@ -233,25 +231,17 @@ extension FileSystem {
     public func unlink(parent: UInt64, name: String) throws {
         let inv: [Invalidation] = try locked {
             let p = try node(parent)
-            // A scratch file that never left the journal (an editor's swap file) is simply forgotten.
-            if let key = dirKey(p), let s = catalog.scratchByDir[key]?[name], let k = stagedKey(.scratch(s)) {
-                try wrap { try store.staging.drop(k) }
-                catalog.removeScratch(s)
+            // A scratch file is local: removing it queues nothing, so nothing settles first.
+            if let key = dirKey(p), catalog.parked[key]?[name] == nil, let s = catalog.scratchByDir[key]?[name] {
+                try forgetScratch(s)
                 return []
             }
             try settleNow()
-            if let key = dirKey(p) {
-                if let pk = catalog.parked[key]?[name] {
-                    catalog.parked[key]?[name] = nil
-                    // An item renamed to a backup name and removed: it goes to the trash.
-                    _ = try wrap { try store.setState(rowid: pk.item, .trashed) }
-                    return try refreshItem(pk.item) + invalidations((p, [name, pk.originalName]))
-                }
-                if let s = catalog.scratchByDir[key]?[name] {
-                    try wrap { try store.deleteScratch(s) }
-                    catalog.removeScratch(s)
-                    return []
-                }
+            if let key = dirKey(p), let pk = catalog.parked[key]?[name] {
+                catalog.parked[key]?[name] = nil
+                // An item renamed to a backup name and removed: it goes to the trash.
+                _ = try wrap { try store.setState(rowid: pk.item, .trashed) }
+                return try refreshItem(pk.item) + invalidations((p, [name, pk.originalName]))
             }
             guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
             switch (p, child) {
@@ -409,10 +399,7 @@ extension FileSystem {
         }
         // An item renamed to a backup name in its directory: the name is parked, the item stays.
         if case .item(let r) = src, let dk, np == p, ScratchNames.matches(newName) {
-            if case .scratch(let old)? = dst {
-                if let k = stagedKey(.scratch(old)) { try wrap { try store.staging.drop(k) } } else { try wrap { try store.deleteScratch(old) } }
-                catalog.removeScratch(old)
-            }
+            if case .scratch(let old)? = dst { try forgetScratch(old) }
             catalog.parked[dk, default: [:]][newName] = Catalog.Parked(item: r, originalName: name)
             return invalidations((p, [name, newName]))
         }
@@ -435,9 +422,16 @@ extension FileSystem {
         return knownIno(.item(t)).map { [.inode($0)] } ?? []
     }
 
-    /// Writes the staged files to the store if `n` is one of them (its row is needed now).
-    func commitIfStaged(_ n: Node) throws {
-        if stagedKey(n) != nil { try wrap { try store.commitStaged() } }
+    /// Removes a scratch file: from the journal if it never left it (an editor's swap file), else
+    /// from the store.
+    func forgetScratch(_ s: Int64) throws {
+        if let k = stagedKey(.scratch(s)) { try wrap { try store.staging.drop(k) } } else { try wrap { try store.deleteScratch(s) } }
+        catalog.removeScratch(s)
+    }
+
+    /// Writes the staged files to the store if one of `nodes` is among them (its row is needed now).
+    func commitIfStaged(_ nodes: Node...) throws {
+        if nodes.contains(where: { stagedKey($0) != nil }) { try wrap { try store.commitStaged() } }
     }
 
     static func isItemFile(_ n: Node?) -> Bool {
@@ -454,8 +448,7 @@ extension FileSystem {
             // names, tags and state stay as they are until it settles.
             inv = try refreshItem(r, removed: true) + absorbStaged(k, into: t)
         } else {
-            try commitIfStaged(.item(r))
-            try commitIfStaged(.item(t))
+            try commitIfStaged(.item(r), .item(t))
             try wrap { try store.absorbUnsettled(source: r, into: t) }
             settler.noteWrite()
             inv = try refreshItem(r) + refreshItem(t, contentChanged: true)

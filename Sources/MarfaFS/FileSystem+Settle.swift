@@ -48,7 +48,7 @@ extension FileSystem {
         let batch = 32
         do {
             // Staged files first: one transaction for all of them (the lock is held, briefly).
-            try locked { _ = try store.commitStaged() }
+            try locked { try store.commitStaged() }
             let rows = try store.settle(writtenBefore: before, limit: batch)
             let inv: [Invalidation] = try locked {
                 var inv: [Invalidation] = []

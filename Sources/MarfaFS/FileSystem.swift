@@ -205,11 +205,7 @@ public final class FileSystem: @unchecked Sendable {
         }
         try changeFile(ino, reaching: offset + Int64(data.count),
                        item: { r in try self.store.writeUnsettled(rowid: r, offset: offset, data: data) },
-                       scratch: { bytes in
-                           let end = Int(offset) + data.count
-                           if bytes.count < end { bytes.append(contentsOf: repeatElement(0, count: end - bytes.count)) }
-                           bytes.replaceSubrange(Int(offset)..<end, with: data)
-                       },
+                       scratch: { bytes in bytes.put(data, at: Int(offset)) },
                        staged: { s, k in try s.write(k, offset: offset, data: data) })
         return data.count
     }
@@ -220,10 +216,7 @@ public final class FileSystem: @unchecked Sendable {
             guard size >= 0 else { throw FSError(.invalid, "negative size") }
             try changeFile(ino, reaching: size,
                            item: { r in try self.store.truncateUnsettled(rowid: r, size: size) },
-                           scratch: { bytes in
-                               let s = Int(size)
-                               if bytes.count > s { bytes.removeSubrange(s...) } else { bytes.append(contentsOf: repeatElement(0, count: s - bytes.count)) }
-                           },
+                           scratch: { bytes in bytes.resize(to: Int(size)) },
                            staged: { s, k in try s.truncate(k, size: size) })
         }
         return try getattr(ino)
@@ -238,7 +231,7 @@ public final class FileSystem: @unchecked Sendable {
             let n = try node(ino)
             let limit: Int64
             switch n {
-            case .item(let r): limit = catalog.items[r].map { TypeSchema.isBlobType($0.type) } == true ? Store.maxBlobBytes : Int64(Store.maxTextBytes)
+            case .item(let r): limit = catalog.items[r].map { Store.maxFileBytes(type: $0.type) } ?? Int64(Store.maxTextBytes)
             case .scratch: limit = Store.maxBlobBytes
             case .controlFile: throw FSError(.notPermitted, "control files are read-only")
             default: throw FSError(.isDirectory, "not a file")

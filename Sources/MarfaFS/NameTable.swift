@@ -11,6 +11,9 @@ final class NameTable {
         case one(Int64)
         case many(Set<Int64>)
         var keys: Set<Int64> { switch self { case .one(let k): return [k]; case .many(let s): return s } }
+        func allSatisfy(_ p: (Int64) -> Bool) -> Bool {
+            switch self { case .one(let k): return p(k); case .many(let s): return s.allSatisfy(p) }
+        }
         func inserting(_ k: Int64) -> Group {
             switch self {
             case .one(let o): return o == k ? self : .many([o, k])
@@ -60,11 +63,7 @@ final class NameTable {
         if let old, old.stem == c.stem, old.ext == c.ext, old.createdAt == c.createdAt { return [] }
         // A new claim that sorts after every claim of its name (a new file: the newest) takes the
         // collision suffix and changes no other name (FS-7).
-        if old == nil, let g = groups[c.baseName], case .one(let only) = g, let o = claims[only], (o.createdAt, o.id) < (c.createdAt, c.id) {
-            return appendLast(c, to: g)
-        }
-        if old == nil, let g = groups[c.baseName], case .many(let keys) = g,
-           keys.allSatisfy({ k in claims[k].map { ($0.createdAt, $0.id) < (c.createdAt, c.id) } ?? false }) {
+        if old == nil, let g = groups[c.baseName], g.allSatisfy({ k in claims[k].map { ($0.createdAt, $0.id) < (c.createdAt, c.id) } ?? false }) {
             return appendLast(c, to: g)
         }
         var affected = Set<String>()

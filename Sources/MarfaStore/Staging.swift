@@ -15,8 +15,10 @@ import MarfaModel
 /// journal (a write torn by the kill). Each commit appends a record that begins the next
 /// generation (truncating the file first only once it has grown past `compactBytes`: a truncate
 /// costs as much as an fsync); the store's `meta` row `staging_generation` names the generation
-/// not yet committed. Recovery takes the files of the last generation in the journal if it is
-/// that one; an older one was committed before the crash and is ignored.
+/// not yet committed. Recovery replays every generation from that one on: older ones were
+/// committed, and a later one follows a commit a power cut may have undone.
+///
+/// Live changes and recovery apply records the same way (`apply(_:to:)`).
 ///
 /// Not thread-safe on its own: the filesystem's lock guards it (and `Store.commitStaged`).
 public final class Staging: @unchecked Sendable {
@@ -53,6 +55,8 @@ public final class Staging: @unchecked Sendable {
 
     public let path: String
     private var fd: Int32 = -1
+    /// The journal's length (only this object writes it, always at the end).
+    private var end: off_t = 0
     public private(set) var generation: Int64 = 0
     private var ready = false
     /// The generation a failed reset still owes.
@@ -67,11 +71,6 @@ public final class Staging: @unchecked Sendable {
     public func hasOverlay(_ rowid: Int64) -> Bool {
         overlayLock.lock(); defer { overlayLock.unlock() }
         return overlays.contains(rowid)
-    }
-
-    private func noteOverlays() {
-        let now = Set(files.values.compactMap { f -> Int64? in if case .overlay = f.origin { return f.key.rowid }; return nil })
-        overlayLock.lock(); overlays = now; overlayLock.unlock()
     }
 
     init(path: String) {
@@ -94,60 +93,39 @@ public final class Staging: @unchecked Sendable {
 
     // MARK: changes (each appended to the journal before it is applied in memory)
 
+    /// A new item (`item.id` already minted); its bytes come by `write`.
     public func createItem(_ item: NewItem, rowid: Int64) throws -> File {
         let now = Store.ns(Date())
         var n = item
-        n.id = n.id ?? ItemID.make()
         n.content = []
-        let f = File(key: Key(.item, rowid), origin: .item(n, createdNs: now), bytes: [], mtimeNs: now)
-        try append(.create(f))
-        files[f.key] = f
-        return f
+        return try record(.create(File(key: Key(.item, rowid), origin: .item(n, createdNs: now), bytes: [], mtimeNs: now)))
     }
 
     public func createScratch(dir: String, name: String, rowid: Int64) throws -> File {
-        let f = File(key: Key(.scratch, rowid), origin: .scratch(dir: dir, name: name), bytes: [], mtimeNs: Store.ns(Date()))
-        try append(.create(f))
-        files[f.key] = f
-        return f
+        try record(.create(File(key: Key(.scratch, rowid), origin: .scratch(dir: dir, name: name), bytes: [], mtimeNs: Store.ns(Date()))))
     }
 
     /// Writes `data` at `offset` (zeros fill a gap); the caller checks the size limits.
     public func write(_ key: Key, offset: Int64, data: [UInt8]) throws -> File {
-        guard files[key] != nil else { throw StoreError.notFound("staged file \(key.rowid)") }
-        let now = Store.ns(Date())
-        try append(.write(key, offset: offset, data: data, mtimeNs: now))
-        return apply(key) { f in Self.put(&f.bytes, offset: Int(offset), data); f.mtimeNs = now }
+        try record(.write(key, offset: offset, data: data, mtimeNs: Store.ns(Date())))
     }
 
     public func truncate(_ key: Key, size: Int64) throws -> File {
-        guard files[key] != nil else { throw StoreError.notFound("staged file \(key.rowid)") }
-        let now = Store.ns(Date())
-        try append(.truncate(key, size: size, mtimeNs: now))
-        return apply(key) { f in Self.resize(&f.bytes, Int(size)); f.mtimeNs = now }
+        try record(.truncate(key, size: size, mtimeNs: Store.ns(Date())))
     }
 
     /// An editor's save (FS-13): item `target` takes the bytes of new staged file `source`, which
     /// is gone; the item's file is staged until the next commit. Returns the item's staged file.
     public func absorb(_ source: Key, into target: Int64) throws -> File {
-        guard let src = files[source] else { throw StoreError.notFound("staged file \(source.rowid)") }
-        let now = Store.ns(Date())
-        try append(.absorb(source, into: target, mtimeNs: now))
-        files.removeValue(forKey: source)
-        totalBytes -= src.bytes.count
-        let k = Key(.item, target)
-        if files[k] == nil {
-            files[k] = File(key: k, origin: .overlay, bytes: [], mtimeNs: now)
-            overlayLock.lock(); overlays.insert(target); overlayLock.unlock()
-        }
-        return apply(k) { f in f.bytes = src.bytes; f.mtimeNs = now }
+        let f = try record(.absorb(source, into: target, mtimeNs: Store.ns(Date())))
+        overlayLock.lock(); overlays.insert(target); overlayLock.unlock()
+        return f
     }
 
     /// Forgets a staged file (a scratch file removed before it was ever committed).
     public func drop(_ key: Key) throws {
         guard files[key] != nil else { return }
-        try append(.drop(key))
-        if let f = files.removeValue(forKey: key) { totalBytes -= f.bytes.count }
+        _ = try record(.drop(key))
     }
 
     /// Makes every appended record durable (FS-15 `fsync` of a staged file).
@@ -156,51 +134,63 @@ public final class Staging: @unchecked Sendable {
         guard fdatasync(fd) == 0 else { throw StoreError.io("cannot sync \(path): \(String(cString: strerror(errno)))") }
     }
 
-    private func apply(_ key: Key, _ change: (inout File) -> Void) -> File {
-        // Taken out of the table first, so the change does not copy the bytes.
-        var f = files.removeValue(forKey: key)!
-        totalBytes -= f.bytes.count
-        change(&f)
-        totalBytes += f.bytes.count
-        files[key] = f
-        return f
+    /// Appends a change to the journal, then applies it in memory; returns the file it leaves
+    /// changed (for an absorb, the item's).
+    @discardableResult
+    private func record(_ rec: Record) throws -> File {
+        if let k = rec.key, files[k] == nil { throw StoreError.notFound("staged file \(k.rowid)") }
+        try append(rec)
+        let touched = rec.touched
+        totalBytes -= touched.reduce(0) { $0 + (files[$1]?.bytes.count ?? 0) }
+        Self.apply(rec, to: &files)
+        totalBytes += touched.reduce(0) { $0 + (files[$1]?.bytes.count ?? 0) }
+        let left = touched.last!
+        return files[left] ?? File(key: left, origin: .overlay, bytes: [], mtimeNs: 0)
     }
 
-    static func put(_ bytes: inout [UInt8], offset: Int, _ data: [UInt8]) {
-        let end = offset + data.count
-        if bytes.count < end { bytes.append(contentsOf: repeatElement(0, count: end - bytes.count)) }
-        bytes.replaceSubrange(offset..<end, with: data)
-    }
-
-    static func resize(_ bytes: inout [UInt8], _ size: Int) {
-        if bytes.count > size { bytes.removeSubrange(size...) } else { bytes.append(contentsOf: repeatElement(0, count: size - bytes.count)) }
+    /// What one record does to a set of staged files: live, and when a journal is replayed.
+    static func apply(_ rec: Record, to files: inout [Key: File]) {
+        func change(_ k: Key, _ body: (inout File) -> Void) {
+            // Taken out of the table first, so the change does not copy the bytes.
+            guard var f = files.removeValue(forKey: k) else { return }
+            body(&f)
+            files[k] = f
+        }
+        switch rec {
+        case .begin: break
+        case .create(let f): files[f.key] = f
+        case .write(let k, let offset, let data, let t): change(k) { $0.bytes.put(data, at: Int(offset)); $0.mtimeNs = t }
+        case .truncate(let k, let size, let t): change(k) { $0.bytes.resize(to: Int(size)); $0.mtimeNs = t }
+        case .drop(let k): files.removeValue(forKey: k)
+        case .absorb(let k, let target, let t):
+            guard let src = files.removeValue(forKey: k) else { return }
+            let tk = Key(.item, target)
+            if files[tk] == nil { files[tk] = File(key: tk, origin: .overlay, bytes: [], mtimeNs: t) }
+            change(tk) { $0.bytes = src.bytes; $0.mtimeNs = t }
+        }
     }
 
     // MARK: commit and recovery (Store+Staging)
 
-    /// Every staged file, emptied out; the journal is reset by `startGeneration` once the
-    /// store has committed them.
-    func takeAll() -> [File] {
-        let out = all
+    /// Forgets every staged file once the store has committed them; the journal then starts its
+    /// next generation (`startGeneration`).
+    func clear() {
         files.removeAll()
         totalBytes = 0
-        noteOverlays()
-        return out
+        overlayLock.lock(); overlays.removeAll(); overlayLock.unlock()
     }
 
     /// Puts recovered files back in memory (their records are in the journal already).
     func restore(_ list: [File], generation g: Int64) {
         generation = g
         for f in list { files[f.key] = f; totalBytes += f.bytes.count }
-        noteOverlays()
+        let restored = list.compactMap { f -> Int64? in if case .overlay = f.origin { return f.key.rowid }; return nil }
+        overlayLock.lock(); overlays.formUnion(restored); overlayLock.unlock()
     }
 
     /// Whether the next generation starts the journal over (it has grown past `compactBytes`):
     /// the store's commit must be durable first, or a power cut could lose both.
-    var compactsNext: Bool {
-        guard fd >= 0 else { return false }
-        return lseek(fd, 0, SEEK_END) > Self.compactBytes
-    }
+    var compactsNext: Bool { end > Self.compactBytes }
 
     /// Starts generation `g` (the store's `meta` already says `g`); the journal starts over
     /// when it has grown past `compactBytes`, or when `fresh`.
@@ -209,9 +199,10 @@ public final class Staging: @unchecked Sendable {
         ready = false
         resetTo = g
         generation = g
-        let size = lseek(fd, 0, SEEK_END)
-        if fresh || size < 8 || size > Self.compactBytes {
+        end = lseek(fd, 0, SEEK_END)
+        if fresh || end < 8 || end > Self.compactBytes {
             guard ftruncate(fd, 0) == 0 else { throw StoreError.io("cannot reset \(path): \(String(cString: strerror(errno)))") }
+            end = 0
             var header = Array("MFSJ".utf8)
             Record.putU32(&header, 1)
             try writeAll(header)
@@ -239,25 +230,13 @@ public final class Staging: @unchecked Sendable {
             guard let len = try? Int(h.u32()), let sum = try? h.u32(), pos + 8 + len <= bytes.count else { break }
             let payload = bytes[(pos + 8)..<(pos + 8 + len)]
             guard Record.checksum(payload) == sum, let rec = try? Record.decode(Array(payload)) else { break }
-            switch rec {
-            case .begin(let x):
+            if case .begin(let x) = rec {
                 // Generations before `g` are committed. A later one follows a commit the store
                 // may have lost (a power cut: its WAL was not synced): its files are kept too.
                 if x <= g { out.removeAll() }
                 current = max(current ?? x, x)
-            case .create(let f): out[f.key] = f
-            case .write(let k, let offset, let data, let t):
-                if out[k] != nil { Self.put(&out[k]!.bytes, offset: Int(offset), data); out[k]!.mtimeNs = t }
-            case .truncate(let k, let size, let t):
-                if out[k] != nil { Self.resize(&out[k]!.bytes, Int(size)); out[k]!.mtimeNs = t }
-            case .drop(let k): out.removeValue(forKey: k)
-            case .absorb(let k, let target, let t):
-                guard let src = out.removeValue(forKey: k) else { break }
-                let tk = Key(.item, target)
-                if out[tk] == nil { out[tk] = File(key: tk, origin: .overlay, bytes: [], mtimeNs: t) }
-                out[tk]!.bytes = src.bytes
-                out[tk]!.mtimeNs = t
             }
+            Self.apply(rec, to: &out)
             pos += 8 + len
         }
         guard let current, current >= g else { return ([], max(g, current ?? g)) }
@@ -284,12 +263,13 @@ public final class Staging: @unchecked Sendable {
             b.storeBytes(of: UInt32(payload).littleEndian, toByteOffset: 0, as: UInt32.self)
             b.storeBytes(of: sum.littleEndian, toByteOffset: 4, as: UInt32.self)
         }
-        let start = lseek(fd, 0, SEEK_END)
+        let start = end
         do {
             try writeAll(out)
         } catch {
             // A record half written (a full disk) would end the journal for every later one.
-            if start >= 0 { _ = ftruncate(fd, start) }
+            _ = ftruncate(fd, start)
+            end = start
             throw error
         }
     }
@@ -303,7 +283,23 @@ public final class Staging: @unchecked Sendable {
                 throw StoreError.io("cannot write \(path): \(String(cString: strerror(errno)))")
             }
             done += n
+            end += off_t(n)
         }
+    }
+}
+
+/// A file's bytes in memory, changed as a write or a truncate changes a file.
+extension Array where Element == UInt8 {
+    /// Writes `data` at `offset`; zeros fill a gap.
+    public mutating func put(_ data: [UInt8], at offset: Int) {
+        let end = offset + data.count
+        if count < end { append(contentsOf: repeatElement(0, count: end - count)) }
+        replaceSubrange(offset..<end, with: data)
+    }
+
+    /// Cuts or extends (with zeros) to `size` bytes.
+    public mutating func resize(to size: Int) {
+        if count > size { removeSubrange(size...) } else { append(contentsOf: repeatElement(0, count: size - count)) }
     }
 }
 
@@ -316,6 +312,24 @@ enum Record {
     case truncate(Staging.Key, size: Int64, mtimeNs: Int64)
     case drop(Staging.Key)
     case absorb(Staging.Key, into: Int64, mtimeNs: Int64)
+
+    /// The staged file the record changes, which must exist (none for a create or a begin).
+    var key: Staging.Key? {
+        switch self {
+        case .write(let k, _, _, _), .truncate(let k, _, _), .drop(let k), .absorb(let k, _, _): return k
+        case .create, .begin: return nil
+        }
+    }
+
+    /// Every staged file the record touches, the one it leaves changed last.
+    var touched: [Staging.Key] {
+        switch self {
+        case .begin: return []
+        case .create(let f): return [f.key]
+        case .write(let k, _, _, _), .truncate(let k, _, _), .drop(let k): return [k]
+        case .absorb(let k, let target, _): return [k, Staging.Key(.item, target)]
+        }
+    }
 
     /// The payload, after `headroom` zero bytes (room for the record's header).
     func encoded(headroom: Int = 0) -> [UInt8] {

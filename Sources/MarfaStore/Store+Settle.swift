@@ -44,19 +44,15 @@ extension Store {
         }
     }
 
-    /// `target` takes `bytes` as its file (unsettled: parsed and queued when it settles); returns
-    /// its new size and time.
-    @discardableResult
-    func absorbBytes(_ db: Database, _ bytes: [UInt8], into target: Int64, mtimeNs: Int64? = nil) throws -> (size: Int64, mtimeNs: Int64) {
+    /// `target` takes `bytes` as its file (unsettled: parsed and queued when it settles).
+    func absorbBytes(_ db: Database, _ bytes: [UInt8], into target: Int64, mtimeNs: Int64? = nil) throws {
         guard let t = try String.fetchOne(db.cachedStatement(sql: "SELECT type FROM items WHERE rowid = ?"), arguments: [target]) else {
             throw StoreError.notFound("item \(target)")
         }
+        guard bytes.count <= Self.maxFileBytes(type: t) else { throw StoreError.tooLarge("\(bytes.count) bytes") }
         let blob = TypeSchema.isBlobType(t)
-        guard bytes.count <= (blob ? Int(Self.maxBlobBytes) : Self.maxTextBytes) else { throw StoreError.tooLarge("\(bytes.count) bytes") }
-        let now = mtimeNs ?? Self.ns(Date())
         try db.run("UPDATE items SET raw = ?, size = ?, mtime_ns = ?, unsettled = 1\(blob ? ", blob_ref = NULL" : "") WHERE rowid = ?",
-                   [Data(bytes), bytes.count, now, target])
-        return (Int64(bytes.count), now)
+                   [Data(bytes), bytes.count, mtimeNs ?? Self.ns(Date()), target])
     }
 
     /// Settles unsettled items last written at or before `writtenBefore` (nanoseconds; nil: all),
@@ -133,7 +129,7 @@ extension Store {
         }
         let t: String = row["type"]
         let isBlob = TypeSchema.isBlobType(t)
-        let limit = isBlob ? Int(Self.maxBlobBytes) : Self.maxTextBytes
+        let limit = Int(Self.maxFileBytes(type: t))
         var f = UnsettledFile(rowid: rowid, isBlob: isBlob, limit: limit, size: row["size"], capacity: row["capacity"] ?? 0)
         if (row["unsettled"] as Int) == 0 && (isBlob || row["capacity"] == nil) {
             // A settled blob (in `sqlar`) or a text known only by its properties: its bytes move to `raw`.

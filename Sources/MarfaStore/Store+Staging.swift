@@ -38,25 +38,24 @@ final class RowidAllocator: @unchecked Sendable {
 extension Store {
     // MARK: staging
 
-    /// Stages a new item made through the mount; its row is written at the next commit.
-    public func stageItem(_ n: NewItem) throws -> Staging.File {
-        try staging.createItem(n, rowid: rowids.next(.items, pool: pool))
-    }
-
-    /// Stages a new scratch file (FS-14).
-    public func stageScratch(dir: String, name: String) throws -> Staging.File {
-        try staging.createScratch(dir: dir, name: name, rowid: rowids.next(.scratch, pool: pool))
-    }
-
-    /// What the mount shows for a staged item: the summary its row will have.
-    public func summary(ofStaged f: Staging.File) -> ItemSummary? {
-        guard case .item(let n, let created) = f.origin, let id = n.id else { return nil }
+    /// Stages a new item made through the mount; its row is written at the next commit. Returns
+    /// what the mount shows for it: the summary its row will have.
+    public func stageItem(_ item: NewItem) throws -> ItemSummary {
+        var n = item
+        let id = n.id ?? ItemID.make()
+        n.id = id
+        let f = try staging.createItem(n, rowid: rowids.next(.items, pool: pool))
         let t = type(n.type)
         // A usable file name is the name (FS-6); only another one needs the properties.
         let props = Names.isValidComponent(n.fileName) ? [:] : initialProperties(n, t)
         let (stem, ext) = Naming.stemAndExt(id: id, type: t, properties: props, fileName: n.fileName)
         return ItemSummary(rowid: f.key.rowid, id: id, type: n.type, stem: stem, ext: ext, size: f.size, mtimeNs: f.mtimeNs,
-                           createdAt: Timestamp.format(Date(timeIntervalSince1970: Double(created) / 1e9)), state: n.state, blobRef: nil)
+                           createdAt: Timestamp.format(Date(timeIntervalSince1970: Double(f.mtimeNs) / 1e9)), state: n.state, blobRef: nil)
+    }
+
+    /// Stages a new scratch file (FS-14).
+    public func stageScratch(dir: String, name: String) throws -> ScratchFile {
+        scratchFile(ofStaged: try staging.createScratch(dir: dir, name: name, rowid: rowids.next(.scratch, pool: pool)))!
     }
 
     public func scratchFile(ofStaged f: Staging.File) -> ScratchFile? {
@@ -85,7 +84,7 @@ extension Store {
             }
             try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('staging_generation', ?)", [String(g + 1)])
         }
-        _ = staging.takeAll()
+        staging.clear()
         // Starting the journal over drops records an fsync may have made durable: the commit
         // that holds their files is made durable first.
         if staging.compactsNext { try syncDurably() }

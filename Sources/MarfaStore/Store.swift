@@ -39,6 +39,8 @@ public final class Store: Sendable {
     public static let maxTextBytes = 16 << 20
     /// The largest blob accepted through a write: one `sqlar` row, below SQLite's 1 GB value limit.
     public static let maxBlobBytes: Int64 = 900 << 20
+    /// The largest file an item of `type` takes through a write.
+    public static func maxFileBytes(type: String) -> Int64 { TypeSchema.isBlobType(type) ? maxBlobBytes : Int64(maxTextBytes) }
 
     public init(path: String) throws {
         self.path = path

@@ -50,6 +50,25 @@ import Testing
         #expect(after.item.version == 3 && after.item.properties["title"] == "server title" && after.sync == .synced)
     }
 
+    /// FS-13 + FS-18: an editor's save staged over a synced item (not yet in the store) keeps the
+    /// item's local bytes against the server's change, as unsettled bytes do.
+    @Test func FS18_aSaveStillStagedKeepsItsBytesAgainstARemoteChange() throws {
+        let t = try TempStore()
+        try t.store.recoverStaged()
+        _ = try t.store.applyRemote([.item(remote("i1", version: 1, body: "base\n"), tags: nil, extensions: nil)])
+        let r = try #require(try t.store.item(id: "i1"))
+        let tmp = Staging.Key(.item, try t.store.stageItem(NewItem(type: "core.note", fileName: "n.md.tmp")).rowid)
+        _ = try t.store.staging.write(tmp, offset: 0, data: Array("saved here\n".utf8))
+        _ = try t.store.staging.absorb(tmp, into: r.rowid)
+        let c = try t.store.applyRemote([.item(remote("i1", version: 2, body: "remote edit\n"), tags: nil, extensions: nil)])
+        #expect(c.applied == 0 && c.skipped == 1)
+        try t.store.commitStaged()
+        #expect(String(decoding: try t.store.textContent(rowid: r.rowid), as: UTF8.self) == "saved here\n")
+        #expect(try t.store.item(rowid: r.rowid)?.item.version == 1, "the save is sent against the version it started from")
+        // Committed, the bytes are unsettled: the rule holds on.
+        #expect(try t.store.applyRemote([.item(remote("i1", version: 2, body: "remote edit\n"), tags: nil, extensions: nil)]).skipped == 1)
+    }
+
     @Test func W11_edgesAppearAndGoAndOurUnsentDeletionWins() throws {
         let t = try TempStore()
         _ = try t.store.applyRemote([.item(remote("a", version: 1, body: ""), tags: nil, extensions: nil),

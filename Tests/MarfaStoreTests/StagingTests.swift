@@ -14,21 +14,32 @@ import Testing
         return try Store(path: t.store.path)
     }
 
+    /// Stages a new note with `text` as its bytes; returns its key.
+    @discardableResult
+    static func note(_ s: Store, _ name: String, _ text: String, tags: [String] = []) throws -> Staging.Key {
+        let k = Staging.Key(.item, try s.stageItem(NewItem(type: "core.note", fileName: name, tags: tags)).rowid)
+        _ = try s.staging.write(k, offset: 0, data: Array(text.utf8))
+        return k
+    }
+
+    static func scratch(_ s: Store, _ name: String) throws -> Staging.Key {
+        Staging.Key(.scratch, try s.stageScratch(dir: "types/core.note", name: name).rowid)
+    }
+
     @Test func FS15_stagedFilesSurviveAKill() throws {
         let t = try TempStore()
         var itemRow: Int64 = 0, scratchRow: Int64 = 0, goneRow: Int64 = 0
         let after = try Self.killed(t) { s in
-            let f = try s.stageItem(NewItem(type: "core.note", fileName: "new.md", tags: ["inbox"]))
-            itemRow = f.key.rowid
-            _ = try s.staging.write(f.key, offset: 0, data: Array("hello world".utf8))
-            _ = try s.staging.truncate(f.key, size: 5)
-            _ = try s.staging.write(f.key, offset: 5, data: Array("!".utf8))
-            let sc = try s.stageScratch(dir: "types/core.note", name: ".new.md.swp")
-            scratchRow = sc.key.rowid
-            _ = try s.staging.write(sc.key, offset: 0, data: [1, 2, 3])
-            let gone = try s.stageScratch(dir: "types/core.note", name: "4913")
-            goneRow = gone.key.rowid
-            try s.staging.drop(gone.key)
+            let f = try Self.note(s, "new.md", "hello world", tags: ["inbox"])
+            itemRow = f.rowid
+            _ = try s.staging.truncate(f, size: 5)
+            _ = try s.staging.write(f, offset: 5, data: Array("!".utf8))
+            let sc = try Self.scratch(s, ".new.md.swp")
+            scratchRow = sc.rowid
+            _ = try s.staging.write(sc, offset: 0, data: [1, 2, 3])
+            let gone = try Self.scratch(s, "4913")
+            goneRow = gone.rowid
+            try s.staging.drop(gone)
         }
         #expect(try after.recoverStaged() == 2)
         let item = try #require(try after.item(rowid: itemRow))
@@ -52,9 +63,8 @@ import Testing
         let t = try TempStore()
         let note = try t.store.createItem(NewItem(type: "core.note", fileName: "n.md", content: Array("old\n".utf8)))
         let after = try Self.killed(t) { s in
-            let tmp = try s.stageItem(NewItem(type: "core.note", fileName: "n.md.tmp"))
-            _ = try s.staging.write(tmp.key, offset: 0, data: Array("new\n".utf8))
-            let f = try s.staging.absorb(tmp.key, into: note.rowid)
+            let tmp = try Self.note(s, "n.md.tmp", "new\n")
+            let f = try s.staging.absorb(tmp, into: note.rowid)
             #expect(f.bytes == Array("new\n".utf8))
             #expect(s.staging.hasOverlay(note.rowid))
         }
@@ -69,14 +79,12 @@ import Testing
     @Test func FS15_committedGenerationsAreNotReplayed() throws {
         let t = try TempStore()
         let after = try Self.killed(t) { s in
-            let f = try s.stageItem(NewItem(type: "core.note", fileName: "a.md"))
-            _ = try s.staging.write(f.key, offset: 0, data: Array("a".utf8))
+            try Self.note(s, "a.md", "a")
             try s.commitStaged()
             #expect(s.staging.isEmpty)
             // The committed item is then removed; its old records must not bring it back.
             try s.write { db in try db.execute(sql: "DELETE FROM items") }
-            let g = try s.stageItem(NewItem(type: "core.note", fileName: "b.md"))
-            _ = try s.staging.write(g.key, offset: 0, data: Array("b".utf8))
+            try Self.note(s, "b.md", "b")
         }
         #expect(try after.recoverStaged() == 1)
         #expect(try after.allSummaries().map(\.stem) == ["b"])
@@ -87,11 +95,9 @@ import Testing
     @Test func FS15_aLostCommitIsReplayedWithTheGenerationsAfterIt() throws {
         let t = try TempStore()
         let after = try Self.killed(t) { s in
-            let a = try s.stageItem(NewItem(type: "core.note", fileName: "a.md"))
-            _ = try s.staging.write(a.key, offset: 0, data: Array("a".utf8))
+            try Self.note(s, "a.md", "a")
             try s.commitStaged()
-            let b = try s.stageItem(NewItem(type: "core.note", fileName: "b.md"))
-            _ = try s.staging.write(b.key, offset: 0, data: Array("b".utf8))
+            try Self.note(s, "b.md", "b")
             // The commit is lost: its row and its generation are gone.
             try s.write { db in
                 try db.execute(sql: "DELETE FROM items")
@@ -107,9 +113,8 @@ import Testing
     @Test func FS15_aTornLastRecordIsIgnored() throws {
         let t = try TempStore()
         let after = try Self.killed(t) { s in
-            let f = try s.stageItem(NewItem(type: "core.note", fileName: "a.md"))
-            _ = try s.staging.write(f.key, offset: 0, data: Array("kept".utf8))
-            _ = try s.staging.write(f.key, offset: 4, data: Array(repeating: UInt8(ascii: "x"), count: 100))
+            let f = try Self.note(s, "a.md", "kept")
+            _ = try s.staging.write(f, offset: 4, data: Array(repeating: UInt8(ascii: "x"), count: 100))
         }
         // The kill tore the last write: half of it reached the file.
         let path = t.store.path + "-staged"
