@@ -118,7 +118,7 @@ public final class Staging: @unchecked Sendable {
     /// is gone; the item's file is staged until the next commit. Returns the item's staged file.
     public func absorb(_ source: Key, into target: Int64) throws -> File {
         let f = try record(.absorb(source, into: target, mtimeNs: Store.ns(Date())))
-        overlayLock.lock(); overlays.insert(target); overlayLock.unlock()
+        if case .overlay = f.origin { overlayLock.lock(); overlays.insert(target); overlayLock.unlock() }
         return f
     }
 
@@ -144,8 +144,8 @@ public final class Staging: @unchecked Sendable {
         totalBytes -= touched.reduce(0) { $0 + (files[$1]?.bytes.count ?? 0) }
         Self.apply(rec, to: &files)
         totalBytes += touched.reduce(0) { $0 + (files[$1]?.bytes.count ?? 0) }
-        let left = touched.last!
-        return files[left] ?? File(key: left, origin: .overlay, bytes: [], mtimeNs: 0)
+        // What a drop leaves is nothing; its caller does not look.
+        return touched.last.flatMap { files[$0] } ?? File(key: rec.key ?? Key(.item, 0), origin: .overlay, bytes: [], mtimeNs: 0)
     }
 
     /// What one record does to a set of staged files: live, and when a journal is replayed.
