@@ -28,6 +28,8 @@ struct Catalog {
     var parked: [String: [String: Parked]] = [:]
     /// Scratch files an editor renamed over an item, or that became an item → that item.
     var scratchAliases: [Int64: Int64] = [:]
+    /// Items made through this mount (FS-28: a copy in progress takes the original's attributes).
+    var createdHere: Set<Int64> = []
 
     struct Parked {
         var item: Int64

@@ -49,10 +49,11 @@ public struct FSError: Error, CustomStringConvertible {
             case .tooLarge(let m): return FSError(.tooLarge, m)
             case .notEmpty(let m): return FSError(.notEmpty, m)
             case .io(let m): return FSError(.io, m)
+            case .noSpace(let m): return FSError(.noSpace, m)
             }
         }
         let text = String(describing: error)
-        if text.contains("SQLITE_FULL") || text.contains("database or disk is full") { return FSError(.noSpace, text) }
+        if let e = Store.storeError(error) as? StoreError, case .noSpace(let m) = e { return FSError(.noSpace, m) }
         return FSError(.io, text)
     }
 }

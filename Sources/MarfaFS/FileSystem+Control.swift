@@ -43,7 +43,7 @@ extension FileSystem {
             "conflicts": .int(Int64(muts.filter { $0.state == "conflict" }.count + ((try? store.conflictedCopies().count) ?? 0))),
             "rejected": .int(Int64(muts.filter { $0.state == "rejected" }.count)),
             "invalid": .array(invalid.map { .object(["id": .string($0.0), "error": $0.1.map(JSONValue.string) ?? .null]) }),
-            "last_error": .null,
+            "last_error": lastError.map { .string("\(Timestamp.format($0.at)) \($0.message)") } ?? .null,
         ]
         if let sync = syncStatus?() { obj.merge(sync) { _, engine in engine } }
         return JSONCoding.encode(obj)

@@ -109,7 +109,11 @@ extension FileSystem {
     }
 
     func wrap<T>(_ body: () throws -> T) throws -> T {
-        do { return try body() } catch { throw FSError.from(error) }
+        do { return try body() } catch {
+            let e = FSError.from(error)
+            if e.code == .noSpace || e.code == .io { noteError(e) }
+            throw e
+        }
     }
 
     func checkName(_ name: String) throws {
@@ -146,6 +150,7 @@ extension FileSystem {
             let new = try newItem(in: p, named: name)
             // Staged: in memory and the journal until it settles or something needs its row.
             let summary = try wrap { try store.stageItem(new) }
+            catalog.createdHere.insert(summary.rowid)
             settler.noteWrite()
             let inv = try refreshItem(summary.rowid, known: (summary, Set(new.tags)))
             var a = try attr(.item(summary.rowid))
@@ -229,7 +234,7 @@ extension FileSystem {
     // MARK: remove
 
     public func unlink(parent: UInt64, name: String) throws {
-        let inv: [Invalidation] = try locked {
+        let inv: [Invalidation] = try freeing { try locked {
             let p = try node(parent)
             // A scratch file is local: removing it queues nothing, so nothing settles first.
             if let key = dirKey(p), catalog.parked[key]?[name] == nil, let s = catalog.scratchByDir[key]?[name] {
@@ -245,8 +250,10 @@ extension FileSystem {
             }
             guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
             switch (p, child) {
-            case (.typeDir(.trash, _), _):
-                throw FSError(.notPermitted, "nothing is purged in v1: trash/ keeps every item")
+            case (.typeDir(.trash, _), .item(let r)):
+                // Removed from the trash: purged, its space given back (FS-28).
+                try wrap { _ = try store.purge(rowid: r) }
+                return try refreshItem(r, removed: true)
             case (.typeDir, .item(let r)):
                 _ = try wrap { try store.setState(rowid: r, .trashed) }   // FS §4: unlink moves to trash
                 return try refreshItem(r)
@@ -269,12 +276,22 @@ extension FileSystem {
                 if case .controlFile = child { throw FSError(.notPermitted, "control files cannot be removed") }
                 throw readOnlyOrNotPermitted(p)
             }
-        }
+        } }
         notify(inv)
     }
 
+    /// Runs a removal; on a full disk, gives the store's reserve back and tries once more, so
+    /// deleting works when nothing else does (FS-28).
+    func freeing<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch let e as FSError where e.code == .noSpace {
+            guard store.releaseReserve() else { throw e }
+            log.warning("the disk is full: the store's reserve was given back so a removal can go through")
+            return try body()
+        }
+    }
+
     public func rmdir(parent: UInt64, name: String) throws {
-        try locked {
+        try freeing { try locked {
             try settleNow()
             let p = try node(parent)
             guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
@@ -294,7 +311,7 @@ extension FileSystem {
             default:
                 throw readOnlyOrNotPermitted(p)
             }
-        }
+        } }
     }
 
     // MARK: rename
@@ -480,9 +497,16 @@ extension FileSystem {
 
     public func symlink(target: String, parent: UInt64, name: String) throws -> FileAttr {
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
-            try settleNow()
             let p = try node(parent)
             try checkName(name)
+            // A scratch name takes any target, kept as it is (Emacs' lock files, FS-14).
+            if ScratchNames.matches(name), let key = dirKey(p) {
+                if try childNode(p, name) != nil { throw FSError(.exists, name) }
+                let s = try wrap { try store.makeScratchLink(dir: key, name: name, target: target) }
+                catalog.addScratch(s)
+                return (try attr(.scratch(s.rowid)), [])
+            }
+            try settleNow()
             let r = try resolveTarget(target)
             return try addLink(p, item: r)
         }

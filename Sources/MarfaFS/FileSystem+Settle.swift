@@ -21,9 +21,11 @@ extension FileSystem {
         guard settler.mayHaveWork else { return }
         try wrap { try store.commitStaged() }
         let rows = try wrap { try store.settle() }
+        // Blob files being written settle too: their bytes enter the cache now.
+        let spooled = try wrap { try store.settleSpools() }
         settler.settledAll()
         var inv: [Invalidation] = []
-        for r in rows { inv += try refreshItem(r) }
+        for r in rows + spooled { inv += try refreshItem(r) }
         notify(inv)
     }
 
@@ -41,6 +43,27 @@ extension FileSystem {
         }
     }
 
+    /// Blob files being written (FS-28) settle once they have had no write for `spoolWindow`
+    /// seconds: hashed and copied into the cache outside the lock, then made the item's bytes
+    /// under it (unless a write came meanwhile).
+    func settleQuietSpools() {
+        let quietSince = Int64((Date().timeIntervalSince1970 - settler.spoolWindow) * 1e9)
+        for r in store.spool.rowids {
+            do {
+                guard let (_, mtime) = try? store.spool.attributes(r), mtime <= quietSince,
+                      let cached = try store.cacheSpool(r) else { continue }
+                let inv: [Invalidation] = try locked {
+                    guard try wrap({ try store.finishSpool(cached) }) else { return [] }
+                    return try refreshItem(r)
+                }
+                notify(inv)
+            } catch {
+                noteError(error)
+                log.error("settling a blob failed; retried on the next pass", metadata: ["item": "\(r)", "error": "\(error)"])
+            }
+        }
+    }
+
     /// One batch of files quiet for the settle window; true if more may be waiting. The store
     /// work runs outside the lock (requests go on); only the catalog update takes it.
     func settleQuietFiles() -> Bool {
@@ -53,12 +76,14 @@ extension FileSystem {
             let inv: [Invalidation] = try locked {
                 var inv: [Invalidation] = []
                 for r in rows { inv += try refreshItem(r) }
-                if rows.count < batch, store.staging.isEmpty, try !store.hasUnsettled() { settler.settledAll() }
+                if rows.count < batch, store.staging.isEmpty, store.spool.rowids.isEmpty, try !store.hasUnsettled() { settler.settledAll() }
                 return inv
             }
             notify(inv)
+            settleQuietSpools()
             return rows.count == batch
         } catch {
+            noteError(error)
             log.error("settling failed; retried on the next pass", metadata: ["error": "\(error)"])
             return false
         }
@@ -71,6 +96,9 @@ extension FileSystem {
 final class Settler: @unchecked Sendable {
     /// Seconds a file must be left alone before it settles.
     let window: Double
+    /// Seconds a blob being written (a spool file) must be left alone: longer, since settling
+    /// one copies it whole into the cache.
+    let spoolWindow: Double = 1
     let maxDelay: Double
     private let cond = NSCondition()
     private var dirty = true

@@ -123,6 +123,9 @@ extension FileSystem {
                 throw FSError(.notFound, "edge \(e)")
             }
             return "../../../../" + (try canonicalPath(far))
+        case .scratch(let id):
+            guard let target = catalog.scratch[id]?.link else { throw FSError(.invalid, "not a symlink") }
+            return target
         default: throw FSError(.invalid, "not a symlink")
         }
     }

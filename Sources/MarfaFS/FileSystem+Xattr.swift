@@ -18,24 +18,7 @@ extension FileSystem {
         }
         guard let s = try wrap({ try store.item(rowid: r) }) else { throw FSError(.notFound, "item \(r)") }
         if let key = name.dropPrefix("user.marfa.") {
-            let value: String?
-            switch key {
-            case "id": value = s.item.id
-            case "type": value = s.item.type
-            case "version": value = String(s.item.version)
-            case "created_at": value = s.item.createdAt
-            case "updated_at": value = s.item.updatedAt
-            case "source": value = s.item.source
-            case "sync": value = s.sync.rawValue
-            case "blob": value = TypeSchema.isBlobType(s.item.type) ? s.item.properties["blob_ref"]?.stringValue : nil
-            case "tags": value = try wrap { try store.tags(itemID: s.item.id) }.joined(separator: ",")
-            case "favorite": value = try wrap { try store.tags(itemID: s.item.id) }.contains("favorite") ? "1" : "0"
-            case "tier": value = s.item.tier.rawValue
-            case "state": value = s.item.state.rawValue
-            default:
-                if let prop = key.dropPrefix("prop."), let v = s.item.properties[prop] { value = JSONCoding.encode(v) } else { value = nil }
-            }
-            guard let value else { throw FSError(.noData, name) }
+            guard let value = try marfaAttribute(s, key) else { throw FSError(.noData, name) }
             return Array(value.utf8)
         }
         guard let v = s.xattrs[name] else { throw FSError(.noData, name) }
@@ -57,8 +40,9 @@ extension FileSystem {
     public func setxattr(_ ino: UInt64, name: String, value: [UInt8], create: Bool = false, replace: Bool = false) throws {
         guard name.hasPrefix("user.") else { throw FSError(.notSupported, "only user.* attributes are kept") }
         let inv: [Invalidation] = try locked {
-            try settleNow()
             guard case .item(let r) = try node(ino) else { throw FSError(.notPermitted, "attributes belong to item files") }
+            try settleNow()
+            let copying = isCopying(r)
             guard let text = String(validating: value, as: UTF8.self) else {
                 if name.hasPrefix("user.marfa.") { throw FSError(.invalid, "\(name) takes UTF-8 text") }
                 try wrap { try store.setXattr(rowid: r, name: name, value: value) }
@@ -74,15 +58,26 @@ extension FileSystem {
                 try wrap { try store.setXattr(rowid: r, name: name, value: value) }
                 return []
             }
-            if Self.readOnlyAttrs.contains(key) { throw FSError(.notPermitted, "\(name) is read-only") }
+            if Self.readOnlyAttrs.contains(key) {
+                // Its current value (a copy of the file's own attributes) is accepted and changes
+                // nothing; another value is refused, except on a copy in progress (FS-28).
+                if copying || (try? getxattrUnlocked(r, name, marfa: true)) == value { return [] }
+                throw FSError(.notPermitted, "\(name) is read-only")
+            }
             guard let s = catalog.items[r] else { throw FSError(.notFound, "item") }
             switch key {
             case "tags":
-                let tags = trimmed.isEmpty ? [] : trimmed.split(separator: ",", omittingEmptySubsequences: false).map {
+                var tags = Set(trimmed.isEmpty ? [] : trimmed.split(separator: ",", omittingEmptySubsequences: false).map {
                     $0.trimmingCharacters(in: .whitespaces)
-                }
+                })
                 for t in tags { try Self.checkTag(t) }
-                try wrap { try store.setTags(rowid: r, Set(tags)) }
+                // The folder an item was imported from is a tag of its own kind: a value that names
+                // no `folder:` tag keeps the item's.
+                if !tags.contains(where: { $0.hasPrefix(Self.folderTagPrefix) }) {
+                    tags.formUnion((catalog.tagsOf[r] ?? []).filter { $0.hasPrefix(Self.folderTagPrefix) })
+                }
+                if tags == (catalog.tagsOf[r] ?? []) { return [] }
+                try wrap { try store.setTags(rowid: r, tags) }
             case "favorite":
                 guard trimmed == "1" || trimmed == "0" else { throw FSError(.invalid, "user.marfa.favorite takes 1 or 0") }
                 var tags = catalog.tagsOf[r] ?? []
@@ -102,8 +97,13 @@ extension FileSystem {
                 if let j = try? JSONCoding.value(from: text) { v = j }
                 else if let f = trimmed.first, !"{[\"".contains(f) { v = .string(text) }
                 else { throw FSError(.invalid, "\(name) takes a JSON value") }
-                if TypeSchema.isBlobType(s.type) && prop == "blob_ref" { throw FSError(.notPermitted, "blob_ref follows the file's bytes") }
-                _ = try wrap { try store.setProperty(rowid: r, name: prop, value: v) }
+                // A copy's title comes from its own name (an rsync temporary file's too).
+                if copying && prop == store.type(s.type).titleField { return [] }
+                if TypeSchema.isBlobType(s.type) && prop == "blob_ref" {
+                    if (try? getxattrUnlocked(r, name, marfa: true)) == value || copying { return [] }
+                    throw FSError(.notPermitted, "blob_ref follows the file's bytes")
+                }
+                guard try wrap({ try store.setProperty(rowid: r, name: prop, value: v) }) != nil else { return [] }
                 return try refreshItem(r, contentChanged: true)
             }
             return try refreshItem(r)
@@ -111,9 +111,46 @@ extension FileSystem {
         notify(inv)
     }
 
-    func getxattrUnlocked(_ r: Int64, _ name: String) throws -> [UInt8] {
-        guard let s = try store.item(rowid: r), let v = s.xattrs[name] else { throw FSError(.noData, name) }
+    static let folderTagPrefix = "folder:"
+
+    /// Whether item `r` is a copy in progress: a file made through this mount that no server has
+    /// seen yet (`cp -a`, `rsync -X` and `tar --xattrs` write the original's attributes onto it).
+    /// Its read-only attributes take any value silently. Call with the lock held.
+    func isCopying(_ r: Int64) -> Bool {
+        guard catalog.createdHere.contains(r) else { return false }
+        return (try? store.item(rowid: r))??.item.version == 0
+    }
+
+    /// An attribute's value as `getxattr` gives it; call with the lock held, files settled.
+    func getxattrUnlocked(_ r: Int64, _ name: String, marfa: Bool = false) throws -> [UInt8] {
+        guard let s = try store.item(rowid: r) else { throw FSError(.noData, name) }
+        if marfa, let key = name.dropPrefix("user.marfa.") {
+            guard let v = try marfaAttribute(s, key) else { throw FSError(.noData, name) }
+            return Array(v.utf8)
+        }
+        guard let v = s.xattrs[name] else { throw FSError(.noData, name) }
         return v
+    }
+
+    /// The value of `user.marfa.<key>` for a stored item (§5); nil when it has none.
+    func marfaAttribute(_ s: StoredItem, _ key: String) throws -> String? {
+        switch key {
+        case "id": return s.item.id
+        case "type": return s.item.type
+        case "version": return String(s.item.version)
+        case "created_at": return s.item.createdAt
+        case "updated_at": return s.item.updatedAt
+        case "source": return s.item.source
+        case "sync": return s.sync.rawValue
+        case "blob": return TypeSchema.isBlobType(s.item.type) ? s.item.properties["blob_ref"]?.stringValue : nil
+        case "tags": return try wrap { try store.tags(itemID: s.item.id) }.joined(separator: ",")
+        case "favorite": return try wrap { try store.tags(itemID: s.item.id) }.contains("favorite") ? "1" : "0"
+        case "tier": return s.item.tier.rawValue
+        case "state": return s.item.state.rawValue
+        default:
+            if let prop = key.dropPrefix("prop."), let v = s.item.properties[prop] { return JSONCoding.encode(v) }
+            return nil
+        }
     }
 
     public func removexattr(_ ino: UInt64, name: String) throws {
@@ -122,8 +159,12 @@ extension FileSystem {
             try settleNow()
             guard case .item(let r) = try node(ino) else { throw FSError(.noData, name) }
             if let key = name.dropPrefix("user.marfa.") {
-                guard let prop = key.dropPrefix("prop.") else { throw FSError(.notPermitted, "\(name) cannot be removed") }
-                _ = try wrap { try store.setProperty(rowid: r, name: prop, value: nil) }
+                // The attributes every item has (and its title, which lives in the file name) are
+                // not removed: removing one changes nothing, so `rsync -X` from a plain file works
+                // (FS-28). A property is removed from the item (its front-matter line).
+                guard let prop = key.dropPrefix("prop."), !isCopying(r),
+                      prop != store.type(catalog.items[r]?.type ?? "").titleField else { return [] }
+                guard try wrap({ try store.setProperty(rowid: r, name: prop, value: nil) }) != nil else { return [] }
                 return try refreshItem(r, contentChanged: true)
             }
             do { try store.setXattr(rowid: r, name: name, value: nil) } catch StoreError.notFound { throw FSError(.noData, name) }

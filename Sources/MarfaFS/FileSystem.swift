@@ -14,6 +14,9 @@ public final class FileSystem: @unchecked Sendable {
     var catalog: Catalog
     var inodes = InodeTable()
     public let mountedAt = Date()
+    /// The last failure of the store (a full disk, an I/O error), for `.marfafs/status`.
+    private let lastErrorLock = NSLock()
+    private var lastErrorValue: (message: String, at: Date)?
     /// Called (outside the lock) with what the kernel must forget after a change.
     public var onInvalidate: (@Sendable ([Invalidation]) -> Void)?
     /// With a server configured: the sync engine's part of `.marfafs/status` (mode, server,
@@ -45,7 +48,23 @@ public final class FileSystem: @unchecked Sendable {
         _ = marfafs_malloc_trim(0)
         uid = getuid(); gid = getgid()
         settler = Settler(window: settleWindow)
+        // A few MiB kept back so that deleting works on a full disk (FS-28).
+        store.ensureReserve()
     }
+
+    /// Items the store dropped (purged) before anything was served: out of the catalog.
+    public func forget(_ rowids: [Int64]) {
+        let inv: [Invalidation] = locked { rowids.flatMap { (try? refreshItem($0, removed: true)) ?? [] } }
+        notify(inv)
+    }
+
+    /// Records a failure for `.marfafs/status` (any thread).
+    func noteError(_ error: Error) {
+        let text = (error as? FSError).map { "\($0.code == .noSpace ? "no space left on the store's disk" : "I/O error"): \($0.message)" } ?? "\(error)"
+        lastErrorLock.lock(); lastErrorValue = (text, Date()); lastErrorLock.unlock()
+    }
+
+    var lastError: (message: String, at: Date)? { lastErrorLock.lock(); defer { lastErrorLock.unlock() }; return lastErrorValue }
 
     /// Items in the catalog (all states).
     public var itemCount: Int { locked { catalog.items.count } }
@@ -103,6 +122,7 @@ public final class FileSystem: @unchecked Sendable {
             return FileAttr(ino: i, kind: .file, size: s.size, mtimeNs: s.mtimeNs, nlink: 1, timeout: cacheTimeout)
         case .scratch(let id):
             guard let s = catalog.scratch[id] else { throw FSError(.notFound, "scratch file \(id)") }
+            if let target = s.link { return FileAttr(ino: i, kind: .symlink, size: Int64(target.utf8.count), mtimeNs: s.mtimeNs, nlink: 1, timeout: cacheTimeout) }
             return FileAttr(ino: i, kind: .file, size: s.size, mtimeNs: s.mtimeNs, nlink: 1, timeout: cacheTimeout)
         case .controlFile(let name):
             let size = Int64(controlSnapshot(name, fresh: true).utf8.count)
@@ -157,8 +177,9 @@ public final class FileSystem: @unchecked Sendable {
     public func read(_ ino: UInt64, offset: Int64, size: Int) throws -> [UInt8] {
         let (n, summary, staged): (Node, ItemSummary?, [UInt8]?) = try locked {
             let n = try node(ino)
-            // A staged file is read from memory.
+            // A staged file is read from memory, a spooled blob from its spool file (FS-28).
             if let k = stagedKey(n) { return (n, nil, Self.slice(store.staging.file(k)?.bytes ?? [], offset: offset, size: size)) }
+            if case .item(let r) = n, store.spool.has(r) { return (n, nil, try wrap { try store.spool.read(r, offset: offset, count: size) }) }
             if case .item(let r) = n { return (n, catalog.items[r], nil) }
             return (n, nil, nil)
         }
@@ -210,8 +231,9 @@ public final class FileSystem: @unchecked Sendable {
         return data.count
     }
 
-    /// Changes a file's size (truncate); mode, owner and times are accepted and ignored (FS-16).
-    public func setattr(_ ino: UInt64, size: Int64?) throws -> FileAttr {
+    /// Changes a file's size (truncate) and mtime (`touch -d`, `rsync -a`: FS-28); mode and owner
+    /// are accepted and ignored (FS-16). An item's `updated_at` stays what it was.
+    public func setattr(_ ino: UInt64, size: Int64?, mtimeNs: Int64? = nil) throws -> FileAttr {
         if let size {
             guard size >= 0 else { throw FSError(.invalid, "negative size") }
             try changeFile(ino, reaching: size,
@@ -219,7 +241,28 @@ public final class FileSystem: @unchecked Sendable {
                            scratch: { bytes in bytes.resize(to: Int(size)) },
                            staged: { s, k in try s.truncate(k, size: size) })
         }
+        if let mtimeNs { try setMtime(ino, mtimeNs) }
         return try getattr(ino)
+    }
+
+    func setMtime(_ ino: UInt64, _ ns: Int64) throws {
+        try locked {
+            let n = try node(ino)
+            if let k = stagedKey(n) {
+                let f = try wrap { try store.staging.setMtime(k, ns: ns) }
+                if k.kind == .item { catalog.items[k.rowid]?.mtimeNs = f.mtimeNs } else if let s = store.scratchFile(ofStaged: f) { catalog.addScratch(s) }
+                return
+            }
+            switch n {
+            case .item(let r):
+                let (_, mtime) = try wrap { try store.setMtime(rowid: r, ns: ns) }
+                catalog.items[r]?.mtimeNs = mtime
+            case .scratch(let id):
+                catalog.addScratch(try wrap { try store.setScratchMtime(id, ns: ns) })
+            default:
+                break   // directories and links: their times are the mount's
+            }
+        }
     }
 
     /// Changes the bytes of an item (committed now, settled later) or of a scratch file, after
@@ -305,11 +348,14 @@ public final class FileSystem: @unchecked Sendable {
     /// `fsync` returns once the file's bytes are durable (FS-15): a staged file's journal, else
     /// the store; for a directory (the names in it), both.
     public func fsync(_ ino: UInt64) throws {
-        let (generation, isDir): (Int64?, Bool) = locked {
+        let (generation, isDir, spooled): (Int64?, Bool, Int64?) = locked {
             let n = try? node(ino)
-            return (n.flatMap(stagedKey) != nil ? store.staging.generation : nil, n?.kind == .directory)
+            var spooled: Int64?
+            if case .item(let r)? = n, store.spool.has(r) { spooled = r }
+            return (n.flatMap(stagedKey) != nil ? store.staging.generation : nil, n?.kind == .directory, spooled)
         }
         do {
+            if let r = spooled { try store.spool.sync(r); return }
             if isDir { try store.staging.sync() }
             if let generation {
                 try store.staging.sync()

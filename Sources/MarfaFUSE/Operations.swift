@@ -106,9 +106,15 @@ extension FuseMount {
         }
         ops.setattr = { req, ino, attr, toSet, _ in
             guarded(req, "setattr") { m in
-                // Mode, owner and times are accepted and ignored (FS-16); size truncates.
+                // Mode and owner are accepted and ignored (FS-16); size truncates; mtime is kept (FS-28).
                 let size: Int64? = (toSet & FUSE_SET_ATTR_SIZE) != 0 ? Int64(attr!.pointee.st_size) : nil
-                let a = try m.fs.setattr(ino, size: size)
+                var mtime: Int64?
+                if (toSet & FUSE_SET_ATTR_MTIME_NOW) != 0 {
+                    mtime = Int64(Date().timeIntervalSince1970 * 1e9)
+                } else if (toSet & FUSE_SET_ATTR_MTIME) != 0, let st = attr?.pointee {
+                    mtime = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+                }
+                let a = try m.fs.setattr(ino, size: size, mtimeNs: mtime)
                 var st = stat(); fill(&st, a, uid: getuid(), gid: getgid())
                 fuse_reply_attr(req, &st, a.timeout)
             }

@@ -173,3 +173,56 @@ public enum FrontMatter {
         return Resolver.default.resolveTag(of: Node(s)) == .str
     }
 }
+
+extension FrontMatter {
+    /// The text with one front-matter key set to `value` (nil: removed), every other line kept as
+    /// it is (comments, order, quoting style): the key's own line and its continuation lines are
+    /// replaced, a trailing comment on a one-line value is kept, a new key goes last, and text
+    /// with no front matter gets a block holding only that key. Nil when the key cannot be edited
+    /// in place (the caller renders the whole file instead). FS-28.
+    public static func settingKey(_ text: String, key: String, to value: JSONValue?) -> String? {
+        let keyText = plainOrQuoted(key, inFlow: false)
+        let newLine = value.map { keyText + ": " + block($0) }
+        guard let (yaml, body) = split(text) else {
+            guard let newLine else { return nil }
+            return "---\n" + newLine + "\n---\n" + text
+        }
+        let eol = text.contains("\r\n") ? "\r\n" : "\n"
+        var lines = yaml.components(separatedBy: "\n")
+        if lines.last == "" { lines.removeLast() }
+        lines = lines.map { $0.hasSuffix("\r") ? String($0.dropLast()) : $0 }
+        // The key's line: `key:` at the start of a line (plain or as rendered).
+        let starts = [key + ":", keyText + ":"]
+        let found = lines.firstIndex { l in starts.contains { l == $0 || l.hasPrefix($0 + " ") || l.hasPrefix($0 + "\t") } }
+        var out = lines
+        if let i = found {
+            var end = i + 1
+            while end < lines.count, let c = lines[end].first, c == " " || c == "\t" || lines[end].hasPrefix("- ") || lines[end] == "-" { end += 1 }
+            let old = lines[i]
+            if var nl = newLine {
+                // `status: draft  # TODO`: the comment stays with the new value (a one-line,
+                // unquoted old value: a `#` inside quotes is not a comment).
+                if end == i + 1, let hash = old.range(of: " #") {
+                    let valuePart = old[old.index(old.startIndex, offsetBy: min(old.count, key.count + 1))..<hash.lowerBound]
+                    if !valuePart.contains("\"") && !valuePart.contains("'") {
+                        let spaces = old[..<hash.lowerBound].reversed().prefix { $0 == " " }.count
+                        nl += String(repeating: " ", count: spaces) + old[hash.lowerBound...]
+                    }
+                }
+                out.replaceSubrange(i..<end, with: [nl])
+            } else {
+                out.removeSubrange(i..<end)
+            }
+        } else {
+            guard let newLine else { return nil }
+            out.append(newLine)
+        }
+        // The opening line as it was (`---`), then the block, then the closing line as it was.
+        let openLen = text.hasPrefix("---\r\n") ? 5 : 4
+        let closeStart = text.utf8.count - body.utf8.count
+        let head = String(decoding: Array(text.utf8)[0..<openLen], as: UTF8.self)
+        let yamlEnd = openLen + yaml.utf8.count
+        let close = String(decoding: Array(text.utf8)[yamlEnd..<closeStart], as: UTF8.self)
+        return head + out.map { $0 + eol }.joined() + close + body
+    }
+}

@@ -100,6 +100,14 @@ enum Schema {
                 CREATE INDEX items_unsettled ON items(mtime_ns) WHERE unsettled = 1;
                 """)
         }
+        m.registerMigration("v5-purge-and-links") { db in
+            // FS-28: items purged from the trash (a server that still has them trashed does not
+            // bring them back); scratch symlinks (Emacs' `.#name` lock files).
+            try db.execute(sql: """
+                CREATE TABLE purged(id TEXT PRIMARY KEY, at TEXT NOT NULL) WITHOUT ROWID;
+                ALTER TABLE scratch ADD COLUMN link TEXT;
+                """)
+        }
         return m
     }
 }

@@ -114,10 +114,17 @@ public final class Staging: @unchecked Sendable {
         try record(.truncate(key, size: size, mtimeNs: Store.ns(Date())))
     }
 
+    /// Sets a staged file's mtime (`touch -d`, `rsync -a`): a truncate to its own size.
+    public func setMtime(_ key: Key, ns: Int64) throws -> File {
+        guard let f = files[key] else { throw StoreError.notFound("staged file \(key.rowid)") }
+        return try record(.truncate(key, size: f.size, mtimeNs: ns))
+    }
+
     /// An editor's save (FS-13): item `target` takes the bytes of new staged file `source`, which
     /// is gone; the item's file is staged until the next commit. Returns the item's staged file.
     public func absorb(_ source: Key, into target: Int64) throws -> File {
-        let f = try record(.absorb(source, into: target, mtimeNs: Store.ns(Date())))
+        // The file keeps its time, as a rename keeps a file's (rsync sets it before the rename).
+        let f = try record(.absorb(source, into: target, mtimeNs: files[source]?.mtimeNs ?? Store.ns(Date())))
         if case .overlay = f.origin { overlayLock.lock(); overlays.insert(target); overlayLock.unlock() }
         return f
     }
@@ -280,7 +287,7 @@ public final class Staging: @unchecked Sendable {
             let n = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress! + done, $0.count - done) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw StoreError.io("cannot write \(path): \(String(cString: strerror(errno)))")
+                throw Spool.error("cannot write \(path)")
             }
             done += n
             end += off_t(n)

@@ -79,11 +79,11 @@ extension Store {
         for tag in tags { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [id, tag]) }
         if let hash {
             _ = try putBlob(db, n.content, hash: hash)
-            try Self.enqueue(db, kind: .uploadBlob, itemID: id, payload: [
+            try enqueue(db, kind: .uploadBlob, itemID: id, payload: [
                 "hash": .string(hash), "size": .int(Int64(n.content.count)), "mime_type": props["mime_type"] ?? .null,
             ], coalesce: false)
         }
-        if sync != .invalid && !unsettled { try Self.enqueue(db, kind: .create, itemID: id, payload: Self.createPayload(item, tags: tags), coalesce: false) }
+        if sync != .invalid && !unsettled { try enqueue(db, kind: .create, itemID: id, payload: Self.createPayload(item, tags: tags), coalesce: false) }
         return try Self.fetchItem(db, rowid: row)!
     }
 
@@ -103,6 +103,7 @@ extension Store {
     }
 
     func currentBytes(_ db: Database, _ cur: StoredItem) throws -> [UInt8] {
+        if spool.has(cur.rowid) { return try spoolBytes(cur.rowid) }
         let t = type(cur.item.type)
         // An unsettled file's `raw` may have spare room past its size.
         if let raw = cur.raw, TypeSchema.isBlobType(t.id) || raw.count != Int(cur.size) { return Array(raw.prefix(Int(cur.size))) }
@@ -131,6 +132,7 @@ extension Store {
 
     /// Stores new bytes for `cur` and queues the change; returns the item as now stored.
     func applyContent(_ db: Database, _ cur: StoredItem, bytes: [UInt8], now: Date) throws -> StoredItem {
+        let stored = cur.item
         var cur = cur
         let t = type(cur.item.type)
         let ts = Timestamp.format(now)
@@ -140,20 +142,28 @@ extension Store {
         if TypeSchema.isBlobType(t.id) {
             guard Int64(bytes.count) <= Self.maxBlobBytes else { throw StoreError.tooLarge("blob of \(bytes.count) bytes") }
             let hash = try putBlob(db, bytes, hash: BlobHash.of(bytes))
-            cur.item.properties["blob_ref"] = .string(hash)
-            cur.sync = .pending; cur.syncError = nil
-            try db.run("UPDATE items SET properties = ?, raw = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
-                           [JSONCoding.encode(cur.item.properties), bytes.count, ts, cur.mtimeNs, cur.rowid])
-            try Self.enqueue(db, kind: .uploadBlob, itemID: cur.item.id,
-                             payload: ["hash": .string(hash), "size": .int(Int64(bytes.count)),
-                                       "mime_type": cur.item.properties["mime_type"] ?? .null], coalesce: false)
-            try enqueueItemChange(db, cur.item)
+            let old = cur.item.properties["blob_ref"]?.stringValue
+            if old == hash, cur.sync == .synced || cur.sync == .pending {
+                // The same bytes again (`cp -a` back over the file): nothing changes (FS-28).
+                try db.run("UPDATE items SET raw = NULL, size = ?, mtime_ns = ?, blob_ref = ?, unsettled = 0 WHERE rowid = ?", [bytes.count, cur.mtimeNs, hash, cur.rowid])
+                return cur
+            }
+            cur = try applyBlob(db, cur, hash: hash, size: Int64(bytes.count), now: now)
+            if let old, old != hash { try dropBlobIfUnused(db, old) }
             return cur
         }
         guard bytes.count <= Self.maxTextBytes else { throw StoreError.tooLarge("text file of \(bytes.count) bytes") }
         cur.raw = bytes
         do {
+            let before = cur.item.properties
             cur.item.properties = try Self.parseText(bytes, type: t, fileName: cur.fileName, previous: cur.item.properties)
+            if cur.item.properties == before, cur.sync == .synced || cur.sync == .pending {
+                // Text that says what the item already holds (a file copied out and back, a save
+                // with no change): the bytes are kept, the item and the queue are not touched.
+                cur.item.updatedAt = stored.updatedAt
+                try db.run("UPDATE items SET raw = ?, size = ?, mtime_ns = ?, unsettled = 0 WHERE rowid = ?", [Data(bytes), bytes.count, cur.mtimeNs, cur.rowid])
+                return cur
+            }
             cur.sync = .pending; cur.syncError = nil
             let (stem, ext) = Naming.stemAndExt(id: cur.item.id, type: t, properties: cur.item.properties, fileName: cur.fileName)
             cur.stem = stem; cur.ext = ext
@@ -167,6 +177,50 @@ extension Store {
                            [Data(bytes), bytes.count, ts, cur.mtimeNs, e.description, cur.rowid])
         }
         return cur
+    }
+
+    /// A blob item's bytes are now the cached blob `hash`: the item is settled, its upload and
+    /// update queued. Returns the item as now stored.
+    @discardableResult
+    func applyBlob(_ db: Database, _ cur: StoredItem, hash: String, size: Int64, now: Date) throws -> StoredItem {
+        var cur = cur
+        cur.item.updatedAt = Timestamp.format(now)
+        cur.mtimeNs = Self.ns(now)
+        cur.size = size
+        cur.item.properties["blob_ref"] = .string(hash)
+        cur.sync = .pending; cur.syncError = nil
+        try db.run("UPDATE items SET properties = ?, raw = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
+                   [JSONCoding.encode(cur.item.properties), size, cur.item.updatedAt, cur.mtimeNs, cur.rowid])
+        try enqueue(db, kind: .uploadBlob, itemID: cur.item.id,
+                    payload: ["hash": .string(hash), "size": .int(size), "mime_type": cur.item.properties["mime_type"] ?? .null], coalesce: false)
+        try enqueueItemChange(db, cur.item)
+        return cur
+    }
+
+    /// Deletes a cached blob that no item names and no queued upload needs any more (FS-28).
+    func dropBlobIfUnused(_ db: Database, _ hash: String) throws {
+        if blobGuard.all.contains(hash) { return }
+        if try db.exists("SELECT 1 FROM items WHERE blob_ref = ? LIMIT 1", [hash]) { return }
+        if try db.exists("SELECT 1 FROM items WHERE blob_ref IS NULL AND (type = 'core.file' OR type LIKE 'core.file.%') AND json_extract(properties, '$.blob_ref') = ? LIMIT 1", [hash]) { return }
+        if try db.exists("SELECT 1 FROM mutations WHERE kind = 'upload_blob' AND json_extract(payload, '$.hash') = ? LIMIT 1", [hash]) { return }
+        try db.run("DELETE FROM sqlar WHERE name = ?", [hash])
+    }
+
+    /// Deletes every cached blob no item names and no queued upload needs; returns how many.
+    @discardableResult
+    public func dropUnusedBlobs() throws -> Int {
+        let n = try write { db -> Int in
+            let names = try String.fetchAll(db, sql: "SELECT name FROM sqlar WHERE name LIKE 'sha256:%'")
+            var n = 0
+            for h in names {
+                let before = db.totalChangesCount
+                try dropBlobIfUnused(db, h)
+                if db.totalChangesCount != before { n += 1 }
+            }
+            return n
+        }
+        if n > 0 { try shrink() }
+        return n
     }
 
     func putBlob(_ db: Database, _ bytes: [UInt8], hash: String) throws -> String {
@@ -217,7 +271,7 @@ extension Store {
                     try enqueueItemChange(db, c)
                 }
             } else {
-                try Self.enqueue(db, kind: .transition, itemID: cur.item.id, payload: ["state": .string(state.rawValue)], coalesce: false)
+                try enqueue(db, kind: .transition, itemID: cur.item.id, payload: ["state": .string(state.rawValue)], coalesce: false)
             }
             return try Self.fetchItem(db, rowid: rowid)!
         }
@@ -234,19 +288,35 @@ extension Store {
         }
     }
 
-    /// Sets (or with nil removes) one property (`user.marfa.prop.<name>`); the file is rendered anew.
-    public func setProperty(rowid: Int64, name: String, value: JSONValue?) throws -> StoredItem {
+    /// Sets (or with nil removes) one property (`user.marfa.prop.<name>`). The value it already
+    /// has changes nothing (FS-28); a file with written text has only that key's front-matter
+    /// line changed (comments, order and style kept), any other file is rendered anew. Returns nil
+    /// when nothing changed.
+    @discardableResult
+    public func setProperty(rowid: Int64, name: String, value: JSONValue?) throws -> StoredItem? {
         try settledWrite { db in
             guard var cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
             let t = type(cur.item.type)
             if value == nil && cur.item.properties[name] == nil { throw StoreError.notFound("property \(name)") }
+            if cur.item.properties[name] == value { return nil }
             cur.item.properties[name] = value
             let isBlob = TypeSchema.isBlobType(t.id)
-            let size = isBlob ? cur.size : Int64(render(type: t, properties: cur.item.properties).utf8.count)
+            var raw: Data?
+            if !isBlob, name == t.titleField, let old = cur.raw,
+               (try? FrontMatter.parse(Array(old.prefix(Int(cur.size))), bodyField: t.bodyField, titleField: t.titleField))?.hasTitleKey == false {
+                // The title lives in the file name, not in the text: the text stays as it is.
+                raw = Data(old.prefix(Int(cur.size)))
+            } else if !isBlob, name != t.bodyField, let old = cur.raw, let text = String(validating: old.prefix(Int(cur.size)), as: UTF8.self),
+               let edited = FrontMatter.settingKey(text, key: name, to: value),
+               let parsed = try? Self.parseText(Array(edited.utf8), type: t, fileName: cur.fileName, previous: cur.item.properties),
+               parsed == cur.item.properties {
+                raw = Data(edited.utf8)
+            }
+            let size = isBlob ? cur.size : Int64(raw?.count ?? render(type: t, properties: cur.item.properties).utf8.count)
             let now = Date()
             cur.item.updatedAt = Timestamp.format(now)
-            try db.run("UPDATE items SET properties = ?, raw = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
-                           [JSONCoding.encode(cur.item.properties), size, cur.item.updatedAt, Self.ns(now), rowid])
+            try db.run("UPDATE items SET properties = ?, raw = ?, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
+                           [JSONCoding.encode(cur.item.properties), raw, size, cur.item.updatedAt, Self.ns(now), rowid])
             try enqueueItemChange(db, cur.item)
             try refreshName(db, rowid: rowid)
             return try Self.fetchItem(db, rowid: rowid)!
@@ -259,11 +329,12 @@ extension Store {
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
             var x = cur.xattrs
             if value == nil && x[name] == nil { throw StoreError.notFound("attribute \(name)") }
+            if x[name] == value { return }   // the value it has: nothing changes (FS-28)
             x[name] = value
             let enc = Xattrs.encode(x)
             try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [enc, rowid])
             let ext: JSONValue = .object(["fs.xattr": .object(x.mapValues { .string(Data($0).base64EncodedString()) })])
-            try Self.enqueue(db, kind: .update, itemID: cur.item.id,
+            try enqueue(db, kind: .update, itemID: cur.item.id,
                              payload: ["extensions": ext, "base_version": .int(Int64(cur.item.version))], coalesce: true)
         }
     }
@@ -287,7 +358,7 @@ extension Store {
         if cur.item.version == 0, try Self.pendingCreate(db, cur.item.id) {
             try enqueueItemChange(db, cur.item)
         } else {
-            try Self.enqueue(db, kind: .setTags, itemID: cur.item.id,
+            try enqueue(db, kind: .setTags, itemID: cur.item.id,
                              payload: ["tags": .array(tags.sorted().map(JSONValue.string))], coalesce: true)
         }
     }
@@ -333,7 +404,7 @@ extension Store {
             try db.run("INSERT INTO edges(id, source_id, target_id, edge_type, properties, created_at, updated_at) VALUES (?, ?, ?, ?, '{}', ?, ?)",
                            [id, sourceID, targetID, edgeType, ts, ts])
             let rec = try db.row("SELECT * FROM edges WHERE rowid = ?", [db.lastInsertedRowID]).map(EdgeRecord.init(row:))!
-            try Self.enqueue(db, kind: .createEdge, itemID: sourceID, payload: [
+            try enqueue(db, kind: .createEdge, itemID: sourceID, payload: [
                 "id": .string(id), "source_id": .string(sourceID), "target_id": .string(targetID), "edge_type": .string(edgeType),
             ], coalesce: false)
             return rec
@@ -350,7 +421,7 @@ extension Store {
             try db.run("DELETE FROM mutations WHERE kind = 'create_edge' AND state = 'pending' AND json_extract(payload, '$.id') = ?",
                            [rec.edge.id])
             if db.changesCount == 0 {
-                try Self.enqueue(db, kind: .deleteEdge, itemID: rec.edge.sourceID, payload: [
+                try enqueue(db, kind: .deleteEdge, itemID: rec.edge.sourceID, payload: [
                     "id": .string(rec.edge.id), "edge_type": .string(rec.edge.edgeType),
                     "source_id": .string(rec.edge.sourceID), "target_id": .string(rec.edge.targetID),
                 ], coalesce: false)
@@ -377,15 +448,15 @@ extension Store {
         if item.version == 0 {
             let create = Self.createPayload(item, tags: try Self.tags(db, item.id))
             if let last = try Self.lastMutationHead(db, item.id), last.kind == .create, last.state == "pending" {
-                try db.run("UPDATE mutations SET payload = ? WHERE seq = ?", [JSONCoding.encode(create), last.seq])
+                try db.run("UPDATE mutations SET payload = ? WHERE seq = ?", [queuedPayload(.create, create), last.seq])
                 return
             }
             if !(try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = 'create'", [item.id])) {
-                try Self.enqueue(db, kind: .create, itemID: item.id, payload: create, coalesce: false)
+                try enqueue(db, kind: .create, itemID: item.id, payload: create, coalesce: false)
                 return
             }
         }
-        try Self.enqueue(db, kind: .update, itemID: item.id, payload: [
+        try enqueue(db, kind: .update, itemID: item.id, payload: [
             "properties": .object(item.properties), "tier": .string(item.tier.rawValue),
             "base_version": .int(Int64(item.version)),
         ], coalesce: true)
@@ -412,18 +483,20 @@ extension Store {
 
     /// Appends a mutation with a fresh idempotency key, or folds it into the item's newest mutation
     /// when that one is still pending and of the same kind (`coalesce`).
-    static func enqueue(_ db: Database, kind: MutationKind, itemID: String, payload: [String: JSONValue], coalesce: Bool) throws {
+    func enqueue(_ db: Database, kind: MutationKind, itemID: String, payload: [String: JSONValue], coalesce: Bool) throws {
         // A save after a conflict held for the user (`--conflict manual`) settles it: this update replaces it.
         if kind == .update { try db.run("DELETE FROM mutations WHERE item_id = ? AND kind = 'update' AND state = 'conflict'", [itemID]) }
-        if coalesce, let head = try lastMutationHead(db, itemID), head.kind == kind, head.state == "pending",
+        if coalesce, !localOnly.value, let head = try Self.lastMutationHead(db, itemID), head.kind == kind, head.state == "pending",
            let last = try db.row("SELECT * FROM mutations WHERE seq = ?", [head.seq]).map(Mutation.init(row:)) {
             var merged = last.payload
             for (k, v) in payload where k != "base_version" || merged[k] == nil { merged[k] = v }
             try db.run("UPDATE mutations SET payload = ? WHERE seq = ?", [JSONCoding.encode(merged), last.seq])
             return
         }
+        // A local-only store keeps one row per item and kind: nothing will read more.
+        if localOnly.value, try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = ? AND state = 'pending'", [itemID, kind.rawValue]) { return }
         try db.run("INSERT INTO mutations(id, idempotency_key, kind, item_id, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                       [ItemID.make(), ItemID.make(), kind.rawValue, itemID, JSONCoding.encode(payload), Timestamp.now()])
+                       [ItemID.make(), ItemID.make(), kind.rawValue, itemID, queuedPayload(kind, payload), Timestamp.now()])
     }
 
     // MARK: helpers
@@ -464,9 +537,10 @@ extension Store {
             try db.run("DELETE FROM tags WHERE item_id = ?", [src.item.id])
             try db.run("DELETE FROM edges WHERE source_id = ? OR target_id = ?", [src.item.id, src.item.id])
             try db.run("DELETE FROM items WHERE rowid = ?", [src.rowid])
+            spool.remove(src.rowid)
         } else {
             try db.run("UPDATE items SET state = 'trashed', updated_at = ? WHERE rowid = ?", [Timestamp.now(), src.rowid])
-            try Self.enqueue(db, kind: .transition, itemID: src.item.id, payload: ["state": "trashed"], coalesce: false)
+            try enqueue(db, kind: .transition, itemID: src.item.id, payload: ["state": "trashed"], coalesce: false)
         }
     }
 }

@@ -150,7 +150,7 @@ extension Store {
                 out.content.insert(itemID)
             }
             try db.run("UPDATE items SET version = max(version, ?), sync = 'pending', sync_error = NULL WHERE rowid = ?", [currentVersion, cur.rowid])
-            try Self.enqueue(db, kind: .update, itemID: itemID, payload: [
+            try enqueue(db, kind: .update, itemID: itemID, payload: [
                 "properties": .object(item.properties), "tier": .string(item.tier.rawValue), "base_version": .int(currentVersion),
             ], coalesce: false)
             out.items.insert(itemID)
@@ -172,11 +172,11 @@ extension Store {
                 for tag in tags { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [copyID, tag]) }
                 let copy = Item(id: copyID, type: cur.item.type, properties: props, version: 0, timestamp: ts, createdAt: ts, updatedAt: ts,
                                 state: cur.item.state, tier: cur.item.tier)
-                try Self.enqueue(db, kind: .create, itemID: copyID, payload: Self.createPayload(copy, tags: tags.sorted()), coalesce: false)
+                try enqueue(db, kind: .create, itemID: copyID, payload: Self.createPayload(copy, tags: tags.sorted()), coalesce: false)
                 let edgeID = ItemID.make()
                 try db.run("INSERT INTO edges(id, source_id, target_id, edge_type, properties, created_at, updated_at) VALUES (?, ?, ?, 'derived-from', '{}', ?, ?)",
                            [edgeID, copyID, itemID, ts, ts])
-                try Self.enqueue(db, kind: .createEdge, itemID: copyID, payload: [
+                try enqueue(db, kind: .createEdge, itemID: copyID, payload: [
                     "id": .string(edgeID), "source_id": .string(copyID), "target_id": .string(itemID), "edge_type": "derived-from",
                 ], coalesce: false)
                 out.items.insert(copyID); out.edgesAdded.insert(edgeID)

@@ -182,6 +182,11 @@ extension Store {
         let mtime = Timestamp.parse(remote.updatedAt).map { Int64($0 * 1_000_000_000) } ?? Self.ns(Date())
         try noteRemoteUpdatedAt(db, remote.updatedAt)
         guard let cur = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [remote.id]) else {
+            // Purged here and still trashed there: it stays gone (FS-28).
+            if try Self.wasPurged(db, remote.id) {
+                if remote.state == .trashed { out.skipped += 1; return }
+                try db.run("DELETE FROM purged WHERE id = ?", [remote.id])
+            }
             // New here.
             let size = try remoteSize(db, remote, type: t, blobSizes: blobSizes)
             let (stem, ext) = Naming.stemAndExt(id: remote.id, type: t, properties: remote.properties, fileName: nil)

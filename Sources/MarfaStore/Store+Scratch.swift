@@ -9,18 +9,20 @@ public struct ScratchFile: Hashable, Sendable {
     public var name: String
     public var size: Int64
     public var mtimeNs: Int64
+    /// A scratch symlink's target (Emacs' lock file `.#name`); nil for a file.
+    public var link: String?
 
-    public init(rowid: Int64, dir: String, name: String, size: Int64, mtimeNs: Int64) {
-        self.rowid = rowid; self.dir = dir; self.name = name; self.size = size; self.mtimeNs = mtimeNs
+    public init(rowid: Int64, dir: String, name: String, size: Int64, mtimeNs: Int64, link: String? = nil) {
+        self.rowid = rowid; self.dir = dir; self.name = name; self.size = size; self.mtimeNs = mtimeNs; self.link = link
     }
 
     init(row: Row) {
-        rowid = row["rowid"]; dir = row["dir"]; name = row["name"]; size = row["size"]; mtimeNs = row["mtime_ns"]
+        rowid = row["rowid"]; dir = row["dir"]; name = row["name"]; size = row["size"]; mtimeNs = row["mtime_ns"]; link = row["link"]
     }
 }
 
 extension Store {
-    static let scratchColumns = "rowid, dir, name, length(data) AS size, mtime_ns"
+    static let scratchColumns = "rowid, dir, name, length(data) AS size, mtime_ns, link"
 
     public func allScratch() throws -> [ScratchFile] {
         try pool.read { db in try db.rows("SELECT \(Self.scratchColumns) FROM scratch").map(ScratchFile.init(row:)) }
@@ -68,6 +70,23 @@ extension Store {
         try write { db in
             try db.run("DELETE FROM scratch WHERE dir = ? AND name = ? AND rowid != ?", [dir, name, rowid])
             try db.run("UPDATE scratch SET dir = ?, name = ? WHERE rowid = ?", [dir, name, rowid])
+            return try Self.fetchScratch(db, rowid)
+        }
+    }
+
+    /// A scratch symlink (FS-14: Emacs' lock file `.#note.md` → `user@host.pid:time`).
+    public func makeScratchLink(dir: String, name: String, target: String) throws -> ScratchFile {
+        try write { db in
+            if try db.exists("SELECT 1 FROM scratch WHERE dir = ? AND name = ?", [dir, name]) { throw StoreError.exists(name) }
+            let r = try rowids.next(.scratch, db)
+            try db.run("INSERT INTO scratch(rowid, dir, name, mtime_ns, data, link) VALUES (?, ?, ?, ?, x'', ?)", [r, dir, name, Self.ns(Date()), target])
+            return try Self.fetchScratch(db, r)
+        }
+    }
+
+    public func setScratchMtime(_ rowid: Int64, ns: Int64) throws -> ScratchFile {
+        try write { db in
+            try db.run("UPDATE scratch SET mtime_ns = ? WHERE rowid = ?", [ns, rowid])
             return try Self.fetchScratch(db, rowid)
         }
     }

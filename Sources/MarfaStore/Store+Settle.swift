@@ -13,7 +13,8 @@ import GRDBSQLite
 extension Store {
     /// Writes `data` at `offset` of an item's file; returns the new size and mtime.
     public func writeUnsettled(rowid: Int64, offset: Int64, data: [UInt8]) throws -> (size: Int64, mtimeNs: Int64) {
-        try write { db in
+        if let done = try spoolWrite(rowid: rowid, offset: offset, data: data) { return done }
+        return try write { db in
             var f = try openUnsettled(db, rowid)
             let end = Int(offset) + data.count
             try f.reserve(db, max(f.size, end), limit: f.limit)
@@ -25,7 +26,8 @@ extension Store {
 
     /// Sets an item's file length (truncate or extend with zeros).
     public func truncateUnsettled(rowid: Int64, size: Int64) throws -> (size: Int64, mtimeNs: Int64) {
-        try write { db in
+        if let done = try spoolTruncate(rowid: rowid, size: size) { return done }
+        return try write { db in
             var f = try openUnsettled(db, rowid)
             let n = Int(size)
             try f.reserve(db, n, limit: f.limit)
@@ -34,25 +36,50 @@ extension Store {
         }
     }
 
+    /// Sets an item's file time (`utimensat`); its `updated_at` stays (FS-28). Returns size and mtime.
+    public func setMtime(rowid: Int64, ns: Int64) throws -> (size: Int64, mtimeNs: Int64) {
+        if spool.has(rowid) { return try spool.setMtime(rowid, ns: ns) }
+        return try write { db in
+            try db.run("UPDATE items SET mtime_ns = ? WHERE rowid = ?", [ns, rowid])
+            guard let size = try Int64.fetchOne(db, sql: "SELECT size FROM items WHERE rowid = ?", arguments: [rowid]) else {
+                throw StoreError.notFound("item \(rowid)")
+            }
+            return (size, ns)
+        }
+    }
+
     /// An editor's atomic save (FS-13): `target` takes `source`'s bytes (settled later) and keeps
     /// its identity; `source` disappears (forgotten if the server never saw it, else trashed).
     public func absorbUnsettled(source: Int64, into target: Int64) throws {
         try write { db in
             guard let src = try Self.fetchItem(db, rowid: source) else { throw StoreError.notFound("item \(source)") }
-            try absorbBytes(db, try currentBytes(db, src), into: target)
+            if spool.has(source), TypeSchema.isBlobType(try Self.typeOf(db, target)) {
+                // A large blob saved over another (rsync's temporary file): the spool file moves.
+                let (size, mtime) = try spool.attributes(source)
+                try spool.move(source, to: target)
+                try db.run("UPDATE items SET raw = NULL, blob_ref = NULL, size = ?, mtime_ns = ?, unsettled = 2 WHERE rowid = ?", [size, mtime, target])
+            } else {
+                try absorbBytes(db, try currentBytes(db, src), into: target, mtimeNs: src.mtimeNs)
+            }
             try forgetOrTrash(db, src)
         }
     }
 
     /// `target` takes `bytes` as its file (unsettled: parsed and queued when it settles).
     func absorbBytes(_ db: Database, _ bytes: [UInt8], into target: Int64, mtimeNs: Int64? = nil) throws {
-        guard let t = try String.fetchOne(db.cachedStatement(sql: "SELECT type FROM items WHERE rowid = ?"), arguments: [target]) else {
-            throw StoreError.notFound("item \(target)")
-        }
+        let t = try Self.typeOf(db, target)
+        spool.remove(target)
         guard bytes.count <= Self.maxFileBytes(type: t) else { throw StoreError.tooLarge("\(bytes.count) bytes") }
         let blob = TypeSchema.isBlobType(t)
         try db.run("UPDATE items SET raw = ?, size = ?, mtime_ns = ?, unsettled = 1\(blob ? ", blob_ref = NULL" : "") WHERE rowid = ?",
                    [Data(bytes), bytes.count, mtimeNs ?? Self.ns(Date()), target])
+    }
+
+    static func typeOf(_ db: Database, _ rowid: Int64) throws -> String {
+        guard let t = try String.fetchOne(db.cachedStatement(sql: "SELECT type FROM items WHERE rowid = ?"), arguments: [rowid]) else {
+            throw StoreError.notFound("item \(rowid)")
+        }
+        return t
     }
 
     /// Settles unsettled items last written at or before `writtenBefore` (nanoseconds; nil: all),

@@ -99,6 +99,8 @@ extension Store {
         let g = try pool.read { db in
             try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'staging_generation'").flatMap { Int64($0) } ?? 0
         }
+        // Blob files a killed mount was writing settle from their spool files.
+        try recoverSpools()
         let (files, last) = try staging.recover(generation: g)
         guard !files.isEmpty else {
             try staging.startGeneration(g, fresh: true)

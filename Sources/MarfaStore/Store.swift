@@ -12,6 +12,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case tooLarge(String)
     case notEmpty(String)
     case io(String)
+    /// The disk (or the store's quota) is full.
+    case noSpace(String)
 
     public var description: String {
         switch self {
@@ -20,6 +22,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .tooLarge(let s): return "too large: \(s)"
         case .notEmpty(let s): return "not empty: \(s)"
         case .io(let s): return "store I/O: \(s)"
+        case .noSpace(let s): return "no space left: \(s)"
         }
     }
 }
@@ -34,6 +37,11 @@ public final class Store: Sendable {
     public let blobs: BlobReader
     /// Files made through the mount, not yet in the store (see `Staging`).
     public let staging: Staging
+    /// Blob files being written, until they settle (see `Spool`).
+    public let spool: Spool
+    let blobGuard = BlobGuard()
+    /// No server has seen this store: queued changes keep no payload (`useLocalOnly`).
+    let localOnly = LockedFlag(false)
     let rowids = RowidAllocator()
     /// The largest text file accepted (a note is text, not a disk image).
     public static let maxTextBytes = 16 << 20
@@ -51,6 +59,8 @@ public final class Store: Sendable {
         config.maximumReaderCount = 6
         config.prepareDatabase { db in
             try db.run("PRAGMA synchronous = NORMAL")
+            // The WAL shrinks back after a large transaction (a blob entering the cache).
+            try db.run("PRAGMA journal_size_limit = 16777216")
             // Reads through a memory map cost no copy into SQLite's page cache.
             try db.run("PRAGMA mmap_size = 4294967296")
             try db.run("PRAGMA cache_size = -32768")
@@ -64,6 +74,7 @@ public final class Store: Sendable {
             }
         }
         pool = try DatabasePool(path: path, configuration: config)
+        try Self.useIncrementalVacuum(pool)
         try Schema.migrator().migrate(pool)
         typeCache = TypeCache(try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT json FROM types").compactMap {
@@ -72,6 +83,31 @@ public final class Store: Sendable {
         })
         blobs = try BlobReader(path: path)
         staging = Staging(path: path + "-staged")
+        spool = Spool(directory: path + "-spool")
+    }
+
+    /// Free pages are given back to the file system (FS-28): a new store is made with
+    /// `auto_vacuum = INCREMENTAL`; an older one is converted once (a `VACUUM`).
+    static func useIncrementalVacuum(_ pool: DatabasePool) throws {
+        try pool.writeWithoutTransaction { db in
+            guard try Int.fetchOne(db, sql: "PRAGMA auto_vacuum") != 2 else { return }
+            // The mode takes effect only through a VACUUM once the file exists (cheap for a new store).
+            try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+            try db.execute(sql: "VACUUM")
+        }
+    }
+
+    /// Returns the store's free pages to the file system when there are many (after blobs or
+    /// items were deleted).
+    public func shrink(minimumFreeBytes: Int64 = 4 << 20) throws {
+        try pool.writeWithoutTransaction { db in
+            let free = try Int64.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
+            let page = try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+            guard free * page >= minimumFreeBytes else { return }
+            try db.execute(sql: "PRAGMA incremental_vacuum")
+            try db.execute(sql: "PRAGMA wal_checkpoint(PASSIVE)")
+        }
+        ensureReserve()
     }
 
     // MARK: types
@@ -183,13 +219,19 @@ public final class Store: Sendable {
     }
 
     func write<T>(_ body: (Database) throws -> T) throws -> T {
-        try pool.write(body)
+        do { return try pool.write(body) } catch { throw Self.storeError(error) }
+    }
+
+    /// A full disk as `noSpace`, from SQLite's result code; other errors as they are.
+    public static func storeError(_ error: Error) -> Error {
+        if let e = error as? DatabaseError, e.resultCode == .SQLITE_FULL { return StoreError.noSpace(e.message ?? "database or disk is full") }
+        return error
     }
 
     /// A write that first settles every unsettled item, so queued mutations keep the order of the
     /// changes (an item's create before its tags, edges or transitions).
     func settledWrite<T>(_ body: (Database) throws -> T) throws -> T {
-        try pool.write { db in
+        try write { db in
             _ = try settle(db)
             return try body(db)
         }

@@ -45,6 +45,8 @@ struct ImportCommand: ParsableCommand {
         let store = try Store(path: storeOption.path)
         // Files a killed mount left staged are committed before anything is added.
         try store.recoverStaged()
+        // No server: the queue keeps no payloads (a later mount with --server writes them).
+        try store.useLocalOnly()
         let files = try Vault.files(in: root)
         var progress = Progress(label: "importing", total: files.count)
         var created = 0, updated = 0, same = 0, failed = 0
@@ -98,7 +100,13 @@ struct ExportCommand: ParsableCommand {
     func exportAll() throws {
         let root = Paths.absolute(dir)
         guard FileManager.default.fileExists(atPath: storeOption.path) else { throw CLIError("no store at \(storeOption.path)") }
+        // A mounted store is refused (man 1): the mount may hold changes not yet in it.
+        let lock = try StoreLock(store: storeOption.path)
+        lock.record("export by pid \(getpid())")
+        defer { withExtendedLifetime(lock) {} }
         let store = try Store(path: storeOption.path)
+        // What a killed mount left (staged files, blobs being written) is taken up first.
+        try store.recoverStaged()
         let items = try store.allSummaries().filter { $0.state == .active }.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
         var progress = Progress(label: "exporting", total: items.count)
         var used = Set<String>()
@@ -115,19 +123,25 @@ struct ExportCommand: ParsableCommand {
                 path = safeFolder.isEmpty ? name : safeFolder + "/" + name
             }
             used.insert(path)
-            let bytes: [UInt8]
-            if TypeSchema.isBlobType(s.type) {
-                guard let h = s.blobRef, let size = store.blobs.size(hash: h), let b = store.blobs.read(hash: h, offset: 0, count: Int(size)) else {
-                    FileHandle.standardError.write(Data("\nmarfafs: \(path): its blob is not cached\n".utf8)); failed += 1; continue
-                }
-                bytes = b
-            } else {
-                bytes = try store.textContent(rowid: s.rowid)
-            }
             let target = root + "/" + path
             try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            guard FileManager.default.createFile(atPath: target, contents: Data(bytes)) else {
+            guard FileManager.default.createFile(atPath: target, contents: nil), let out = FileHandle(forWritingAtPath: target) else {
                 throw CLIError("cannot write \(target)")
+            }
+            defer { try? out.close() }
+            if TypeSchema.isBlobType(s.type) {
+                // A blob is copied a chunk at a time: a large one never sits in memory whole.
+                guard let h = s.blobRef, let size = store.blobs.size(hash: h) else {
+                    FileHandle.standardError.write(Data("\nmarfafs: \(path): its blob is not cached\n".utf8)); failed += 1; continue
+                }
+                var at: Int64 = 0
+                while at < size {
+                    guard let chunk = store.blobs.read(hash: h, offset: at, count: 1 << 20), !chunk.isEmpty else { throw CLIError("cannot read the blob of \(path)") }
+                    try out.write(contentsOf: chunk)
+                    at += Int64(chunk.count)
+                }
+            } else {
+                try out.write(contentsOf: try store.textContent(rowid: s.rowid))
             }
         }
         print("exported \(items.count - failed) items to \(root)\(failed > 0 ? " (\(failed) failed)" : "")")

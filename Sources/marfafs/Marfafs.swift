@@ -8,7 +8,7 @@ struct Marfafs: ParsableCommand {
         commandName: "marfafs",
         abstract: "Mount a knowledge base as a filesystem.",
         discussion: "See marfafs(1) for commands and exit codes, marfafs(7) for the layout.",
-        subcommands: [MountCommand.self, UnmountCommand.self, StatusCommand.self, PendingCommand.self, SyncCommand.self, ConflictsCommand.self, EventsCommand.self, ResyncCommand.self,
+        subcommands: [MountCommand.self, UnmountCommand.self, StatusCommand.self, PendingCommand.self, SyncCommand.self, ConflictsCommand.self, EventsCommand.self, ResyncCommand.self, TrashCommand.self,
                       ImportCommand.self, ExportCommand.self, ServeCommand.self])
 }
 

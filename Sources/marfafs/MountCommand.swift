@@ -37,6 +37,9 @@ struct MountCommand: ParsableCommand {
     @Option(name: .long, help: "The device label in a conflicted copy's name. Default: the host name.")
     var device: String?
 
+    @Option(name: .long, help: "Items in the trash longer than this many days are purged at mount (0: never). Default: 30.")
+    var trashDays: Int = 30
+
     /// The key, from --key-file or MARFAFS_KEY; checked before mounting so a bad one fails at once.
     func credential() throws -> Credential? {
         guard server != nil else { return nil }
@@ -76,6 +79,21 @@ struct MountCommand: ParsableCommand {
         lock.record("mounted on \(mnt) by pid \(getpid())")
         let store = try Store(path: storeOption.path)
         let fs = try FileSystem(store: store, logger: Logger(label: "marfafs.fs"))
+        // Trash retention (FS-28): what has been in the trash for --trash-days is purged.
+        if trashDays > 0 {
+            let purged = try store.purgeTrash(olderThan: Date().addingTimeInterval(-Double(trashDays) * 86_400))
+            if !purged.isEmpty {
+                fs.forget(purged)
+                log.info("purged from the trash", metadata: ["items": "\(purged.count)", "older_than_days": "\(trashDays)"])
+            }
+        }
+        // A store keeps its queue's payloads only once a server has seen it (FS-28).
+        if let server {
+            let queued = try store.bind(server: server)
+            if queued > 0 { log.info("first mount with a server: the local store's items are queued", metadata: ["mutations": "\(queued)"]) }
+        } else {
+            try store.useLocalOnly()
+        }
         let fuse = FuseMount(fs: fs, mountpoint: mnt, logger: log)
         try fuse.mount()
         // The sync engine: drains the queue to the server, off the FUSE threads.
@@ -130,6 +148,7 @@ struct MountCommand: ParsableCommand {
         if let keyFile { args += ["--key-file", Paths.absolute(keyFile)] }
         if server != nil { args += ["--conflict", conflict] }
         if let device { args += ["--device", device] }
+        args += ["--trash-days", String(trashDays)]
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)

@@ -46,6 +46,10 @@ struct UnmountCommand: ParsableCommand {
         if wait, let text = waitForQueue(mnt), !text.hasPrefix("ok") {
             FileHandle.standardError.write(Data("marfafs: \(text.trimmingCharacters(in: .whitespacesAndNewlines)); unmounting with the queue kept\n".utf8))
         }
+        // The store the daemon holds: unmount returns once the daemon has let go of it, so a
+        // mount or export right after finds it free.
+        let storePath = (try? String(contentsOfFile: mnt + "/.marfafs/status", encoding: .utf8))
+            .flatMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }?["store"] as? String
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
         p.arguments = ["-u", mnt]
@@ -61,6 +65,9 @@ struct UnmountCommand: ParsableCommand {
         // The daemon commits and exits once the kernel lets go; give it a moment to release the store.
         let deadline = Date().addingTimeInterval(10)
         while MountPoint.isMarfafsMount(mnt) && Date() < deadline { usleep(20_000) }
+        if let storePath, !StoreLock.waitUntilFree(store: storePath, seconds: 120) {
+            fail(CLIError("\(mnt) is unmounted, but its daemon still holds \(storePath) after 120 s (see its log)"))
+        }
         print("unmounted \(mnt)")
     }
 }
@@ -185,5 +192,48 @@ struct Progress {
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
         FileHandle.standardError.write(Data("\r\(label) [\(bar)] \(n)/\(total)".utf8))
         if n == total { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
+}
+
+struct TrashCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "trash", abstract: "Empty the trash: purge every trashed item and give its space back.",
+        discussion: "marfafs trash empty MOUNTPOINT purges through the mount (as rm in trash/ does); marfafs trash empty --store PATH purges an unmounted store. A server keeps its copies trashed (the wire contract has no purge).")
+
+    @Argument(help: "empty")
+    var action: String
+
+    @Argument(help: "The mount point (or none, with --store).")
+    var mountpoint: String?
+
+    @OptionGroup var storeOption: StoreOption
+
+    func run() throws {
+        guard action == "empty" else { fail(CLIError("marfafs trash: the one action is 'empty'")) }
+        do {
+            if let mountpoint {
+                let mnt = Paths.absolute(mountpoint)
+                guard MountPoint.isMarfafsMount(mnt) else { throw CLIError("\(mnt) is not a marfafs mount") }
+                var n = 0
+                let trash = mnt + "/trash"
+                for t in (try? FileManager.default.contentsOfDirectory(atPath: trash)) ?? [] {
+                    for name in (try? FileManager.default.contentsOfDirectory(atPath: trash + "/" + t)) ?? [] {
+                        let p = trash + "/" + t + "/" + name
+                        guard unlink(p) == 0 else { throw CLIError("cannot purge \(p): \(String(cString: strerror(errno)))") }
+                        n += 1
+                    }
+                }
+                print("purged \(n) items")
+            } else {
+                let lock = try StoreLock(store: storeOption.path)
+                guard FileManager.default.fileExists(atPath: storeOption.path) else { throw CLIError("no store at \(storeOption.path)") }
+                let store = try Store(path: storeOption.path)
+                try store.recoverStaged()
+                let purged = try store.purgeTrash()
+                try store.dropUnusedBlobs()
+                print("purged \(purged.count) items")
+                withExtendedLifetime(lock) {}
+            }
+        } catch let e as CLIError { fail(e) }
     }
 }

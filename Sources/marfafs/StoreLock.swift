@@ -24,4 +24,18 @@ final class StoreLock {
     }
 
     deinit { close(fd) }
+
+    /// Waits until no process holds the store's lock (a daemon finishing its unmount).
+    static func waitUntilFree(store: String, seconds: Double) -> Bool {
+        let fd = open(store + ".lock", O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { return true }
+        defer { close(fd) }
+        let deadline = Date().addingTimeInterval(seconds)
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            if Date() >= deadline { return false }
+            usleep(20_000)
+        }
+        flock(fd, LOCK_UN)
+        return true
+    }
 }
