@@ -30,6 +30,11 @@ struct Catalog {
     var scratchAliases: [Int64: Int64] = [:]
     /// Items made through this mount (FS-28: a copy in progress takes the original's attributes).
     var createdHere: Set<Int64> = []
+    /// Times set on directories, by directory key.
+    var dirTimes: [String: Int64] = [:]
+    /// Items just moved to the trash by `unlink`, per directory key and name: a create of the same
+    /// name right after brings the item back (`FileSystem.reattachWindow`).
+    var unlinked: [String: [String: (item: Int64, at: Date)]] = [:]
 
     struct Parked {
         var item: Int64
@@ -56,6 +61,7 @@ struct Catalog {
         for (itemID, et) in try store.edgeDirs() { if let r = byID[itemID] { edgeDirs[r, default: []].insert(et) } }
         registeredTypes = Set(store.allTypes().map(\.id))
         for s in try store.allScratch() { addScratch(s) }
+        dirTimes = try store.dirTimes()
     }
 
     mutating func setItem(_ s: ItemSummary) {

@@ -197,6 +197,19 @@ extension FileSystem {
             wroteUnsettled(pk.item, size: size, mtimeNs: mtime)
             return (try attr(.item(pk.item)), invalidations((p, [backup])))
         }
+        if let (r, at) = catalog.unlinked[key]?.removeValue(forKey: name), Date().timeIntervalSince(at) < Self.reattachWindow,
+           catalog.items[r]?.state == .trashed {
+            // Removed and made again at once under the same name (`tar -x` over a file, a tool
+            // that deletes before it writes): the item comes back from the trash, empty, with its
+            // id, inode, tags, edges and attributes (FS-28).
+            try wrap { try store.untrash(rowid: r) }
+            let (size, mtime) = try wrap { try store.truncateUnsettled(rowid: r, size: 0) }
+            var inv = try refreshItem(r)
+            wroteUnsettled(r, size: size, mtimeNs: mtime)
+            catalog.createdHere.insert(r)
+            inv += knownIno(.item(r)).map { [.inode($0)] } ?? []
+            return (try attr(.item(r)), inv)
+        }
         guard ScratchNames.matches(name) else { return nil }
         let s = try wrap { try store.stageScratch(dir: key, name: name) }
         catalog.addScratch(s)
@@ -241,7 +254,7 @@ extension FileSystem {
                 try forgetScratch(s)
                 return []
             }
-            try settleNow()
+            try settleNow(spools: false)
             if let key = dirKey(p), let pk = catalog.parked[key]?[name] {
                 catalog.parked[key]?[name] = nil
                 // An item renamed to a backup name and removed: it goes to the trash.
@@ -256,6 +269,7 @@ extension FileSystem {
                 return try refreshItem(r, removed: true)
             case (.typeDir, .item(let r)):
                 _ = try wrap { try store.setState(rowid: r, .trashed) }   // FS §4: unlink moves to trash
+                if let key = dirKey(p) { catalog.unlinked[key, default: [:]][name] = (r, Date()) }
                 return try refreshItem(r)
             case (.tagDir(let tag), .tagEntry(_, let r)):
                 var tags = catalog.tagsOf[r] ?? []
@@ -292,7 +306,7 @@ extension FileSystem {
 
     public func rmdir(parent: UInt64, name: String) throws {
         try freeing { try locked {
-            try settleNow()
+            try settleNow(spools: false)
             let p = try node(parent)
             guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
             switch child {

@@ -17,12 +17,14 @@ extension FileSystem {
 
     /// Settles every unsettled file now and brings the catalog up to date. Call with the lock held
     /// (the invalidations go to the notifier thread, which never takes the lock).
-    func settleNow() throws {
+    /// `spools`: blob files being written settle too (their bytes enter the cache now), so that
+    /// their upload and update are queued before what follows; a removal does without (it must
+    /// work on a full disk, FS-28).
+    func settleNow(spools: Bool = true) throws {
         guard settler.mayHaveWork else { return }
         try wrap { try store.commitStaged() }
         let rows = try wrap { try store.settle() }
-        // Blob files being written settle too: their bytes enter the cache now.
-        let spooled = try wrap { try store.settleSpools() }
+        let spooled = spools ? try wrap { try store.settleSpools() } : []
         settler.settledAll()
         var inv: [Invalidation] = []
         for r in rows + spooled { inv += try refreshItem(r) }
@@ -48,7 +50,8 @@ extension FileSystem {
     /// under it (unless a write came meanwhile).
     func settleQuietSpools() {
         let quietSince = Int64((Date().timeIntervalSince1970 - settler.spoolWindow) * 1e9)
-        for r in store.spool.rowids {
+        let trashed = locked { Set(store.spool.rowids.filter { catalog.items[$0]?.state == .trashed }) }
+        for r in store.spool.rowids where !trashed.contains(r) {
             do {
                 guard let (_, mtime) = try? store.spool.attributes(r), mtime <= quietSince,
                       let cached = try store.cacheSpool(r) else { continue }
@@ -59,9 +62,12 @@ extension FileSystem {
                 notify(inv)
             } catch {
                 noteError(error)
-                log.error("settling a blob failed; retried on the next pass", metadata: ["item": "\(r)", "error": "\(error)"])
+                log.error("settling a blob failed; retried in a few seconds", metadata: ["item": "\(r)", "error": "\(error)"])
+                settler.retryAfter(5)
             }
         }
+        // Blob files still waiting: looked at again once their window has passed.
+        if store.spool.rowids.contains(where: { !trashed.contains($0) }) { settler.retryAfter(settler.spoolWindow / 2) }
     }
 
     /// One batch of files quiet for the settle window; true if more may be waiting. The store
@@ -76,7 +82,8 @@ extension FileSystem {
             let inv: [Invalidation] = try locked {
                 var inv: [Invalidation] = []
                 for r in rows { inv += try refreshItem(r) }
-                if rows.count < batch, store.staging.isEmpty, store.spool.rowids.isEmpty, try !store.hasUnsettled() { settler.settledAll() }
+                if rows.count < batch, store.staging.isEmpty, try !store.hasUnsettled(),
+                   store.spool.rowids.allSatisfy({ catalog.items[$0]?.state == .trashed }) { settler.settledAll() }
                 return inv
             }
             notify(inv)
@@ -105,6 +112,8 @@ final class Settler: @unchecked Sendable {
     private var running = false
     private var lastWrite = Date().timeIntervalSince1970
     private var firstPending: Double? = Date().timeIntervalSince1970
+    /// No pass before this time (work that waits for a window of its own, or a failure).
+    private var notBefore: Double = 0
 
     init(window: Double, maxDelay: Double = 1) { self.window = window; self.maxDelay = maxDelay }
 
@@ -123,6 +132,11 @@ final class Settler: @unchecked Sendable {
         cond.unlock()
     }
 
+    /// The next pass waits at least `seconds`.
+    func retryAfter(_ seconds: Double) {
+        cond.lock(); notBefore = max(notBefore, Date().timeIntervalSince1970 + seconds); cond.unlock()
+    }
+
     func settledAll() {
         cond.lock(); dirty = false; firstPending = nil; cond.unlock()
     }
@@ -135,7 +149,7 @@ final class Settler: @unchecked Sendable {
                 while running && !dirty { cond.wait() }
                 guard running else { cond.unlock(); return }
                 let now = Date().timeIntervalSince1970
-                let due = min(lastWrite + window, (firstPending ?? now) + maxDelay)
+                let due = max(min(lastWrite + window, (firstPending ?? now) + maxDelay), notBefore)
                 if due > now {
                     _ = cond.wait(until: Date(timeIntervalSince1970: due))
                     cond.unlock()

@@ -5,6 +5,9 @@ import MarfaStore
 
 extension FileSystem {
     static let readOnlyAttrs: Set<String> = ["id", "type", "version", "created_at", "updated_at", "source", "sync", "blob"]
+    /// Read-only attributes that change on their own (a save, a sync): a write of another value is
+    /// taken silently and changes nothing, so a copy made earlier can be put back (FS-28).
+    static let volatileAttrs: Set<String> = ["version", "updated_at", "sync"]
 
     /// `getxattr` (§5). `security.*` and `system.*` answer ENODATA at once (FS-17).
     public func getxattr(_ ino: UInt64, name: String) throws -> [UInt8] {
@@ -41,6 +44,13 @@ extension FileSystem {
         guard name.hasPrefix("user.") else { throw FSError(.notSupported, "only user.* attributes are kept") }
         let inv: [Invalidation] = try locked {
             guard case .item(let r) = try node(ino) else { throw FSError(.notPermitted, "attributes belong to item files") }
+            // A file being copied over an item (`tar -x` writes attributes between its create and
+            // its bytes): an attribute the item already has is taken without settling the file
+            // half written.
+            if catalog.createdHere.contains(r), name.hasPrefix("user.marfa."), (try? getxattrUnlocked(r, name, marfa: true)) == value { return [] }
+            // The item's own progress: a copy carries the value it had when it was made; taken, and
+            // nothing changes.
+            if let key = name.dropPrefix("user.marfa."), Self.volatileAttrs.contains(key) { return [] }
             try settleNow()
             let copying = isCopying(r)
             guard let text = String(validating: value, as: UTF8.self) else {
@@ -61,7 +71,8 @@ extension FileSystem {
             if Self.readOnlyAttrs.contains(key) {
                 // Its current value (a copy of the file's own attributes) is accepted and changes
                 // nothing; another value is refused, except on a copy in progress (FS-28).
-                if copying || (try? getxattrUnlocked(r, name, marfa: true)) == value { return [] }
+                if (try? getxattrUnlocked(r, name, marfa: true)) == value { return [] }
+                if copying && (key != "id" || catalog.byID[text] != nil) { return [] }
                 throw FSError(.notPermitted, "\(name) is read-only")
             }
             guard let s = catalog.items[r] else { throw FSError(.notFound, "item") }
@@ -115,10 +126,20 @@ extension FileSystem {
 
     /// Whether item `r` is a copy in progress: a file made through this mount that no server has
     /// seen yet (`cp -a`, `rsync -X` and `tar --xattrs` write the original's attributes onto it).
-    /// Its read-only attributes take any value silently. Call with the lock held.
+    /// Its read-only attributes take another item's values silently. Call with the lock held.
     func isCopying(_ r: Int64) -> Bool {
         guard catalog.createdHere.contains(r) else { return false }
         return (try? store.item(rowid: r))??.item.version == 0
+    }
+
+    /// Whether item `r` is rsync's temporary file (`.name.XXXXXX`, made through this mount): its
+    /// bytes become another file's at rsync's rename, so removing a property from it (one the
+    /// source file has no attribute for) changes nothing.
+    func isRsyncTemporary(_ r: Int64) -> Bool {
+        guard isCopying(r), let name = catalog.name(of: r), name.hasPrefix("."),
+              let dot = name.lastIndex(of: "."), dot > name.startIndex else { return false }
+        let tail = name[name.index(after: dot)...]
+        return tail.count == 6 && tail.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
     }
 
     /// An attribute's value as `getxattr` gives it; call with the lock held, files settled.
@@ -162,7 +183,7 @@ extension FileSystem {
                 // The attributes every item has (and its title, which lives in the file name) are
                 // not removed: removing one changes nothing, so `rsync -X` from a plain file works
                 // (FS-28). A property is removed from the item (its front-matter line).
-                guard let prop = key.dropPrefix("prop."), !isCopying(r),
+                guard let prop = key.dropPrefix("prop."), !isRsyncTemporary(r),
                       prop != store.type(catalog.items[r]?.type ?? "").titleField else { return [] }
                 guard try wrap({ try store.setProperty(rowid: r, name: prop, value: nil) }) != nil else { return [] }
                 return try refreshItem(r, contentChanged: true)

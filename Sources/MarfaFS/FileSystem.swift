@@ -26,6 +26,8 @@ public final class FileSystem: @unchecked Sendable {
     public var fetchBlob: (@Sendable (String) -> Bool)?
     /// The latest sync events as JSON lines (`.marfafs/events`).
     public var syncEvents: (@Sendable () -> String)?
+    /// Seconds within which a file removed and made again under its name is the same item (FS-28).
+    static let reattachWindow: Double = 5
     /// Seconds the kernel may cache entries and attributes of items and directories.
     public var cacheTimeout: Double = 86_400
     let uid: UInt32
@@ -44,6 +46,10 @@ public final class FileSystem: @unchecked Sendable {
         try store.recoverStaged()
         try store.settle()
         self.catalog = try Catalog(store: store)
+        // Blob files that could not settle yet (a full disk): their spool file is their size.
+        for r in store.spool.rowids {
+            if let (size, mtime) = try? store.spool.attributes(r) { catalog.items[r]?.size = size; catalog.items[r]?.mtimeNs = mtime }
+        }
         // Building the catalog leaves freed memory in the heap: give it back.
         _ = marfafs_malloc_trim(0)
         uid = getuid(); gid = getgid()
@@ -131,7 +137,8 @@ public final class FileSystem: @unchecked Sendable {
             let target = try readlinkLocked(n)
             return FileAttr(ino: i, kind: .symlink, size: Int64(target.utf8.count), mtimeNs: mtimeOf(n), nlink: 1, timeout: cacheTimeout)
         default:
-            return FileAttr(ino: i, kind: .directory, size: 4096, mtimeNs: Int64(mountedAt.timeIntervalSince1970 * 1e9), nlink: 2, timeout: cacheTimeout)
+            let mtime = dirKey(n).flatMap { catalog.dirTimes[$0] } ?? Int64(mountedAt.timeIntervalSince1970 * 1e9)
+            return FileAttr(ino: i, kind: .directory, size: 4096, mtimeNs: mtime, nlink: 2, timeout: cacheTimeout)
         }
     }
 
@@ -260,7 +267,11 @@ public final class FileSystem: @unchecked Sendable {
             case .scratch(let id):
                 catalog.addScratch(try wrap { try store.setScratchMtime(id, ns: ns) })
             default:
-                break   // directories and links: their times are the mount's
+                // A type or tag directory keeps the time set on it; other directories and links
+                // show the mount's.
+                guard let key = dirKey(n) else { break }
+                try wrap { try store.setDirTime(key, ns: ns) }
+                catalog.dirTimes[key] = ns
             }
         }
     }

@@ -217,6 +217,8 @@ extension FrontMatter {
             guard let newLine else { return nil }
             out.append(newLine)
         }
+        // A block left empty by the removal goes with it.
+        if out.allSatisfy({ $0.trimmingCharacters(in: .whitespaces).isEmpty }) { return body }
         // The opening line as it was (`---`), then the block, then the closing line as it was.
         let openLen = text.hasPrefix("---\r\n") ? 5 : 4
         let closeStart = text.utf8.count - body.utf8.count

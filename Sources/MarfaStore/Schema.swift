@@ -102,10 +102,12 @@ enum Schema {
         }
         m.registerMigration("v5-purge-and-links") { db in
             // FS-28: items purged from the trash (a server that still has them trashed does not
-            // bring them back); scratch symlinks (Emacs' `.#name` lock files).
+            // bring them back); scratch symlinks (Emacs' `.#name` lock files); the times set on
+            // directories (`rsync -a`).
             try db.execute(sql: """
                 CREATE TABLE purged(id TEXT PRIMARY KEY, at TEXT NOT NULL) WITHOUT ROWID;
                 ALTER TABLE scratch ADD COLUMN link TEXT;
+                CREATE TABLE dir_times(dir TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL) WITHOUT ROWID;
                 """)
         }
         return m

@@ -256,24 +256,48 @@ extension Store {
     public func setState(rowid: Int64, _ state: ItemState) throws -> StoredItem {
         try settledWrite { db in
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
-            if cur.item.state == state { return cur }
-            let now = Date()
-            try db.run("UPDATE items SET state = ?, updated_at = ?, mtime_ns = ? WHERE rowid = ?",
-                           [state.rawValue, Timestamp.format(now), Self.ns(now), rowid])
-            let sent = try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND state != 'pending'", [cur.item.id])
-            if cur.item.version == 0 && !sent {
-                // The server never saw this item: trashing it leaves nothing to send (its edges
-                // keep theirs); restoring it queues its create again.
-                if state == .trashed {
-                    try db.run("DELETE FROM mutations WHERE item_id = ? AND kind NOT IN ('create_edge', 'delete_edge')", [cur.item.id])
-                } else {
-                    var c = cur.item; c.state = state
+            return try setStateLocked(db, cur, state)
+        }
+    }
+
+    func setStateLocked(_ db: Database, _ cur: StoredItem, _ state: ItemState) throws -> StoredItem {
+        let rowid = cur.rowid
+        if cur.item.state == state { return cur }
+        let now = Date()
+        try db.run("UPDATE items SET state = ?, updated_at = ?, mtime_ns = ? WHERE rowid = ?",
+                       [state.rawValue, Timestamp.format(now), Self.ns(now), rowid])
+        let sent = try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND state != 'pending'", [cur.item.id])
+        if cur.item.version == 0 && !sent {
+            // The server never saw this item: trashing it leaves nothing to send (its edges
+            // keep theirs); restoring it queues its create again.
+            if state == .trashed {
+                try db.run("DELETE FROM mutations WHERE item_id = ? AND kind NOT IN ('create_edge', 'delete_edge')", [cur.item.id])
+            } else {
+                var c = cur.item; c.state = state
+                try enqueueItemChange(db, c)
+            }
+        } else {
+            try enqueue(db, kind: .transition, itemID: cur.item.id, payload: ["state": .string(state.rawValue)], coalesce: false)
+        }
+        return try Self.fetchItem(db, rowid: rowid)!
+    }
+
+    /// Brings an item just moved to the trash back to `active`: the transition to the trash, if
+    /// still waiting, is taken back instead of followed by another.
+    public func untrash(rowid: Int64) throws {
+        try settledWrite { db in
+            guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+            guard cur.item.state == .trashed else { return }
+            if let head = try Self.lastMutationHead(db, cur.item.id), head.kind == .transition, head.state == "pending" {
+                try db.run("DELETE FROM mutations WHERE seq = ?", [head.seq])
+                try db.run("UPDATE items SET state = 'active' WHERE rowid = ?", [rowid])
+                if cur.item.version == 0, try !db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = 'create'", [cur.item.id]) {
+                    var c = cur.item; c.state = .active
                     try enqueueItemChange(db, c)
                 }
-            } else {
-                try enqueue(db, kind: .transition, itemID: cur.item.id, payload: ["state": .string(state.rawValue)], coalesce: false)
+                return
             }
-            return try Self.fetchItem(db, rowid: rowid)!
+            _ = try setStateLocked(db, cur, .active)
         }
     }
 

@@ -84,6 +84,17 @@ extension Store {
         }
     }
 
+    /// Times set on directories (`types/core.note`, `tags/x`): `rsync -a` keeps them (FS-28).
+    public func dirTimes() throws -> [String: Int64] {
+        try pool.read { db in
+            Dictionary(try Row.fetchAll(db, sql: "SELECT dir, mtime_ns FROM dir_times").map { ($0[0] as String, $0[1] as Int64) }, uniquingKeysWith: { a, _ in a })
+        }
+    }
+
+    public func setDirTime(_ dir: String, ns: Int64) throws {
+        try write { db in try db.run("INSERT OR REPLACE INTO dir_times(dir, mtime_ns) VALUES (?, ?)", [dir, ns]) }
+    }
+
     public func setScratchMtime(_ rowid: Int64, ns: Int64) throws -> ScratchFile {
         try write { db in
             try db.run("UPDATE scratch SET mtime_ns = ? WHERE rowid = ?", [ns, rowid])

@@ -164,7 +164,11 @@ extension Store {
             let waiting = try pool.read { db in try db.exists("SELECT 1 FROM items WHERE rowid = ? AND unsettled = 2", [r]) }
             if waiting { try spool.adopt(r) } else { spool.remove(r) }
         }
-        try settleSpools()
+        // A spool file that cannot settle now (a full disk) stays the item's bytes: the mount
+        // serves it and settles it later.
+        for r in spool.rowids {
+            do { try settleSpools([r]) } catch { continue }
+        }
     }
 
     /// The size and mtime of an item's spool file, for a write or truncate that went there.

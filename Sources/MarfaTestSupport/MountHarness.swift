@@ -147,10 +147,23 @@ public final class MountHarness: @unchecked Sendable {
         return vault
     }
 
-    /// Mounts, runs `body`, and unmounts whatever happens.
-    public static func with(store: String? = nil, options: [String] = [], _ body: (MountHarness) throws -> Void) throws {
+    /// Makes the store one a server has seen (as after a sync), so its queue keeps every payload
+    /// even when mounted without `--server` (a store no server has seen keeps none).
+    public func bindStore() throws {
+        let empty = root + "/empty-vault"
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        let r = Shell.run([Self.binary, "import", empty, "--store", store])
+        guard r.status == 0 else { throw HarnessError("import failed: \(r.stderr)") }
+        let q = Shell.run(["/usr/bin/sqlite3", store, "INSERT OR REPLACE INTO meta(key, value) VALUES ('server', 'http://127.0.0.1:9')"])
+        guard q.status == 0 else { throw HarnessError("binding the store failed: \(q.stderr)") }
+    }
+
+    /// Mounts, runs `body`, and unmounts whatever happens. `bound`: the store is one a server has
+    /// seen (`bindStore`).
+    public static func with(store: String? = nil, options: [String] = [], bound: Bool = false, _ body: (MountHarness) throws -> Void) throws {
         let h = try MountHarness(store: store)
         h.mountOptions = options
+        if bound { try h.bindStore() }
         try h.mount()
         defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
         try body(h)

@@ -96,7 +96,7 @@ import Testing
     }
 
     @Test func FS8_FS9_whatYouWriteIsWhatYouRead() throws {
-        try MountHarness.with { m in
+        try MountHarness.with(bound: true) { m in
             let text = "---\ndue: 2026-12-01\nstatus: draft\ncount: 3\n---\nthe body, verbatim  \n\ttabs\r\n"
             try Data(text.utf8).write(to: URL(fileURLWithPath: m.path("types/core.note/plan.md")))
             let back = try Data(contentsOf: URL(fileURLWithPath: m.path("types/core.note/plan.md")))
@@ -168,7 +168,7 @@ import Testing
     }
 
     @Test func ops_createInATagMakesATaggedNoteShownAsASymlink() throws {
-        try MountHarness.with { m in
+        try MountHarness.with(bound: true) { m in
             #expect(m.sh("mkdir tags/inbox && printf 'idea\\n' > tags/inbox/idea.md").status == 0)
             #expect(m.sh("stat -c %F tags/inbox/idea.md").out == "symbolic link")
             #expect(m.sh("readlink tags/inbox/idea.md").out == "../../types/core.note/idea.md")
@@ -179,7 +179,7 @@ import Testing
     }
 
     @Test func ops_renameChangesTheTitleAndQueuesAnUpdate() throws {
-        try MountHarness.with { m in
+        try MountHarness.with(bound: true) { m in
             #expect(m.sh("echo x > types/core.note/old.md").status == 0)
             m.sql("SELECT 1") // the store is readable while mounted
             #expect(m.markQueueSent())
@@ -263,19 +263,24 @@ import Testing
     }
 
     @Test func ops_archiveTrashAndBackAreTransitions() throws {
-        try MountHarness.with { m in
+        try MountHarness.with(bound: true) { m in
             #expect(m.sh("echo x > types/core.note/n.md").status == 0 && m.markQueueSent())
             #expect(m.sh("mv types/core.note/n.md archive/core.note/ && ls archive/core.note types/core.note").out == "archive/core.note:\nn.md\n\ntypes/core.note:")
             #expect(m.sh("getfattr --only-values -n user.marfa.state archive/core.note/n.md").out == "archived")
             #expect(m.sh("mv archive/core.note/n.md types/core.note/ && rm types/core.note/n.md && ls trash/core.note").out == "n.md")
-            #expect(m.sh("rm trash/core.note/n.md 2>&1").out.contains("Operation not permitted"))
             #expect(m.sh("mv trash/core.note/n.md types/core.note/ && cat types/core.note/n.md").out == "x")
             #expect(m.sql("SELECT json_extract(payload, '$.state') FROM mutations WHERE state = 'pending' ORDER BY seq") == "archived\nactive\ntrashed\nactive")
+            // Removed from the trash: purged here (FS-28); the server keeps it trashed and is told so.
+            let id = m.sh("getfattr --only-values -n user.marfa.id types/core.note/n.md").out
+            #expect(m.sh("rm types/core.note/n.md && rm trash/core.note/n.md && ls trash/core.note").out.isEmpty)
+            #expect(m.sql("SELECT count(*) FROM items WHERE id = '\(id)'") == "0")
+            #expect(m.sql("SELECT count(*) FROM purged WHERE id = '\(id)'") == "1")
+            #expect(m.sql("SELECT json_extract(payload, '$.state') FROM mutations WHERE state = 'pending' ORDER BY seq") == "archived\nactive\ntrashed\nactive\ntrashed")
         }
     }
 
     @Test func ops_tagsByLnRmMkdirRmdirMv() throws {
-        try MountHarness.with { m in
+        try MountHarness.with(bound: true) { m in
             #expect(m.sh("echo a > types/core.note/a.md && echo b > types/core.note/b.md && mkdir tags/red").status == 0)
             #expect(m.markQueueSent())
             #expect(m.sh("ln -s ../../types/core.note/a.md tags/red/ && ln types/core.note/b.md tags/red/b.md && ls tags/red").out == "a.md\nb.md")
