@@ -5,10 +5,15 @@ import MarfaStore
 extension FileSystem {
     /// A control file's text: made anew at a stat (`fresh`), reused by reads within a second of it.
     /// Called with the lock held.
+    /// Each reader (by the thread id of its request) has its own snapshot, so two programs reading
+    /// `.marfafs/status` at once never get bytes cut to the other's length.
     func controlSnapshot(_ name: String, fresh: Bool) -> String {
-        if !fresh, let s = controlSnapshots[name], Date().timeIntervalSince(s.at) < 1 { return s.text }
+        let key = name + "#" + String(currentReader)
+        let now = Date()
+        if !fresh, let s = controlSnapshots[key], now.timeIntervalSince(s.at) < 5 { return s.text }
         let text = controlContent(name)
-        controlSnapshots[name] = (text, Date())
+        if controlSnapshots.count > 64 { controlSnapshots = controlSnapshots.filter { now.timeIntervalSince($0.value.at) < 5 } }
+        controlSnapshots[key] = (text, now)
         return text
     }
 

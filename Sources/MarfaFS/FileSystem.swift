@@ -37,6 +37,9 @@ public final class FileSystem: @unchecked Sendable {
     /// The text of each control file as its last stat saw it: a read right after serves the same
     /// bytes, so the length the kernel was told and the bytes it reads agree.
     var controlSnapshots: [String: (text: String, at: Date)] = [:]
+    /// The process (thread) whose request is being answered, for control-file snapshots: each
+    /// reader gets the bytes its own stat measured, whoever else reads meanwhile.
+    var currentReader: Int32 = 0
 
     public init(store: Store, logger: Logger, settleWindow: Double = 0.1) throws {
         self.store = store
@@ -151,12 +154,13 @@ public final class FileSystem: @unchecked Sendable {
         }
     }
 
-    public func getattr(_ ino: UInt64) throws -> FileAttr {
-        try locked { try attr(try node(ino)) }
+    public func getattr(_ ino: UInt64, reader: Int32 = 0) throws -> FileAttr {
+        try locked { currentReader = reader; return try attr(try node(ino)) }
     }
 
-    public func lookup(parent: UInt64, name: String) throws -> FileAttr {
+    public func lookup(parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
         try locked {
+            currentReader = reader
             let p = try node(parent)
             guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
             return try attr(child)
@@ -181,7 +185,7 @@ public final class FileSystem: @unchecked Sendable {
         try locked { try readlinkLocked(try node(ino)) }
     }
 
-    public func read(_ ino: UInt64, offset: Int64, size: Int) throws -> [UInt8] {
+    public func read(_ ino: UInt64, offset: Int64, size: Int, reader: Int32 = 0) throws -> [UInt8] {
         let (n, summary, staged): (Node, ItemSummary?, [UInt8]?) = try locked {
             let n = try node(ino)
             // A staged file is read from memory, a spooled blob from its spool file (FS-28).
@@ -210,9 +214,9 @@ public final class FileSystem: @unchecked Sendable {
             // waiting outside the lock so the mount and the sync engine carry on meanwhile.
             if name == ControlFile.flush.rawValue, offset == 0, syncStatus != nil {
                 waitForEmptyQueue()
-                return Self.slice(Array(locked { controlSnapshot(name, fresh: true) }.utf8), offset: offset, size: size)
+                return Self.slice(Array(locked { currentReader = reader; return controlSnapshot(name, fresh: true) }.utf8), offset: offset, size: size)
             }
-            return Self.slice(Array(locked { controlSnapshot(name, fresh: false) }.utf8), offset: offset, size: size)
+            return Self.slice(Array(locked { currentReader = reader; return controlSnapshot(name, fresh: false) }.utf8), offset: offset, size: size)
         default:
             throw FSError(.isDirectory, "inode \(ino)")
         }

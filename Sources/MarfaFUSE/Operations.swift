@@ -6,6 +6,12 @@ import MarfaFS
 // C trampolines. They capture nothing (libfuse calls them as C function pointers from its worker
 // threads) and live outside main.swift so they are not main-actor isolated.
 
+/// The thread id of the process that made the request.
+@inline(__always)
+private func reader(_ req: fuse_req_t?) -> Int32 {
+    fuse_req_ctx(req).map { Int32($0.pointee.pid) } ?? 0
+}
+
 @inline(__always)
 private func owner(_ req: fuse_req_t?) -> FuseMount {
     Unmanaged<FuseMount>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
@@ -86,7 +92,7 @@ extension FuseMount {
         ops.lookup = { req, parent, cname in
             guarded(req, "lookup") { m in
                 do {
-                    var e = entryParam(try m.fs.lookup(parent: parent, name: try name(cname)))
+                    var e = entryParam(try m.fs.lookup(parent: parent, name: try name(cname), reader: reader(req)))
                     fuse_reply_entry(req, &e)
                 } catch let err as FSError where err.code == .notFound || err.code == .badName {
                     var e = fuse_entry_param()
@@ -99,7 +105,7 @@ extension FuseMount {
         ops.forget_multi = { req, _, _ in fuse_reply_none(req) }
         ops.getattr = { req, ino, _ in
             guarded(req, "getattr") { m in
-                let a = try m.fs.getattr(ino)
+                let a = try m.fs.getattr(ino, reader: reader(req))
                 var st = stat(); fill(&st, a, uid: getuid(), gid: getgid())
                 fuse_reply_attr(req, &st, a.timeout)
             }
@@ -177,7 +183,7 @@ extension FuseMount {
         }
         ops.read = { req, ino, size, off, _ in
             guarded(req, "read") { m in
-                let bytes = try m.fs.read(ino, offset: Int64(off), size: size)
+                let bytes = try m.fs.read(ino, offset: Int64(off), size: size, reader: reader(req))
                 _ = bytes.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
             }
         }

@@ -48,7 +48,7 @@ public struct StoredItem: Sendable {
                     schemaVersion: row["schema_version"], source: row["source"], sourceID: row["source_id"],
                     timestamp: row["timestamp"], createdAt: row["created_at"], updatedAt: row["updated_at"],
                     state: ItemState(rawValue: row["state"]) ?? .active, tier: Tier(rawValue: row["tier"]) ?? .library)
-        if let d: Data = row["raw"] { raw = [UInt8](d) } else { raw = nil }
+        if let d: Data = row["raw"] { raw = [UInt8](d) } else { raw = RawText.join(head: row["raw_head"], properties: props) }
         fileName = row["file_name"]; size = row["size"]; mtimeNs = row["mtime_ns"]
         sync = SyncState(rawValue: row["sync"]) ?? .pending; syncError = row["sync_error"]
         xattrs = Xattrs.decode(row["xattrs"])
@@ -102,5 +102,29 @@ extension Mutation {
                   kind: MutationKind(rawValue: row["kind"]) ?? .update, itemID: row["item_id"],
                   payload: JSONCoding.object(from: row["payload"]), createdAt: row["created_at"],
                   state: row["state"], attempts: row["attempts"], lastError: row["last_error"])
+    }
+}
+
+/// A written text file stored once (FS-28): when its bytes end with its body property, the row
+/// keeps only the bytes before the body (`raw_head`: the body field's name, NUL, the front
+/// matter as written); the file is that head followed by the body.
+enum RawText {
+    /// (raw, raw_head) for a settled text file's bytes and the properties parsed from them.
+    static func columns(_ bytes: [UInt8], properties: [String: JSONValue], bodyField: String) -> (raw: Data?, head: Data?) {
+        guard case .string(let body)? = properties[bodyField], !bodyField.utf8.contains(0) else { return (Data(bytes), nil) }
+        let b = Array(body.utf8)
+        guard b.count <= bytes.count, bytes.suffix(b.count).elementsEqual(b) else { return (Data(bytes), nil) }
+        var head = Array(bodyField.utf8)
+        head.append(0)
+        head += bytes.prefix(bytes.count - b.count)
+        return (nil, Data(head))
+    }
+
+    /// The file's bytes from a head and the properties; nil without a head.
+    static func join(head: Data?, properties: [String: JSONValue]) -> [UInt8]? {
+        guard let head, let nul = head.firstIndex(of: 0) else { return nil }
+        let field = String(decoding: head[head.startIndex..<nul], as: UTF8.self)
+        guard case .string(let body)? = properties[field] else { return nil }
+        return [UInt8](head[(nul + 1)...]) + Array(body.utf8)
     }
 }

@@ -110,6 +110,11 @@ enum Schema {
                 CREATE TABLE dir_times(dir TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL) WITHOUT ROWID;
                 """)
         }
+        m.registerMigration("v6-raw-head") { db in
+            // A written text file whose body is its body property keeps only what comes before the
+            // body (`<body field> NUL <front matter bytes>`): the body is stored once (FS-28).
+            try db.execute(sql: "ALTER TABLE items ADD COLUMN raw_head BLOB")
+        }
         return m
     }
 }

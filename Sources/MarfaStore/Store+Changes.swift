@@ -69,11 +69,13 @@ extension Store {
                         state: n.state, tier: .library)
         if try db.exists("SELECT 1 FROM items WHERE id = ?", [id]) { throw StoreError.exists(id) }
         let row = try rowid ?? rowids.next(.items, db)
+        var (raw, head): (Data?, Data?) = (isBlob && !unsettled ? nil : Data(n.content), nil)
+        if !isBlob && !unsettled && sync != .invalid { (raw, head) = RawText.columns(n.content, properties: props, bodyField: t.bodyField) }
         try db.run("""
-            INSERT INTO items(rowid, id, type, properties, raw, file_name, stem, ext, size, version, source, source_id,
+            INSERT INTO items(rowid, id, type, properties, raw, raw_head, file_name, stem, ext, size, version, source, source_id,
               timestamp, created_at, updated_at, mtime_ns, state, tier, sync, sync_error, unsettled)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'library', ?, ?, ?)
-            """, [row, id, n.type, JSONCoding.encode(props), isBlob && !unsettled ? nil : Data(n.content), n.fileName, stem, ext,
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'library', ?, ?, ?)
+            """, [row, id, n.type, JSONCoding.encode(props), raw, head, n.fileName, stem, ext,
                   n.content.count, n.sourceID, ts, ts, ts, mtimeNs, n.state.rawValue, sync.rawValue, syncError, unsettled])
         let tags = Set(n.tags).sorted()
         for tag in tags { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [id, tag]) }
@@ -145,7 +147,7 @@ extension Store {
             let old = cur.item.properties["blob_ref"]?.stringValue
             if old == hash, cur.sync == .synced || cur.sync == .pending {
                 // The same bytes again (`cp -a` back over the file): nothing changes (FS-28).
-                try db.run("UPDATE items SET raw = NULL, size = ?, mtime_ns = ?, blob_ref = ?, unsettled = 0 WHERE rowid = ?", [bytes.count, cur.mtimeNs, hash, cur.rowid])
+                try db.run("UPDATE items SET raw = NULL, raw_head = NULL, size = ?, mtime_ns = ?, blob_ref = ?, unsettled = 0 WHERE rowid = ?", [bytes.count, cur.mtimeNs, hash, cur.rowid])
                 return cur
             }
             cur = try applyBlob(db, cur, hash: hash, size: Int64(bytes.count), now: now)
@@ -161,19 +163,21 @@ extension Store {
                 // Text that says what the item already holds (a file copied out and back, a save
                 // with no change): the bytes are kept, the item and the queue are not touched.
                 cur.item.updatedAt = stored.updatedAt
-                try db.run("UPDATE items SET raw = ?, size = ?, mtime_ns = ?, unsettled = 0 WHERE rowid = ?", [Data(bytes), bytes.count, cur.mtimeNs, cur.rowid])
+                let (raw, head) = RawText.columns(bytes, properties: cur.item.properties, bodyField: t.bodyField)
+                try db.run("UPDATE items SET raw = ?, raw_head = ?, size = ?, mtime_ns = ?, unsettled = 0 WHERE rowid = ?", [raw, head, bytes.count, cur.mtimeNs, cur.rowid])
                 return cur
             }
             cur.sync = .pending; cur.syncError = nil
             let (stem, ext) = Naming.stemAndExt(id: cur.item.id, type: t, properties: cur.item.properties, fileName: cur.fileName)
             cur.stem = stem; cur.ext = ext
-            try db.run("UPDATE items SET properties = ?, raw = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
-                           [JSONCoding.encode(cur.item.properties), Data(bytes), bytes.count, stem, ext, ts, cur.mtimeNs, cur.rowid])
+            let (raw, head) = RawText.columns(bytes, properties: cur.item.properties, bodyField: t.bodyField)
+            try db.run("UPDATE items SET properties = ?, raw = ?, raw_head = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
+                           [JSONCoding.encode(cur.item.properties), raw, head, bytes.count, stem, ext, ts, cur.mtimeNs, cur.rowid])
             try enqueueItemChange(db, cur.item)
         } catch let e as FrontMatterError {
             // FS-10: kept byte for byte, marked invalid, not queued until it parses again.
             cur.sync = .invalid; cur.syncError = e.description
-            try db.run("UPDATE items SET raw = ?, size = ?, updated_at = ?, mtime_ns = ?, sync = 'invalid', sync_error = ?, unsettled = 0 WHERE rowid = ?",
+            try db.run("UPDATE items SET raw = ?, raw_head = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'invalid', sync_error = ?, unsettled = 0 WHERE rowid = ?",
                            [Data(bytes), bytes.count, ts, cur.mtimeNs, e.description, cur.rowid])
         }
         return cur
@@ -189,7 +193,7 @@ extension Store {
         cur.size = size
         cur.item.properties["blob_ref"] = .string(hash)
         cur.sync = .pending; cur.syncError = nil
-        try db.run("UPDATE items SET properties = ?, raw = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
+        try db.run("UPDATE items SET properties = ?, raw = NULL, raw_head = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
                    [JSONCoding.encode(cur.item.properties), size, cur.item.updatedAt, cur.mtimeNs, cur.rowid])
         try enqueue(db, kind: .uploadBlob, itemID: cur.item.id,
                     payload: ["hash": .string(hash), "size": .int(size), "mime_type": cur.item.properties["mime_type"] ?? .null], coalesce: false)
@@ -339,8 +343,9 @@ extension Store {
             let size = isBlob ? cur.size : Int64(raw?.count ?? render(type: t, properties: cur.item.properties).utf8.count)
             let now = Date()
             cur.item.updatedAt = Timestamp.format(now)
-            try db.run("UPDATE items SET properties = ?, raw = ?, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
-                           [JSONCoding.encode(cur.item.properties), raw, size, cur.item.updatedAt, Self.ns(now), rowid])
+            let (rawCol, head) = raw.map { RawText.columns([UInt8]($0), properties: cur.item.properties, bodyField: t.bodyField) } ?? (nil, nil)
+            try db.run("UPDATE items SET properties = ?, raw = ?, raw_head = ?, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
+                           [JSONCoding.encode(cur.item.properties), rawCol, head, size, cur.item.updatedAt, Self.ns(now), rowid])
             try enqueueItemChange(db, cur.item)
             try refreshName(db, rowid: rowid)
             return try Self.fetchItem(db, rowid: rowid)!

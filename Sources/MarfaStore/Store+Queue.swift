@@ -145,7 +145,7 @@ extension Store {
                 if let f = fileName, Self.titleFromFileName(f, type: t) != outcome.resolved[t.titleField]?.stringValue { fileName = nil }
                 let (stem, ext) = Naming.stemAndExt(id: itemID, type: t, properties: outcome.resolved, fileName: fileName)
                 let size = TypeSchema.isBlobType(t.id) ? cur.size : Int64(render(type: t, properties: outcome.resolved).utf8.count)
-                try db.run("UPDATE items SET properties = ?, raw = NULL, file_name = ?, stem = ?, ext = ?, size = ?, mtime_ns = ? WHERE rowid = ?",
+                try db.run("UPDATE items SET properties = ?, raw = NULL, raw_head = NULL, file_name = ?, stem = ?, ext = ?, size = ?, mtime_ns = ? WHERE rowid = ?",
                            [JSONCoding.encode(outcome.resolved), fileName, stem, ext, size, Self.ns(now), cur.rowid])
                 out.content.insert(itemID)
             }

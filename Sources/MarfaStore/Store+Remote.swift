@@ -217,7 +217,7 @@ extension Store {
             if let f = fileName, Self.titleFromFileName(f, type: t) != remote.properties[t.titleField]?.stringValue { fileName = nil }
             let size = try remoteSize(db, remote, type: t, blobSizes: blobSizes)
             let (stem, ext) = Naming.stemAndExt(id: remote.id, type: t, properties: remote.properties, fileName: fileName)
-            try db.run("UPDATE items SET properties = ?, raw = NULL, file_name = ?, stem = ?, ext = ?, size = ? WHERE rowid = ?",
+            try db.run("UPDATE items SET properties = ?, raw = NULL, raw_head = NULL, file_name = ?, stem = ?, ext = ?, size = ? WHERE rowid = ?",
                        [JSONCoding.encode(remote.properties), fileName, stem, ext, size, rowid])
             out.content.insert(remote.id)
         }

@@ -37,6 +37,9 @@ public final class MountHarness: @unchecked Sendable {
         mounted = true
     }
 
+    /// Takes charge of a mount made here by other means (`marfafs mount` run by the test).
+    public func adoptMount() { mounted = true }
+
     /// Unmounts whatever is mounted here, cleanly if the daemon is alive, by force otherwise.
     public func unmount() {
         if mounted {

@@ -168,7 +168,7 @@ struct MountCommand: ParsableCommand {
         while Date() < deadline {
             if MountPoint.isMarfafsMount(mnt) {
                 print("mounted \(mnt) (store \(storeOption.path), log \(logPath), pid \(pid))")
-                if server != nil { Self.followFirstSync(mnt) }
+                if server != nil { Self.followFirstSync(mnt, log: logPath) }
                 return
             }
             var status: Int32 = 0
@@ -183,25 +183,50 @@ struct MountCommand: ParsableCommand {
     }
 
     /// With a server: waits for the first sync to end, with a progress line on a terminal (one
-    /// log line otherwise). It stops waiting when the server is unreachable or refuses the key:
-    /// the mount works offline meanwhile, and the first sync runs when the server is back.
-    static func followFirstSync(_ mnt: String) {
+    /// log line otherwise). It stops waiting when the server refuses the key, or has not answered
+    /// for `offlinePatience` seconds, and says so: the mount works offline meanwhile, and the
+    /// first sync runs when the server is back.
+    /// A read of the status that fails or does not parse is tried again; it gives up only after
+    /// `patience` seconds of failures, and then says so.
+    static func followFirstSync(_ mnt: String, log: String, patience: Double = 30, offlinePatience: Double = 10) {
         let tty = isatty(1) != 0
         let started = Date()
         var shown = false
+        var failingSince: Date?
+        var offlineSince: Date?
+        var lastFailure = ""
         while true {
-            guard let text = try? String(contentsOfFile: mnt + "/.marfafs/status", encoding: .utf8),
-                  let status = try? JSONParser.parse(text).objectValue else { return }
+            let text: String?
+            do { text = try String(contentsOfFile: mnt + "/.marfafs/status", encoding: .utf8) } catch {
+                text = nil; lastFailure = "\(error.localizedDescription)"
+            }
+            guard let text, let status = (try? JSONParser.parse(text))?.objectValue else {
+                if text != nil { lastFailure = "it did not parse as JSON (\(text!.count) bytes)" }
+                let since = failingSince ?? Date()
+                failingSince = since
+                if Date().timeIntervalSince(since) > patience {
+                    if shown, tty { print("") }
+                    print("stopped waiting for the first sync: \(mnt)/.marfafs/status could not be read for \(Int(patience)) s (\(lastFailure)); the mount is up and the first sync goes on: see marfafs status \(mnt) and the log \(log)")
+                    return
+                }
+                usleep(200_000)
+                continue
+            }
+            failingSince = nil
             if status["first_sync_done"] == .bool(true) {
                 if shown, tty { print("") }
                 let items = status["items"].map { JSONCoding.encode($0) } ?? "?"
                 if shown || !tty { print("first sync done: \(items) items (\(String(format: "%.1f", Date().timeIntervalSince(started))) s)") }
                 return
             }
+            // A refused key needs the user; a server that does not answer may be busy (the engine
+            // keeps trying): it is waited for a while before the mount returns without it.
             let conn = status["connection"]?.stringValue ?? ""
-            if conn == "offline" || conn == "unauthorized" || status["stream"]?.stringValue == "offline" {
+            let offline = conn == "offline" || status["stream"]?.stringValue == "offline"
+            offlineSince = offline ? (offlineSince ?? Date()) : nil
+            if conn == "unauthorized" || (offlineSince.map { Date().timeIntervalSince($0) > offlinePatience } ?? false) {
                 if shown, tty { print("") }
-                print("the server is \(conn == "unauthorized" ? "refusing the key" : "unreachable"); the first sync will run when it answers (marfafs status)")
+                print("the server is \(conn == "unauthorized" ? "refusing the key" : "unreachable"); the first sync will run when it answers (marfafs status \(mnt); log: \(log))")
                 return
             }
             if tty, case .object(let t)? = status["transfer"] {

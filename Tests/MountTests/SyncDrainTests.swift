@@ -162,7 +162,7 @@ import Testing
         #expect(m.sh("printf 'local edit\\n' > types/core.note/mine.md").status == 0)
         m.unmount()
         // The local copy of `kept` goes astray (same version, other bytes); `mine` has an unsent edit.
-        let astray = Shell.run(["/usr/bin/sqlite3", m.store, "UPDATE items SET properties = json_set(properties, '$.body', 'astray'), raw = NULL WHERE id = '\(kept)'; SELECT changes();"])
+        let astray = Shell.run(["/usr/bin/sqlite3", m.store, "UPDATE items SET properties = json_set(properties, '$.body', 'astray'), raw = NULL, raw_head = NULL WHERE id = '\(kept)'; SELECT changes();"])
         #expect(astray.stdout == "1\n", "\(astray.stdout)\(astray.stderr)")
         let r = Shell.run([MountHarness.binary, "resync", "--store", m.store])
         #expect(r.status == 0 && r.stdout.contains("1 queued mutations are kept"), "\(r.stdout)\(r.stderr)")
