@@ -415,7 +415,7 @@ extension FileSystem {
                 } else {
                     try commitIfStaged(.item(t))
                     _ = try wrap { try store.absorbScratch(sid, into: t) }
-                    inv = try refreshItem(t, contentChanged: true)
+                    inv = try refreshItem(t, contentChanged: true) + absorbStoreChanges(store.takeAnnouncements())
                 }
                 target = t
             } else {

@@ -28,6 +28,7 @@ extension FileSystem {
         settler.settledAll()
         var inv: [Invalidation] = []
         for r in rows + spooled { inv += try refreshItem(r) }
+        inv += absorbStoreChanges(store.takeAnnouncements())
         notify(inv)
     }
 
@@ -82,6 +83,7 @@ extension FileSystem {
             let inv: [Invalidation] = try locked {
                 var inv: [Invalidation] = []
                 for r in rows { inv += try refreshItem(r) }
+                inv += absorbStoreChanges(store.takeAnnouncements())
                 if rows.count < batch, store.staging.isEmpty, try !store.hasUnsettled(),
                    store.spool.rowids.allSatisfy({ catalog.items[$0]?.state == .trashed }) { settler.settledAll() }
                 return inv

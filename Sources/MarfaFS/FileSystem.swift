@@ -24,6 +24,9 @@ public final class FileSystem: @unchecked Sendable {
     public var syncStatus: (@Sendable () -> [String: JSONValue])?
     /// Fetches an uncached blob into the store's cache (the sync engine); false if it cannot.
     public var fetchBlob: (@Sendable (String) -> Bool)?
+    /// Told of every stale save (FS-24): the item, and the conflicted copy made of the save (nil:
+    /// it merged). The sync engine records them in `.marfafs/events`.
+    public var onStaleSave: (@Sendable (String, String?) -> Void)?
     /// The latest sync events as JSON lines (`.marfafs/events`).
     public var syncEvents: (@Sendable () -> String)?
     /// Seconds within which a file removed and made again under its name is the same item (FS-28).
@@ -320,7 +323,20 @@ public final class FileSystem: @unchecked Sendable {
     /// a `cat` shows the new bytes and listings the new names (FS-19).
     public func storeChanged(_ c: StoreChanges) {
         if c.isEmpty { return }
-        let inv: [Invalidation] = locked {
+        notify(locked { absorbStoreChanges(c) })
+    }
+
+    /// Brings the catalog up to date with changes the store made, and returns what the kernel
+    /// must forget. Call with the lock held.
+    func absorbStoreChanges(_ c: StoreChanges) -> [Invalidation] {
+        if c.isEmpty { return [] }
+        for (copy, original) in c.staleSaveCopies {
+            log.warning("a save from a buffer that missed a remote change overlapped it: the item keeps the remote text, the save is kept as a conflicted copy",
+                        metadata: ["item": "\(original)", "copy": "\(copy)"])
+            onStaleSave?(original, copy)
+        }
+        for id in c.staleSaveMerges { onStaleSave?(id, nil) }
+        do {
             var out: [Invalidation] = []
             for id in c.items.union(c.content) {
                 do {
@@ -346,7 +362,6 @@ public final class FileSystem: @unchecked Sendable {
             }
             return out
         }
-        notify(inv)
     }
 
     /// Every directory entry an edge shows in: `links/` under its source, `backlinks/` under its target.

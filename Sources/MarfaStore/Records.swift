@@ -39,6 +39,8 @@ public struct StoredItem: Sendable {
     public var xattrs: [String: [UInt8]]
     public var stem: String
     public var ext: String
+    /// What the mount showed before a remote change that no local save has followed yet (FS-24).
+    public var shownBase: [UInt8]?
 
     init(row: Row) {
         rowid = row["rowid"]
@@ -52,6 +54,7 @@ public struct StoredItem: Sendable {
         fileName = row["file_name"]; size = row["size"]; mtimeNs = row["mtime_ns"]
         sync = SyncState(rawValue: row["sync"]) ?? .pending; syncError = row["sync_error"]
         xattrs = Xattrs.decode(row["xattrs"])
+        shownBase = (row["shown_base"] as Data?).map { [UInt8]($0) }
     }
 
     public var summary: ItemSummary {

@@ -114,6 +114,9 @@ enum Schema {
             // A written text file whose body is its body property keeps only what comes before the
             // body (`<body field> NUL <front matter bytes>`): the body is stored once (FS-28).
             try db.execute(sql: "ALTER TABLE items ADD COLUMN raw_head BLOB")
+            // FS-24: what the mount showed of a text item before the first remote change not yet
+            // followed by a local save: the ancestor of that save's three-way merge.
+            try db.execute(sql: "ALTER TABLE items ADD COLUMN shown_base BLOB")
         }
         return m
     }

@@ -155,6 +155,9 @@ extension Store {
             return cur
         }
         guard bytes.count <= Self.maxTextBytes else { throw StoreError.tooLarge("text file of \(bytes.count) bytes") }
+        // A save from a buffer that never saw a remote change is merged with it (FS-24).
+        let bytes = try mergeStaleSave(db, cur, bytes, type: t, now: now)
+        cur.size = Int64(bytes.count)
         cur.raw = bytes
         do {
             let before = cur.item.properties

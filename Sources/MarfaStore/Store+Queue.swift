@@ -154,35 +154,47 @@ extension Store {
                 "properties": .object(item.properties), "tier": .string(item.tier.rawValue), "base_version": .int(currentVersion),
             ], coalesce: false)
             out.items.insert(itemID)
-            if var props = outcome.copy {
-                let copyID = ItemID.make()
-                let stamp = Self.conflictStamp(now)
-                let label = device.filter { $0 != "(" && $0 != ")" }
-                props[t.titleField] = .string(Names.unescape(cur.stem) + " (conflicted copy \(label) \(stamp))")
-                let (stem, ext) = Naming.stemAndExt(id: copyID, type: t, properties: props, fileName: nil)
-                let ts = Timestamp.format(now)
-                let size = TypeSchema.isBlobType(t.id) ? cur.size : Int64(render(type: t, properties: props).utf8.count)
-                try db.run("""
-                    INSERT INTO items(rowid, id, type, properties, raw, file_name, stem, ext, size, version, source, timestamp, created_at, updated_at,
-                      mtime_ns, state, tier, sync, xattrs)
-                    VALUES (?, ?, ?, ?, NULL, NULL, ?, ?, ?, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'pending', ?)
-                    """, [try rowids.next(.items, db), copyID, cur.item.type, JSONCoding.encode(props), stem, ext, size, ts, ts, ts, Self.ns(now),
-                          cur.item.state.rawValue, cur.item.tier.rawValue, Xattrs.encode(cur.xattrs)])
-                var tags = Set(try Self.tags(db, itemID)); tags.insert("conflicted-copy")
-                for tag in tags { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [copyID, tag]) }
-                let copy = Item(id: copyID, type: cur.item.type, properties: props, version: 0, timestamp: ts, createdAt: ts, updatedAt: ts,
-                                state: cur.item.state, tier: cur.item.tier)
-                try enqueue(db, kind: .create, itemID: copyID, payload: Self.createPayload(copy, tags: tags.sorted()), coalesce: false)
-                let edgeID = ItemID.make()
-                try db.run("INSERT INTO edges(id, source_id, target_id, edge_type, properties, created_at, updated_at) VALUES (?, ?, ?, 'derived-from', '{}', ?, ?)",
-                           [edgeID, copyID, itemID, ts, ts])
-                try enqueue(db, kind: .createEdge, itemID: copyID, payload: [
-                    "id": .string(edgeID), "source_id": .string(copyID), "target_id": .string(itemID), "edge_type": "derived-from",
-                ], coalesce: false)
+            if let props = outcome.copy {
+                let (copyID, edgeID) = try insertConflictedCopy(db, cur, properties: props, device: device, now: now)
                 out.items.insert(copyID); out.edgesAdded.insert(edgeID)
             }
             return out
         }
+    }
+
+    /// A conflicted copy of `cur` (FS-20): a new item of the same type holding `properties`, named
+    /// `<stem> (conflicted copy <device> <UTC time>)`, tagged `conflicted-copy` plus the original's
+    /// tags, with a `derived-from` edge to the original; created, tagged and linked in the queue.
+    /// Returns the copy's id and the edge's.
+    func insertConflictedCopy(_ db: Database, _ cur: StoredItem, properties: [String: JSONValue], device: String, now: Date) throws -> (String, String) {
+        let t = type(cur.item.type)
+        let itemID = cur.item.id
+        var props = properties
+        let copyID = ItemID.make()
+        let stamp = Self.conflictStamp(now)
+        let label = device.filter { $0 != "(" && $0 != ")" }
+        props[t.titleField] = .string(Names.unescape(cur.stem) + " (conflicted copy \(label) \(stamp))")
+        let (stem, ext) = Naming.stemAndExt(id: copyID, type: t, properties: props, fileName: nil)
+        let ts = Timestamp.format(now)
+        let size = TypeSchema.isBlobType(t.id) ? cur.size : Int64(render(type: t, properties: props).utf8.count)
+        try db.run("""
+            INSERT INTO items(rowid, id, type, properties, raw, file_name, stem, ext, size, version, source, timestamp, created_at, updated_at,
+              mtime_ns, state, tier, sync, xattrs)
+            VALUES (?, ?, ?, ?, NULL, NULL, ?, ?, ?, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'pending', ?)
+            """, [try rowids.next(.items, db), copyID, cur.item.type, JSONCoding.encode(props), stem, ext, size, ts, ts, ts, Self.ns(now),
+                  cur.item.state.rawValue, cur.item.tier.rawValue, Xattrs.encode(cur.xattrs)])
+        var tags = Set(try Self.tags(db, itemID)); tags.insert("conflicted-copy")
+        for tag in tags { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [copyID, tag]) }
+        let copy = Item(id: copyID, type: cur.item.type, properties: props, version: 0, timestamp: ts, createdAt: ts, updatedAt: ts,
+                        state: cur.item.state, tier: cur.item.tier)
+        try enqueue(db, kind: .create, itemID: copyID, payload: Self.createPayload(copy, tags: tags.sorted()), coalesce: false)
+        let edgeID = ItemID.make()
+        try db.run("INSERT INTO edges(id, source_id, target_id, edge_type, properties, created_at, updated_at) VALUES (?, ?, ?, 'derived-from', '{}', ?, ?)",
+                   [edgeID, copyID, itemID, ts, ts])
+        try enqueue(db, kind: .createEdge, itemID: copyID, payload: [
+            "id": .string(edgeID), "source_id": .string(copyID), "target_id": .string(itemID), "edge_type": "derived-from",
+        ], coalesce: false)
+        return (copyID, edgeID)
     }
 
     /// `YYYY-MM-DD HHMMSS`, UTC (FS-20).

@@ -26,11 +26,15 @@ public struct StoreChanges: Sendable {
     /// changes of its own still to send).
     public var applied = 0
     public var skipped = 0
+    /// Conflicted copies made of stale local saves (FS-24): (copy, original) ids.
+    public var staleSaveCopies: [(copy: String, original: String)] = []
+    /// Items whose stale local save merged cleanly with a remote change (FS-24).
+    public var staleSaveMerges: Set<String> = []
     public init(items: Set<String> = []) { self.items = items }
     public var isEmpty: Bool { items.isEmpty && content.isEmpty && edgesAdded.isEmpty && edgesRemoved.isEmpty }
     public mutating func formUnion(_ o: StoreChanges) {
         items.formUnion(o.items); content.formUnion(o.content); edgesAdded.formUnion(o.edgesAdded)
-        edgesRemoved += o.edgesRemoved; applied += o.applied; skipped += o.skipped
+        edgesRemoved += o.edgesRemoved; applied += o.applied; skipped += o.skipped; staleSaveCopies += o.staleSaveCopies; staleSaveMerges.formUnion(o.staleSaveMerges)
     }
 }
 
@@ -212,6 +216,11 @@ extension Store {
         let metaNewer = remote.updatedAt >= local.updatedAt || remote.version > local.version || force
         if !propsChange && !metaNewer { out.skipped += 1; return }
         if propsChange {
+            // The bytes the mount showed until now are the ancestor of the next local save, which
+            // an editor may make from a buffer that never saw this change (FS-24).
+            if !TypeSchema.isBlobType(t.id), stored.shownBase == nil {
+                try db.run("UPDATE items SET shown_base = ? WHERE rowid = ?", [Data(try currentBytes(db, stored)), rowid])
+            }
             var fileName = stored.fileName
             // A name chosen here stays only while it still gives the item's title (FS-5).
             if let f = fileName, Self.titleFromFileName(f, type: t) != remote.properties[t.titleField]?.stringValue { fileName = nil }

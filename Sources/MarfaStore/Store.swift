@@ -42,6 +42,9 @@ public final class Store: Sendable {
     let blobGuard = BlobGuard()
     /// No server has seen this store: queued changes keep no payload (`useLocalOnly`).
     let localOnly = LockedFlag(false)
+    /// The device label in the names of conflicted copies made here (FS-20, FS-24).
+    public let device = LockedText(ProcessInfo.processInfo.hostName)
+    let announced = Announcements()
     let rowids = RowidAllocator()
     /// The largest text file accepted (a note is text, not a disk image).
     public static let maxTextBytes = 16 << 20

@@ -87,6 +87,7 @@ struct MountCommand: ParsableCommand {
                 log.info("purged from the trash", metadata: ["items": "\(purged.count)", "older_than_days": "\(trashDays)"])
             }
         }
+        store.device.set(device ?? ProcessInfo.processInfo.hostName)
         // A store keeps its queue's payloads only once a server has seen it (FS-28).
         if let server {
             let queued = try store.bind(server: server)
@@ -111,6 +112,10 @@ struct MountCommand: ParsableCommand {
             fs.syncStatus = { status.json }
             fs.syncEvents = { status.eventLines }
             fs.fetchBlob = { sync.fetchBlob($0) }
+            fs.onStaleSave = { item, copy in
+                status.record(copy == nil ? "stale_save.merged" : "stale_save.copied",
+                              copy.map { ["item": .string(item), "copy": .string($0)] } ?? ["item": .string(item)])
+            }
             sync.start()
             engine = sync
             log.info("syncing", metadata: ["server": "\(server)", "key": "\(key)"])

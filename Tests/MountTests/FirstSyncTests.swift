@@ -21,7 +21,7 @@ import Testing
         try a.mount()
         #expect(MountHarness.eventually(timeout: 120) { a.sh("cat .marfafs/flush").out.hasPrefix("ok") }, "the queue drains")
         // Write load from A while fresh stores mount and take their first sync.
-        let load = Shell.spawn(["/bin/bash", "-c", "cd '\(a.mountpoint)' && for i in $(seq 1 100000); do printf 'load %s\\n' $i > types/core.note/load$((i % 50)).md; done"])
+        let load = Shell.spawn(["/bin/bash", "-c", "cd '\(a.mountpoint)' && for i in $(seq 1 100000); do printf 'load %s\\n' $i > types/core.note/load$((i % 50)).md; sleep 0.02; done"])
         defer { if let load { Shell.killAndReap(load) } }
         var done = 0
         for round in 0..<4 {

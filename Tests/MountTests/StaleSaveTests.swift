@@ -1,0 +1,127 @@
+import Foundation
+import MarfaModel
+import MarfaTestSupport
+import Testing
+
+/// FS-24: an editor on mount B holds a note while an edit made on mount A reaches B; then the
+/// editor saves its stale buffer. On the real server, with the save patterns editors use.
+@Suite(.serialized) struct StaleSaveTests {
+    struct Pair {
+        let server: ServerHarness
+        let key: String
+        let a: MountHarness
+        let b: MountHarness
+    }
+
+    func withPair(_ body: (Pair) throws -> Void) throws {
+        let s = try ServerHarness()
+        let key = try s.bootstrap()
+        let file = s.root + "/key"
+        try (key + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        chmod(file, 0o600)
+        let options = ["--server", s.base, "--key-file", file]
+        try MountHarness.with(options: options + ["--device", "dev-a"]) { a in
+            try MountHarness.with(options: options + ["--device", "dev-b"]) { b in
+                try body(Pair(server: s, key: key, a: a, b: b))
+            }
+        }
+    }
+
+    func cat(_ m: MountHarness, _ path: String) -> String { (try? String(contentsOfFile: m.path(path), encoding: .utf8)) ?? "" }
+
+    /// How editors save: in place (nano: truncate and write), a temporary file renamed over the note
+    /// (vim, emacs, `sed -i`), and `cp` over it.
+    enum Pattern: String, CaseIterable { case inPlace, tempAndRename, cp }
+
+    /// Saves `text` over `path` of mount `m` the way `p` does.
+    func save(_ m: MountHarness, _ path: String, _ text: String, _ p: Pattern) {
+        let buffer = m.root + "/buffer"
+        try? text.write(toFile: buffer, atomically: false, encoding: .utf8)
+        let dir = (path as NSString).deletingLastPathComponent
+        let cmd: String
+        switch p {
+        case .inPlace: cmd = "cat '\(buffer)' > '\(path)'"
+        case .tempAndRename: cmd = "cp '\(buffer)' '\(dir)/.tmp-save' && mv '\(dir)/.tmp-save' '\(path)'"
+        case .cp: cmd = "cp '\(buffer)' '\(path)'"
+        }
+        #expect(m.sh(cmd).status == 0, "\(cmd)")
+    }
+
+    /// A note made on A, seen on B (B's editor buffer), then edited on A and seen on B.
+    func setUp(_ p: Pair, _ name: String, original: String, remote: String) {
+        let path = "types/core.note/\(name)"
+        #expect(p.a.sh("printf '%s' '\(original)' > \(path)").status == 0)
+        #expect(MountHarness.eventually(timeout: 20) { cat(p.b, path) == original }, "B sees the note")
+        #expect(p.a.sh("printf '%s' '\(remote)' > \(path)").status == 0)
+        #expect(MountHarness.eventually(timeout: 20) { cat(p.b, path) == remote }, "B sees A's edit")
+    }
+
+    func serverBody(_ p: Pair, _ m: MountHarness, _ path: String) -> String? {
+        let id = m.sh("getfattr --only-values -n user.marfa.id \(path)").out
+        return p.server.call("GET", "/items/\(id)", key: p.key).item["properties"]?.objectValue?["body"]?.stringValue
+    }
+
+    @Test func FS24_aStaleSaveOfAnotherLineMergesEverywhere() throws {
+        try withPair { p in
+            for pattern in Pattern.allCases {
+                let name = "merge-\(pattern.rawValue).md", path = "types/core.note/merge-\(pattern.rawValue).md"
+                setUp(p, name, original: "l1\nl2\nl3\nl4\n", remote: "L1 from A\nl2\nl3\nl4\n")
+                // B's editor still holds the original and changes line 4.
+                save(p.b, path, "l1\nl2\nl3\nl4 from B\n", pattern)
+                let merged = "L1 from A\nl2\nl3\nl4 from B\n"
+                #expect(MountHarness.eventually(timeout: 20) { cat(p.b, path) == merged }, "\(pattern): B shows \(cat(p.b, path))")
+                #expect(MountHarness.eventually(timeout: 20) { cat(p.a, path) == merged }, "\(pattern): A shows \(cat(p.a, path))")
+                #expect(MountHarness.eventually(timeout: 20) { serverBody(p, p.a, path) == merged }, "\(pattern): the server")
+                #expect(p.b.sh("ls types/core.note | grep -c 'conflicted copy'").out == "0", "\(pattern): no copy for a clean merge")
+            }
+            #expect(p.b.sh("cat .marfafs/events").out.contains("stale_save.merged"))
+        }
+    }
+
+    @Test func FS24_aStaleSaveOfTheSameLineKeepsOneConflictedCopy() throws {
+        try withPair { p in
+            for pattern in Pattern.allCases {
+                let name = "same-\(pattern.rawValue).md", path = "types/core.note/same-\(pattern.rawValue).md"
+                setUp(p, name, original: "l1\nl2\n", remote: "l1 from A\nl2\n")
+                save(p.b, path, "l1 from B\nl2\n", pattern)
+                // The note keeps A's text; B's save is one conflicted copy, on both mounts and the server.
+                let copyGlob = "same-\(pattern.rawValue) (conflicted copy dev-b"
+                #expect(MountHarness.eventually(timeout: 20) { p.b.sh("ls types/core.note | grep -cF '\(copyGlob)'").out == "1" },
+                        "\(pattern): \(p.b.sh("ls types/core.note").out)")
+                #expect(MountHarness.eventually(timeout: 20) { cat(p.b, path) == "l1 from A\nl2\n" }, "\(pattern): B shows \(cat(p.b, path))")
+                let copy = p.b.sh("ls types/core.note | grep -F '\(copyGlob)'").out
+                #expect(cat(p.b, "types/core.note/\(copy)") == "l1 from B\nl2\n", "every byte of B's save is kept")
+                #expect(MountHarness.eventually(timeout: 20) { p.a.sh("ls types/core.note | grep -cF '\(copyGlob)'").out == "1" }, "\(pattern): A has the copy")
+                #expect(cat(p.a, path) == "l1 from A\nl2\n")
+                #expect(p.b.sh("cat .marfafs/conflicts").out.contains(copy), "listed in .marfafs/conflicts (FS-21)")
+            }
+            #expect(p.b.sh("cat .marfafs/events").out.contains("stale_save.copied"))
+        }
+    }
+
+    @Test func FS24_aSaveOfAReloadedBufferDuplicatesNothing() throws {
+        try withPair { p in
+            for pattern in Pattern.allCases {
+                let name = "reload-\(pattern.rawValue).md", path = "types/core.note/reload-\(pattern.rawValue).md"
+                setUp(p, name, original: "l1\nl2\nl3\n", remote: "l1\nl2 from A\nl3\n")
+                // The editor reloaded (its buffer holds A's edit) and adds a line.
+                save(p.b, path, "l1\nl2 from A\nl3\nl4 from B\n", pattern)
+                #expect(MountHarness.eventually(timeout: 20) { cat(p.a, path) == "l1\nl2 from A\nl3\nl4 from B\n" }, "\(pattern): A shows \(cat(p.a, path))")
+                #expect(cat(p.b, path) == "l1\nl2 from A\nl3\nl4 from B\n")
+                #expect(p.b.sh("ls types/core.note | grep -c 'conflicted copy'").out == "0")
+            }
+        }
+    }
+
+    @Test func FS24_offlineAStaleSaveMergesAndReachesTheServerLater() throws {
+        try withPair { p in
+            let path = "types/core.note/offline.md"
+            setUp(p, "offline.md", original: "a\nb\nc\n", remote: "a from A\nb\nc\n")
+            #expect(p.server.stop() == 0)
+            save(p.b, path, "a\nb\nc from B\n", .inPlace)
+            #expect(MountHarness.eventually(timeout: 20) { cat(p.b, path) == "a from A\nb\nc from B\n" }, "merged offline: \(cat(p.b, path))")
+            try p.server.start()
+            #expect(MountHarness.eventually(timeout: 60) { cat(p.a, path) == "a from A\nb\nc from B\n" }, "A after the server is back: \(cat(p.a, path))")
+        }
+    }
+}
