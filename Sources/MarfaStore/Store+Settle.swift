@@ -15,7 +15,7 @@ extension Store {
     public func writeUnsettled(rowid: Int64, offset: Int64, data: [UInt8]) throws -> (size: Int64, mtimeNs: Int64) {
         if let done = try spoolWrite(rowid: rowid, offset: offset, data: data) { return done }
         return try write { db in
-            var f = try openUnsettled(db, rowid)
+            var f = try openUnsettled(db, rowid, patch: true)
             let end = Int(offset) + data.count
             try f.reserve(db, max(f.size, end), limit: f.limit)
             if Int(offset) > f.size { try f.put(db, at: f.size, [UInt8](repeating: 0, count: Int(offset) - f.size)) }
@@ -28,7 +28,7 @@ extension Store {
     public func truncateUnsettled(rowid: Int64, size: Int64) throws -> (size: Int64, mtimeNs: Int64) {
         if let done = try spoolTruncate(rowid: rowid, size: size) { return done }
         return try write { db in
-            var f = try openUnsettled(db, rowid)
+            var f = try openUnsettled(db, rowid, patch: size != 0)
             let n = Int(size)
             try f.reserve(db, n, limit: f.limit)
             if n > f.size { try f.put(db, at: f.size, [UInt8](repeating: 0, count: n - f.size)) }
@@ -149,7 +149,11 @@ extension Store {
         }
     }
 
-    func openUnsettled(_ db: Database, _ rowid: Int64) throws -> UnsettledFile {
+    /// `patch`: the change builds on the file's bytes (a write, or a truncate to a length other
+    /// than 0), not a whole new text (a truncate to 0 then writes, as `>` and editors save). A
+    /// patch is made from the bytes the mount shows now, so the save that follows is not stale
+    /// (FS-24): what the mount showed before a remote change is forgotten.
+    func openUnsettled(_ db: Database, _ rowid: Int64, patch: Bool) throws -> UnsettledFile {
         // length() of a blob reads no content; anything else on `raw` would read it whole.
         guard let row = try db.row("SELECT type, size, unsettled, length(raw) AS capacity FROM items WHERE rowid = ?", [rowid]) else {
             throw StoreError.notFound("item \(rowid)")
@@ -158,6 +162,9 @@ extension Store {
         let isBlob = TypeSchema.isBlobType(t)
         let limit = Int(Self.maxFileBytes(type: t))
         var f = UnsettledFile(rowid: rowid, isBlob: isBlob, limit: limit, size: row["size"], capacity: row["capacity"] ?? 0)
+        if patch, (row["unsettled"] as Int) == 0, f.size > 0 {
+            try db.run("UPDATE items SET shown_base = NULL WHERE rowid = ? AND shown_base IS NOT NULL", [rowid])
+        }
         if (row["unsettled"] as Int) == 0 && (isBlob || row["capacity"] == nil) {
             // A settled blob (in `sqlar`) or a text known only by its properties: its bytes move to `raw`.
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }

@@ -119,6 +119,35 @@ public final class ServerHarness: @unchecked Sendable {
         guard r.status == 201, let key = r.json["key"]?.stringValue else { throw HarnessError("bootstrap failed: \(r.status) \(r.body)") }
         return key
     }
+
+    /// The first admin key, written to a 0600 key file, and the `marfafs mount` options that use
+    /// this server with it.
+    public func mountKey() throws -> (key: String, options: [String]) {
+        let key = try bootstrap()
+        let file = root + "/key"
+        try (key + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        chmod(file, 0o600)
+        return (key, ["--server", base, "--key-file", file])
+    }
+}
+
+/// A server and two mounts of one tenant on it (devices `dev-a` and `dev-b`).
+public struct MountPair {
+    public let server: ServerHarness
+    public let key: String
+    public let a: MountHarness
+    public let b: MountHarness
+
+    /// Starts the server and both mounts, runs `body`, and unmounts everything whatever happens.
+    public static func with(serverOptions: [String] = [], mountOptions: [String] = [], _ body: (MountPair) throws -> Void) throws {
+        let s = try ServerHarness(options: serverOptions)
+        let (key, options) = try s.mountKey()
+        try MountHarness.with(options: options + mountOptions + ["--device", "dev-a"]) { a in
+            try MountHarness.with(options: options + mountOptions + ["--device", "dev-b"]) { b in
+                try body(MountPair(server: s, key: key, a: a, b: b))
+            }
+        }
+    }
 }
 
 /// One SSE subscriber: curl writes the stream to a file, parsed into frames on demand.

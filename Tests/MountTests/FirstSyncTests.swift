@@ -8,11 +8,7 @@ import Testing
 @Suite(.serialized) struct FirstSyncTests {
     @Test func W16_aMountUnderLoadReturnsAfterItsFirstSyncOrSaysWhy() throws {
         let s = try ServerHarness()
-        let key = try s.bootstrap()
-        let file = s.root + "/key"
-        try (key + "\n").write(toFile: file, atomically: true, encoding: .utf8)
-        chmod(file, 0o600)
-        let options = ["--server", s.base, "--key-file", file]
+        let (_, options) = try s.mountKey()
         // A store of thousands of items, drained to the server by mount A.
         let a = try MountHarness()
         defer { a.unmount(); try? FileManager.default.removeItem(atPath: a.root) }

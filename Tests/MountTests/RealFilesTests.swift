@@ -264,10 +264,7 @@ import Testing
 
     @Test func FS28_aLocalStoreKeepsNoPayloadsUntilItMeetsAServer() throws {
         let s = try ServerHarness()
-        let key = try s.bootstrap()
-        let file = s.root + "/key"
-        try (key + "\n").write(toFile: file, atomically: true, encoding: .utf8)
-        chmod(file, 0o600)
+        let (key, serverOptions) = try s.mountKey()
         let h = try MountHarness()
         defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
         try h.mount()
@@ -279,7 +276,7 @@ import Testing
         let n5 = h.sh("getfattr --only-values -n user.marfa.id types/core.note/n5.md").out
         h.unmount()
         // The first mount with a server sends everything the store holds.
-        h.mountOptions = ["--server", s.base, "--key-file", file]
+        h.mountOptions = serverOptions
         try h.mount()
         #expect(MountHarness.eventually(timeout: 30) { h.sh("cat .marfafs/flush").out.hasPrefix("ok") })
         #expect(s.call("GET", "/items/\(n5)", key: key).item["properties"]?.objectValue?["body"] == .string(body + "more\n"))

@@ -6,26 +6,8 @@ import Testing
 /// FS-24: an editor on mount B holds a note while an edit made on mount A reaches B; then the
 /// editor saves its stale buffer. On the real server, with the save patterns editors use.
 @Suite(.serialized) struct StaleSaveTests {
-    struct Pair {
-        let server: ServerHarness
-        let key: String
-        let a: MountHarness
-        let b: MountHarness
-    }
-
-    func withPair(_ body: (Pair) throws -> Void) throws {
-        let s = try ServerHarness()
-        let key = try s.bootstrap()
-        let file = s.root + "/key"
-        try (key + "\n").write(toFile: file, atomically: true, encoding: .utf8)
-        chmod(file, 0o600)
-        let options = ["--server", s.base, "--key-file", file]
-        try MountHarness.with(options: options + ["--device", "dev-a"]) { a in
-            try MountHarness.with(options: options + ["--device", "dev-b"]) { b in
-                try body(Pair(server: s, key: key, a: a, b: b))
-            }
-        }
-    }
+    typealias Pair = MountPair
+    func withPair(_ body: (MountPair) throws -> Void) throws { try MountPair.with(body) }
 
     func cat(_ m: MountHarness, _ path: String) -> String { (try? String(contentsOfFile: m.path(path), encoding: .utf8)) ?? "" }
 

@@ -9,11 +9,8 @@ import Testing
     /// The server, its admin key in a 0600 file, and the mount options that use them.
     func setUp(serverOptions: [String] = []) throws -> (ServerHarness, String, String, [String]) {
         let s = try ServerHarness(options: serverOptions)
-        let key = try s.bootstrap()
-        let file = s.root + "/key"
-        try (key + "\n").write(toFile: file, atomically: true, encoding: .utf8)
-        chmod(file, 0o600)
-        return (s, key, file, ["--server", s.base, "--key-file", file])
+        let (key, options) = try s.mountKey()
+        return (s, key, s.root + "/key", options)
     }
 
     func status(_ m: MountHarness) -> [String: JSONValue] {

@@ -7,26 +7,9 @@ import Testing
 /// what one does, the other shows, without a remount; offline edits on both converge; conflicts
 /// keep every byte.
 @Suite(.serialized) struct SyncTwoMountsTests {
-    struct Pair {
-        let server: ServerHarness
-        let key: String
-        let a: MountHarness
-        let b: MountHarness
-    }
-
     /// A server, and two mounts of the same tenant (devices `dev-a`, `dev-b`); everything unmounted after.
-    func withPair(serverOptions: [String] = [], mountOptions: [String] = [], _ body: (Pair) throws -> Void) throws {
-        let s = try ServerHarness(options: serverOptions)
-        let key = try s.bootstrap()
-        let file = s.root + "/key"
-        try (key + "\n").write(toFile: file, atomically: true, encoding: .utf8)
-        chmod(file, 0o600)
-        let options = ["--server", s.base, "--key-file", file] + mountOptions
-        try MountHarness.with(options: options + ["--device", "dev-a"]) { a in
-            try MountHarness.with(options: options + ["--device", "dev-b"]) { b in
-                try body(Pair(server: s, key: key, a: a, b: b))
-            }
-        }
+    func withPair(serverOptions: [String] = [], mountOptions: [String] = [], _ body: (MountPair) throws -> Void) throws {
+        try MountPair.with(serverOptions: serverOptions, mountOptions: mountOptions, body)
     }
 
     func status(_ m: MountHarness) -> [String: JSONValue] {
@@ -190,7 +173,7 @@ import Testing
 
     /// `n.md` written as `base` on A and seen on B; then, with the server stopped, A writes
     /// `fromA` and B `fromB`; then the server is back.
-    func editBothOffline(_ p: Pair, base: String, fromA: String, fromB: String) throws {
+    func editBothOffline(_ p: MountPair, base: String, fromA: String, fromB: String) throws {
         #expect(live(p.a) && live(p.b))
         try base.write(toFile: p.a.path("types/core.note/n.md"), atomically: false, encoding: .utf8)
         #expect(MountHarness.eventually { cat(p.b, "types/core.note/n.md") == base })
