@@ -35,6 +35,7 @@ args = ap.parse_args()
 os.makedirs(args.outdir, exist_ok=True)
 bin_ = args.binary
 mounts = []
+said = {}  # what `marfafs mount` printed, per mount point
 
 
 def run(*cmd, **kw):
@@ -59,6 +60,7 @@ def mount(name, store, *extra):
     dt = time.monotonic() - t0
     mounts.append(mnt)
     pid = int(re.search(r"pid (\d+)", out).group(1))
+    said[mnt] = out
     return mnt, dt, pid
 
 
@@ -108,7 +110,7 @@ try:
     b, first_s, pid_b = mount("b", store_b, *sync, "--device", "bench-b")
     st = status(b)
     if not st.get("first_sync_done"):
-        sys.exit(f"first sync not done: {st}")
+        sys.exit(f"first sync not done: {st}\nmarfafs mount said: {said.get(b, '')}")
     result["first_sync"] = {"items": st["items"], "seconds": first_s, "rss_kib": rss_kib(pid_b)}
     print(f"first sync: {st['items']} items in {first_s:.2f} s", file=sys.stderr)
 
