@@ -117,6 +117,8 @@ enum Schema {
             // FS-24: what the mount showed of a text item before the first remote change not yet
             // followed by a local save: the ancestor of that save's three-way merge.
             try db.execute(sql: "ALTER TABLE items ADD COLUMN shown_base BLOB")
+            // The trash's retention looks at trashed items only (a mount never scans every item).
+            try db.execute(sql: "CREATE INDEX items_trashed ON items(updated_at) WHERE state = 'trashed'")
         }
         return m
     }

@@ -14,24 +14,33 @@ extension Store {
         return JSONCoding.encode(payload)
     }
 
-    /// Whether the store has ever been bound to a server (or has items a server sent).
+    /// Whether the store has ever been bound to a server (or has items a server sent). `meta`
+    /// says so (`server`, or `local_only` once a store was found to have none); only a store from
+    /// before that record is looked through (a scan of its items and queue), once.
     func isBound(_ db: Database) throws -> Bool {
         if try db.exists("SELECT 1 FROM meta WHERE key = 'server'") { return true }
+        if try db.exists("SELECT 1 FROM meta WHERE key = 'local_only'") { return false }
         if try db.exists("SELECT 1 FROM items WHERE version > 0 LIMIT 1") { return true }
         return try db.exists("SELECT 1 FROM mutations WHERE state != 'pending' LIMIT 1")
     }
 
     /// A mount or import with no server: a store no server has seen keeps its queue without
-    /// payloads from now on, and drops the payloads it kept. Returns whether the store is local-only.
+    /// payloads from now on, and drops the payloads it kept (once, when it is first found to be
+    /// local-only). Returns whether the store is local-only.
     @discardableResult
     public func useLocalOnly() throws -> Bool {
+        var stripped = false
         let local = try write { db -> Bool in
             guard try !isBound(db) else { return false }
-            try db.run("UPDATE mutations SET payload = '{}' WHERE payload != '{}' AND kind NOT IN ('create_edge', 'delete_edge')")
+            if try !db.exists("SELECT 1 FROM meta WHERE key = 'local_only'") {
+                try db.run("UPDATE mutations SET payload = '{}' WHERE payload != '{}' AND kind NOT IN ('create_edge', 'delete_edge')")
+                try db.run("INSERT INTO meta(key, value) VALUES ('local_only', '1')")
+                stripped = true
+            }
             return true
         }
         localOnly.set(local)
-        if local { try shrink() }
+        if stripped { try shrink() }
         return local
     }
 
@@ -43,6 +52,7 @@ extension Store {
         localOnly.set(false)
         return try write { db -> Int in
             try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('server', ?)", [server])
+            try db.run("DELETE FROM meta WHERE key = 'local_only'")
             guard wasLocal else { return 0 }
             try db.run("DELETE FROM mutations")
             let rows = try Int64.fetchAll(db, sql: "SELECT rowid FROM items WHERE version = 0 AND state != 'trashed' AND sync != 'invalid' ORDER BY rowid")

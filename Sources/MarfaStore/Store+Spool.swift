@@ -93,8 +93,8 @@ extension Store {
         let hash = "sha256:" + h.finalize().map { String(format: "%02x", $0) }.joined()
         blobGuard.hold(hash)
         do {
-            let copied = try write { db -> Bool in
-                if try db.exists("SELECT 1 FROM sqlar WHERE name = ?", [hash]) { return true }
+            try write { db in
+                if try db.exists("SELECT 1 FROM sqlar WHERE name = ?", [hash]) { return }
                 try db.run("INSERT INTO sqlar(name, mode, mtime, sz, data) VALUES (?, 33188, ?, ?, zeroblob(?))",
                            [hash, Int(Date().timeIntervalSince1970), size, size])
                 let blobRow = db.lastInsertedRowID
@@ -113,9 +113,7 @@ extension Store {
                 }
                 // A write during the copy: the bytes copied may not be the bytes hashed.
                 if off != size || spool.changes(rowid) != changes { throw SpoolChanged() }
-                return true
             }
-            guard copied else { blobGuard.release(hash); return nil }
         } catch is SpoolChanged {
             blobGuard.release(hash)
             return nil

@@ -44,7 +44,7 @@ extension Store {
     public func purgeTrash(olderThan: Date? = nil) throws -> [Int64] {
         let cutoff = olderThan.map { Timestamp.format($0) } ?? "9999"
         let rows = try write { db -> [Int64] in
-            let rows = try Int64.fetchAll(db, sql: "SELECT rowid FROM items WHERE state = 'trashed' AND updated_at < ?", arguments: [cutoff])
+            let rows = try Int64.fetchAll(db, sql: "SELECT rowid FROM items INDEXED BY items_trashed WHERE state = 'trashed' AND updated_at < ?", arguments: [cutoff])
             for r in rows { if let cur = try Self.fetchItem(db, rowid: r) { try purge(db, cur) } }
             return rows
         }
