@@ -239,7 +239,7 @@ public final class FileSystem: @unchecked Sendable {
             throw FSError(.tooLarge, "a write to byte \(offset) is past any file's limit")
         }
         try changeFile(ino, reaching: offset + Int64(data.count),
-                       item: { r in try self.store.writeUnsettled(rowid: r, offset: offset, data: data) },
+                       item: { r in try self.store.writeUnsettled(rowid: r, offset: offset, data: data, type: self.catalog.items[r]?.type) },
                        scratch: { bytes in bytes.put(data, at: Int(offset)) },
                        staged: { s, k in try s.write(k, offset: offset, data: data) })
         return data.count
@@ -251,7 +251,7 @@ public final class FileSystem: @unchecked Sendable {
         if let size {
             guard size >= 0 else { throw FSError(.invalid, "negative size") }
             try changeFile(ino, reaching: size,
-                           item: { r in try self.store.truncateUnsettled(rowid: r, size: size) },
+                           item: { r in try self.store.truncateUnsettled(rowid: r, size: size, type: self.catalog.items[r]?.type) },
                            scratch: { bytes in bytes.resize(to: Int(size)) },
                            staged: { s, k in try s.truncate(k, size: size) })
         }

@@ -12,8 +12,9 @@ import GRDBSQLite
 /// writes are linear, not quadratic); `size` is the file's length.
 extension Store {
     /// Writes `data` at `offset` of an item's file; returns the new size and mtime.
-    public func writeUnsettled(rowid: Int64, offset: Int64, data: [UInt8]) throws -> (size: Int64, mtimeNs: Int64) {
-        if let done = try spoolWrite(rowid: rowid, offset: offset, data: data) { return done }
+    /// `type`: the item's, when the caller knows it (a blob item's bytes go to its spool file).
+    public func writeUnsettled(rowid: Int64, offset: Int64, data: [UInt8], type: String? = nil) throws -> (size: Int64, mtimeNs: Int64) {
+        if let done = try spoolWrite(rowid: rowid, offset: offset, data: data, type: type) { return done }
         return try write { db in
             var f = try openUnsettled(db, rowid, patch: true)
             let end = Int(offset) + data.count
@@ -25,8 +26,8 @@ extension Store {
     }
 
     /// Sets an item's file length (truncate or extend with zeros).
-    public func truncateUnsettled(rowid: Int64, size: Int64) throws -> (size: Int64, mtimeNs: Int64) {
-        if let done = try spoolTruncate(rowid: rowid, size: size) { return done }
+    public func truncateUnsettled(rowid: Int64, size: Int64, type: String? = nil) throws -> (size: Int64, mtimeNs: Int64) {
+        if let done = try spoolTruncate(rowid: rowid, size: size, type: type) { return done }
         return try write { db in
             var f = try openUnsettled(db, rowid, patch: size != 0)
             let n = Int(size)

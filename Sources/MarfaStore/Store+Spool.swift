@@ -22,10 +22,10 @@ extension Store {
     static let spoolChunk = 1 << 20
 
     /// Whether a write to item `rowid` goes to its spool file, starting one for a blob item (with
-    /// the item's current bytes) on its first write.
-    func spooling(_ rowid: Int64) throws -> Bool {
+    /// the item's current bytes) on its first write. `type`: the item's, when the caller knows it.
+    func spooling(_ rowid: Int64, type known: String?) throws -> Bool {
         if spool.has(rowid) { return true }
-        guard let t = try pool.read({ db in try String.fetchOne(db, sql: "SELECT type FROM items WHERE rowid = ?", arguments: [rowid]) }) else {
+        guard let t = try known ?? pool.read({ db in try String.fetchOne(db, sql: "SELECT type FROM items WHERE rowid = ?", arguments: [rowid]) }) else {
             throw StoreError.notFound("item \(rowid)")
         }
         guard TypeSchema.isBlobType(t) else { return false }
@@ -170,13 +170,13 @@ extension Store {
     }
 
     /// The size and mtime of an item's spool file, for a write or truncate that went there.
-    public func spoolWrite(rowid: Int64, offset: Int64, data: [UInt8]) throws -> (size: Int64, mtimeNs: Int64)? {
-        guard try spooling(rowid) else { return nil }
+    public func spoolWrite(rowid: Int64, offset: Int64, data: [UInt8], type: String?) throws -> (size: Int64, mtimeNs: Int64)? {
+        guard try spooling(rowid, type: type) else { return nil }
         return try spool.write(rowid, offset: offset, data: data)
     }
 
-    public func spoolTruncate(rowid: Int64, size: Int64) throws -> (size: Int64, mtimeNs: Int64)? {
-        guard try spooling(rowid) else { return nil }
+    public func spoolTruncate(rowid: Int64, size: Int64, type: String?) throws -> (size: Int64, mtimeNs: Int64)? {
+        guard try spooling(rowid, type: type) else { return nil }
         return try spool.truncate(rowid, size: size)
     }
 
