@@ -62,6 +62,9 @@ public final class FileSystem: @unchecked Sendable {
         settler = Settler(window: settleWindow)
         // A few MiB kept back so that deleting works on a full disk (FS-28).
         store.ensureReserve()
+        // What the store commits for the sync engine shows in the mount (FS-19): the filesystem
+        // learns of remote changes from the store, never from the sync engine.
+        store.observe { [weak self] c in self?.storeChanged(c) }
     }
 
     /// Items the store dropped (purged) before anything was served: out of the catalog.

@@ -119,6 +119,8 @@ enum Schema {
             try db.execute(sql: "ALTER TABLE items ADD COLUMN shown_base BLOB")
             // The trash's retention looks at trashed items only (a mount never scans every item).
             try db.execute(sql: "CREATE INDEX items_trashed ON items(updated_at) WHERE state = 'trashed'")
+            // Whether a cached blob is still named by an item (unused blobs are deleted).
+            try db.execute(sql: "CREATE INDEX items_by_blob ON items(blob_ref) WHERE blob_ref IS NOT NULL")
         }
         return m
     }

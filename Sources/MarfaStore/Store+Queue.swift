@@ -32,10 +32,12 @@ extension Store {
     /// item takes the version the server answered with, and is `synced` once nothing of it is left
     /// to send.
     public func acknowledge(_ acks: [Acknowledgement]) throws -> StoreChanges {
-        try pool.write { db in
-            var out = StoreChanges()
-            for a in acks { out.formUnion(try acknowledge(db, a)) }
-            return out
+        try published {
+            try write { db in
+                var out = StoreChanges()
+                for a in acks { out.formUnion(try acknowledge(db, a)) }
+                return out
+            }
         }
     }
 
@@ -128,7 +130,7 @@ extension Store {
     /// with a `derived-from` edge to the original, all queued for the server.
     public func resolveConflict(seq: Int64, itemID: String, currentVersion: Int64, device: String, now: Date = Date(),
                                 decide: ([String: JSONValue]) -> ConflictOutcome) throws -> StoreChanges {
-        try settledWrite { db in
+        try published { try settledWrite { db in
             var out = StoreChanges()
             guard let row = try db.row("SELECT rowid FROM items WHERE id = ?", [itemID]), let cur = try Self.fetchItem(db, rowid: row[0]) else {
                 try db.run("DELETE FROM mutations WHERE seq = ?", [seq])
@@ -159,7 +161,7 @@ extension Store {
                 out.items.insert(copyID); out.edgesAdded.insert(edgeID)
             }
             return out
-        }
+        } }
     }
 
     /// A conflicted copy of `cur` (FS-20): a new item of the same type holding `properties`, named

@@ -50,14 +50,15 @@ extension Store {
 
     /// Applies `changes` in one transaction, with the id of the last event they came with.
     /// `reseed`: the server's state is taken even where its version is not newer (`requestReseed`).
+    @discardableResult
     public func applyRemote(_ changes: [RemoteChange], lastEventID: String? = nil, blobSizes: [String: Int64] = [:],
                             reseed: Bool = false) throws -> StoreChanges {
-        try write { db in
+        try published { try write { db in
             var out = StoreChanges()
             for c in changes { try applyRemote(db, c, blobSizes: blobSizes, force: reseed, into: &out) }
             if let lastEventID { try Self.setMeta(db, Self.lastEventKey, lastEventID) }
             return out
-        }
+        } }
     }
 
     /// The id of the last event applied (nil: none yet, or the log must be swept anew).
@@ -116,8 +117,9 @@ extension Store {
     }
 
     /// After a full edge listing: local edges the server no longer has go, except ours not yet sent.
+    @discardableResult
     public func removeEdgesGoneFromServer(keeping ids: Set<String>) throws -> StoreChanges {
-        try write { db in
+        try published { try write { db in
             var out = StoreChanges()
             for rec in try Row.fetchAll(db, sql: "SELECT * FROM edges").map(EdgeRecord.init(row:)) where !ids.contains(rec.edge.id) {
                 if try db.exists("SELECT 1 FROM mutations WHERE kind = 'create_edge' AND state != 'rejected' AND json_extract(payload, '$.id') = ?", [rec.edge.id]) { continue }
@@ -125,7 +127,7 @@ extension Store {
                 out.edgesRemoved.append(rec); out.applied += 1
             }
             return out
-        }
+        } }
     }
 
     // MARK: one change

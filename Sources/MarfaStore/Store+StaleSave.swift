@@ -42,12 +42,36 @@ extension Store {
         return theirsBytes
     }
 
+    /// Runs a change made for the sync engine (remote changes applied, answers recorded,
+    /// conflicts settled) and, once it is committed, tells the observers (`observe`).
+    func published(_ body: () throws -> StoreChanges) throws -> StoreChanges {
+        let c = try body()
+        if !c.isEmpty { observers.call(c) }
+        return c
+    }
+
+    /// Subscribes to the changes the store commits for the sync engine: the filesystem re-reads
+    /// what they touched and tells the kernel (FS-19). Called on the committing thread, which
+    /// holds no lock of the filesystem's.
+    public func observe(_ f: @escaping @Sendable (StoreChanges) -> Void) { observers.add(f) }
+
     /// Records changes the store made on its own (a stale save merged or copied) for the
     /// filesystem, which takes them after the operation that caused them (`takeAnnouncements`).
     func announce(_ c: StoreChanges) { announced.add(c) }
 
     /// The changes announced since the last call.
     public func takeAnnouncements() -> StoreChanges { announced.take() }
+}
+
+/// Who is told of committed changes (any thread).
+final class Observers: @unchecked Sendable {
+    private let lock = NSLock()
+    private var list: [@Sendable (StoreChanges) -> Void] = []
+    func add(_ f: @escaping @Sendable (StoreChanges) -> Void) { lock.lock(); list.append(f); lock.unlock() }
+    func call(_ c: StoreChanges) {
+        lock.lock(); let l = list; lock.unlock()
+        for f in l { f(c) }
+    }
 }
 
 /// Changes waiting for the filesystem (any thread).

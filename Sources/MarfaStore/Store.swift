@@ -45,6 +45,7 @@ public final class Store: Sendable {
     /// The device label in the names of conflicted copies made here (FS-20, FS-24).
     public let device = LockedText(ProcessInfo.processInfo.hostName)
     let announced = Announcements()
+    let observers = Observers()
     let rowids = RowidAllocator()
     /// The largest text file accepted (a note is text, not a disk image).
     public static let maxTextBytes = 16 << 20

@@ -75,8 +75,6 @@ public actor QueueDrainer {
     let store: Store
     let status: SyncStatus
     let log: Logger
-    /// Told what the engine changed in the store, so the mount can refresh it.
-    let onChange: @Sendable (StoreChanges) -> Void
     let conflictMode: ConflictMode
     /// The device label in a conflicted copy's name (FS-20).
     let device: String
@@ -88,10 +86,9 @@ public actor QueueDrainer {
     let idle: Duration
 
     public init(store: Store, client: KeyedClient, status: SyncStatus, log: Logger,
-                idle: Duration = .milliseconds(50), conflictMode: ConflictMode = .merge, device: String = ProcessInfo.processInfo.hostName,
-                onChange: @escaping @Sendable (StoreChanges) -> Void) {
+                idle: Duration = .milliseconds(50), conflictMode: ConflictMode = .merge, device: String = ProcessInfo.processInfo.hostName) {
         self.store = store; self.keyed = client; self.status = status; self.log = log
-        self.idle = idle; self.onChange = onChange
+        self.idle = idle
         self.conflictMode = conflictMode; self.device = device
     }
 
@@ -114,8 +111,8 @@ public actor QueueDrainer {
                 try? await Task.sleep(for: idle)
                 continue
             }
-            // The mount refreshes the items of a batch once, not once per mutation.
-            var changed = StoreChanges()
+            // What a run changes in the store reaches the mount through the store's observers
+            // (one acknowledgement per run: the mount refreshes its items once).
             var stop: Outcome?
             var i = 0
             while i < batch.count && stop == nil && !Task.isCancelled {
@@ -125,12 +122,9 @@ public actor QueueDrainer {
                 var j = i
                 while j < batch.count && !Self.isBarrier(batch[j]) { j += 1 }
                 if j == i { j = i + 1 }
-                let (c, s) = await sendChains(Array(batch[i..<j]))
-                changed.formUnion(c)
-                stop = s
+                stop = await sendChains(Array(batch[i..<j])).1
                 i = j
             }
-            onChange(changed)
             switch stop {
             case .wait(let retryAfter)?:
                 // One backoff step per batch that could not go out, however many of its chains failed.

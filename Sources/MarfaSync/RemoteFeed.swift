@@ -9,12 +9,11 @@ import MarfaStore
 /// A lost stream reconnects with backoff; 60 s of silence counts as lost; `catchup_too_old`
 /// sweeps what changed since the newest item seen and reconnects live. Blobs are not fetched
 /// here: their sizes are asked for (`HEAD`), their bytes on first read (FS-11). It never touches
-/// the mount point: what it changed goes to `onChange`, which tells the kernel.
+/// the mount point: the store tells its observers (the filesystem) what the feed changed.
 public actor RemoteFeed {
     let store: Store
     let status: SyncStatus
     let log: Logger
-    let onChange: @Sendable (StoreChanges) -> Void
     /// Told how a first sync or a sweep goes (items, edges so far).
     let progress: @Sendable (String, Int, Int) -> Void
     let keyed: KeyedClient
@@ -25,10 +24,9 @@ public actor RemoteFeed {
     var blobSize: [String: Int64] = [:]
 
     public init(store: Store, client: KeyedClient, status: SyncStatus, log: Logger, silence: Double = 60,
-                progress: @escaping @Sendable (String, Int, Int) -> Void = { _, _, _ in },
-                onChange: @escaping @Sendable (StoreChanges) -> Void) {
+                progress: @escaping @Sendable (String, Int, Int) -> Void = { _, _, _ in }) {
         self.store = store; self.keyed = client; self.client = client.client; self.status = status; self.log = log
-        self.silence = silence; self.progress = progress; self.onChange = onChange
+        self.silence = silence; self.progress = progress
     }
 
     var machine: FeedMachine?
@@ -177,7 +175,6 @@ public actor RemoteFeed {
             status.record("remote.applied", ["events": .int(Int64(run.count)), "applied": .int(Int64(c.applied)),
                                              "items": .array(c.items.sorted().prefix(50).map(JSONValue.string))])
         }
-        onChange(c)
     }
 
     /// The first sync, or the catch-up sweep after `catchup_too_old` (W-17): custom types, then
@@ -208,7 +205,6 @@ public actor RemoteFeed {
             let page = try await client.call(WireRequest(method: "GET", path: q)).json
             let changes = (page["data"]?.arrayValue ?? []).compactMap { $0.objectValue.flatMap(RemoteWire.envelope) }
             let c = try store.applyRemote(changes, blobSizes: try await blobSizes(changes), reseed: reseed)
-            onChange(c)
             itemCount += changes.count
             let stamps = changes.compactMap { c -> Double? in if case .item(let it, _, _) = c { return Timestamp.parse(it.updatedAt) }; return nil }
             if oldest == nil { oldest = stamps.first }
@@ -227,15 +223,14 @@ public actor RemoteFeed {
             let page = try await client.call(WireRequest(method: "GET", path: q)).json
             let edges = (page["data"]?.arrayValue ?? []).compactMap { $0.objectValue.flatMap(RemoteWire.edge) }
             serverEdges.formUnion(edges.map(\.id))
-            let c = try store.applyRemote(edges.map { .edge($0) })
-            onChange(c)
+            try store.applyRemote(edges.map { .edge($0) })
             edgeCount += edges.count
             status.update { $0.transfer = (phase, itemCount, edgeCount, 1) }
             progress(phase, itemCount, edgeCount)
             cursor = page["has_more"] == .bool(true) ? page["cursor"]?.stringValue : nil
         } while cursor != nil && !Task.isCancelled
         if edgesInFull && !Task.isCancelled {
-            onChange(try store.removeEdgesGoneFromServer(keeping: serverEdges))
+            try store.removeEdgesGoneFromServer(keeping: serverEdges)
         }
         if first { try store.markFirstSyncDone() }
         let seconds = Date().timeIntervalSince(started)

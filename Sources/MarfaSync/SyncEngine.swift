@@ -18,13 +18,13 @@ public final class SyncEngine: Sendable {
 
     public init(store: Store, baseURL: String, credential: Credential, log: Logger, conflictMode: ConflictMode = .merge,
                 device: String = ProcessInfo.processInfo.hostName, silence: Double = 60,
-                loadCredential: @escaping @Sendable () throws -> Credential, onChange: @escaping @Sendable (StoreChanges) -> Void) {
+                loadCredential: @escaping @Sendable () throws -> Credential) {
         let status = SyncStatus(server: baseURL)
         let client = KeyedClient(baseURL: baseURL, credential: credential, load: loadCredential)
         self.status = status; self.store = store; self.client = client; self.log = log
         drainer = QueueDrainer(store: store, client: client, status: status, log: log,
-                               conflictMode: conflictMode, device: device, onChange: onChange)
-        feed = RemoteFeed(store: store, client: client, status: status, log: log, silence: silence, onChange: onChange)
+                               conflictMode: conflictMode, device: device)
+        feed = RemoteFeed(store: store, client: client, status: status, log: log, silence: silence)
     }
 
     public func start() {

@@ -107,7 +107,7 @@ struct MountCommand: ParsableCommand {
             let silence = ProcessInfo.processInfo.environment["MARFAFS_STREAM_SILENCE_SECONDS"].flatMap(Double.init) ?? 60
             let sync = SyncEngine(store: store, baseURL: server, credential: key, log: Logger(label: "marfafs.sync"),
                                   conflictMode: ConflictMode(rawValue: conflict) ?? .merge, device: device ?? ProcessInfo.processInfo.hostName,
-                                  silence: silence, loadCredential: reload, onChange: { [weak fs] c in fs?.storeChanged(c) })
+                                  silence: silence, loadCredential: reload)
             let status = sync.status
             fs.syncStatus = { status.json }
             fs.syncEvents = { status.eventLines }

@@ -183,7 +183,7 @@ import Testing
         let store = try Store(path: dir.path + "/store.sqlite")
         let status = SyncStatus(server: s.base)
         let keyed = KeyedClient(baseURL: s.base, credential: try Credential(token: key), load: { try Credential(token: key) })
-        let feed = RemoteFeed(store: store, client: keyed, status: status, log: Logger(label: "test"), silence: 3, onChange: { _ in })
+        let feed = RemoteFeed(store: store, client: keyed, status: status, log: Logger(label: "test"), silence: 3)
         let run = Task { await feed.run() }
         defer { run.cancel(); Task { await keyed.shutdown() } }
         func eventually(_ seconds: Double, _ f: () -> Bool) async -> Bool {
