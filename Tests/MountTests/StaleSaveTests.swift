@@ -38,6 +38,15 @@ import Testing
         #expect(MountHarness.eventually(timeout: 20) { cat(p.b, path) == remote }, "B sees A's edit")
     }
 
+    /// A note `<prefix>-<pattern>.md` made on A and seen on B, edited to `remote` on A, then saved
+    /// by B's editor with `ours` (a buffer that may or may not hold A's edit); returns its path.
+    func staleSave(_ p: Pair, _ prefix: String, _ pattern: Pattern, original: String, remote: String, ours: String) -> String {
+        let name = "\(prefix)-\(pattern.rawValue).md"
+        setUp(p, name, original: original, remote: remote)
+        save(p.b, "types/core.note/" + name, ours, pattern)
+        return "types/core.note/" + name
+    }
+
     func serverBody(_ p: Pair, _ m: MountHarness, _ path: String) -> String? {
         let id = m.sh("getfattr --only-values -n user.marfa.id \(path)").out
         return p.server.call("GET", "/items/\(id)", key: p.key).item["properties"]?.objectValue?["body"]?.stringValue
@@ -46,10 +55,8 @@ import Testing
     @Test func FS24_aStaleSaveOfAnotherLineMergesEverywhere() throws {
         try withPair { p in
             for pattern in Pattern.allCases {
-                let name = "merge-\(pattern.rawValue).md", path = "types/core.note/merge-\(pattern.rawValue).md"
-                setUp(p, name, original: "l1\nl2\nl3\nl4\n", remote: "L1 from A\nl2\nl3\nl4\n")
                 // B's editor still holds the original and changes line 4.
-                save(p.b, path, "l1\nl2\nl3\nl4 from B\n", pattern)
+                let path = staleSave(p, "merge", pattern, original: "l1\nl2\nl3\nl4\n", remote: "L1 from A\nl2\nl3\nl4\n", ours: "l1\nl2\nl3\nl4 from B\n")
                 let merged = "L1 from A\nl2\nl3\nl4 from B\n"
                 #expect(MountHarness.eventually(timeout: 20) { cat(p.b, path) == merged }, "\(pattern): B shows \(cat(p.b, path))")
                 #expect(MountHarness.eventually(timeout: 20) { cat(p.a, path) == merged }, "\(pattern): A shows \(cat(p.a, path))")
@@ -63,9 +70,7 @@ import Testing
     @Test func FS24_aStaleSaveOfTheSameLineKeepsOneConflictedCopy() throws {
         try withPair { p in
             for pattern in Pattern.allCases {
-                let name = "same-\(pattern.rawValue).md", path = "types/core.note/same-\(pattern.rawValue).md"
-                setUp(p, name, original: "l1\nl2\n", remote: "l1 from A\nl2\n")
-                save(p.b, path, "l1 from B\nl2\n", pattern)
+                let path = staleSave(p, "same", pattern, original: "l1\nl2\n", remote: "l1 from A\nl2\n", ours: "l1 from B\nl2\n")
                 // The note keeps A's text; B's save is one conflicted copy, on both mounts and the server.
                 let copyGlob = "same-\(pattern.rawValue) (conflicted copy dev-b"
                 #expect(MountHarness.eventually(timeout: 20) { p.b.sh("ls types/core.note | grep -cF '\(copyGlob)'").out == "1" },
@@ -84,10 +89,8 @@ import Testing
     @Test func FS24_aSaveOfAReloadedBufferDuplicatesNothing() throws {
         try withPair { p in
             for pattern in Pattern.allCases {
-                let name = "reload-\(pattern.rawValue).md", path = "types/core.note/reload-\(pattern.rawValue).md"
-                setUp(p, name, original: "l1\nl2\nl3\n", remote: "l1\nl2 from A\nl3\n")
                 // The editor reloaded (its buffer holds A's edit) and adds a line.
-                save(p.b, path, "l1\nl2 from A\nl3\nl4 from B\n", pattern)
+                let path = staleSave(p, "reload", pattern, original: "l1\nl2\nl3\n", remote: "l1\nl2 from A\nl3\n", ours: "l1\nl2 from A\nl3\nl4 from B\n")
                 #expect(MountHarness.eventually(timeout: 20) { cat(p.a, path) == "l1\nl2 from A\nl3\nl4 from B\n" }, "\(pattern): A shows \(cat(p.a, path))")
                 #expect(cat(p.b, path) == "l1\nl2 from A\nl3\nl4 from B\n")
                 #expect(p.b.sh("ls types/core.note | grep -c 'conflicted copy'").out == "0")
