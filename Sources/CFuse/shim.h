@@ -20,6 +20,10 @@ static inline int marfafs_session_loop_mt(struct fuse_session *se, unsigned thre
     return r;
 }
 
+/* The calling thread's id (what fuse_req_ctx()->pid names for a request it makes). */
+#include <sys/syscall.h>
+static inline int marfafs_gettid(void) { return (int)syscall(SYS_gettid); }
+
 static inline void marfafs_fi_set_cache(struct fuse_file_info *fi, int dir) {
     fi->keep_cache = 1;
     if (dir) fi->cache_readdir = 1;

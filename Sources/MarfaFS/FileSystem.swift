@@ -29,6 +29,13 @@ public final class FileSystem: @unchecked Sendable {
     public var onStaleSave: (@Sendable (String, String?) -> Void)?
     /// The latest sync events as JSON lines (`.marfafs/events`).
     public var syncEvents: (@Sendable () -> String)?
+    /// The thread id of the thread that replays changes on the mount for watchers (FS-25): its
+    /// requests are answered from the state already applied and change nothing.
+    public var replayThread: Int32 {
+        get { lastErrorLock.lock(); defer { lastErrorLock.unlock() }; return replayTid }
+        set { lastErrorLock.lock(); replayTid = newValue; lastErrorLock.unlock() }
+    }
+    private var replayTid: Int32 = -1
     /// Seconds within which a file removed and made again under its name is the same item (FS-28).
     static let reattachWindow: Double = 5
     /// Seconds the kernel may cache entries and attributes of items and directories.
@@ -250,7 +257,9 @@ public final class FileSystem: @unchecked Sendable {
 
     /// Changes a file's size (truncate) and mtime (`touch -d`, `rsync -a`: FS-28); mode and owner
     /// are accepted and ignored (FS-16). An item's `updated_at` stays what it was.
-    public func setattr(_ ino: UInt64, size: Int64?, mtimeNs: Int64? = nil) throws -> FileAttr {
+    public func setattr(_ ino: UInt64, size: Int64?, mtimeNs: Int64? = nil, reader: Int32 = 0) throws -> FileAttr {
+        // A replayed change (FS-25): already applied; the request only makes the kernel tell watchers.
+        if reader != 0 && reader == replayThread { return try getattr(ino) }
         if let size {
             guard size >= 0 else { throw FSError(.invalid, "negative size") }
             try changeFile(ino, reaching: size,
@@ -341,12 +350,19 @@ public final class FileSystem: @unchecked Sendable {
         for id in c.staleSaveMerges { onStaleSave?(id, nil) }
         do {
             var out: [Invalidation] = []
+            var replays: [Invalidation] = []
             for id in c.items.union(c.content) {
                 do {
                     var r = catalog.byID[id]
+                    let known = r.flatMap { catalog.items[$0] }
                     if r == nil { r = try store.summary(id: id)?.rowid }
                     guard let r else { continue }
                     out += try refreshItem(r, contentChanged: c.content.contains(id))
+                    // Watchers of a file that was there and still is see the change (FS-25).
+                    if let known, let now = catalog.items[r], StateView.of(now.state) != .trash, StateView.of(known.state) == StateView.of(now.state),
+                       let path = try? canonicalPath(r) {
+                        replays.append(.replay(path: path, modified: c.content.contains(id)))
+                    }
                 } catch { log.error("refreshing an item failed", metadata: ["item": "\(id)", "error": "\(error)"]) }
             }
             for rec in c.edgesRemoved {
@@ -363,7 +379,8 @@ public final class FileSystem: @unchecked Sendable {
                     out += edgeInvalidations(rec)
                 } catch { log.error("reading an edge failed", metadata: ["edge": "\(id)", "error": "\(error)"]) }
             }
-            return out
+            // After the invalidations: a watcher that reads on the event reads the new bytes.
+            return out + replays
         }
     }
 

@@ -56,6 +56,11 @@ public struct FileAttr: Sendable, Equatable {
 public enum Invalidation: Hashable, Sendable {
     case entry(parent: UInt64, name: String)
     case inode(UInt64)
+    /// A change made without a system call on the mount (a remote edit, a merged save), replayed
+    /// on the file at `path` (relative to the mount point) so inotify watchers see it (FS-25):
+    /// `modified` raises IN_MODIFY and IN_CLOSE_WRITE, else IN_ATTRIB. The replaying thread's
+    /// requests change nothing (`FileSystem.replayThread`).
+    case replay(path: String, modified: Bool)
 }
 
 public struct DirEntry: Sendable {

@@ -38,6 +38,8 @@ public final class FuseMount: @unchecked Sendable {
         }
         session = se
         notifier.session = se
+        notifier.root = mountpoint
+        notifier.fs = fs
         notifier.start()
         fs.onInvalidate = { [notifier] inv in notifier.enqueue(inv) }
         fs.startSettling()
@@ -77,6 +79,9 @@ final class Notifier: @unchecked Sendable {
     var queue: [Invalidation] = []
     var running = false
     var session: OpaquePointer?
+    /// The mount point, where changes are replayed for watchers (FS-25).
+    var root = ""
+    weak var fs: FileSystem?
     let log: Logger
     var thread: Thread?
 
@@ -99,6 +104,8 @@ final class Notifier: @unchecked Sendable {
     }
 
     private func loop() {
+        // This thread's requests are replays: the filesystem answers them without changing anything.
+        fs?.replayThread = Int32(marfafs_gettid())
         while true {
             cond.lock()
             while queue.isEmpty && running { cond.wait() }
@@ -113,8 +120,32 @@ final class Notifier: @unchecked Sendable {
                     _ = name.withCString { fuse_lowlevel_notify_inval_entry(se, parent, $0, name.utf8.count) }
                 case .inode(let ino):
                     _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0)
+                case .replay(let path, let modified):
+                    replay(root + "/" + path, modified: modified)
                 }
             }
+        }
+    }
+}
+
+extension Notifier {
+    /// Makes the kernel raise the inotify events of a change already applied (FS-25): a file
+    /// opened for writing, truncated to its own size and closed raises IN_MODIFY and
+    /// IN_CLOSE_WRITE; its own times set again raise IN_ATTRIB. The requests this makes reach
+    /// the daemon from this thread and change nothing.
+    func replay(_ path: String, modified: Bool) {
+        if modified {
+            let fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+            guard fd >= 0 else { return }
+            var st = stat()
+            if fstat(fd, &st) == 0 { _ = ftruncate(fd, st.st_size) }
+            close(fd)
+        } else {
+            var st = stat()
+            guard lstat(path, &st) == 0 else { return }
+            // Both times set: the kernel reports a utime (IN_ATTRIB); the mtime alone is IN_MODIFY.
+            var times = [st.st_atim, st.st_mtim]
+            _ = utimensat(AT_FDCWD, path, &times, AT_SYMLINK_NOFOLLOW)
         }
     }
 }

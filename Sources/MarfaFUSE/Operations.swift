@@ -120,7 +120,7 @@ extension FuseMount {
                 } else if (toSet & FUSE_SET_ATTR_MTIME) != 0, let st = attr?.pointee {
                     mtime = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
                 }
-                let a = try m.fs.setattr(ino, size: size, mtimeNs: mtime)
+                let a = try m.fs.setattr(ino, size: size, mtimeNs: mtime, reader: reader(req))
                 var st = stat(); fill(&st, a, uid: getuid(), gid: getgid())
                 fuse_reply_attr(req, &st, a.timeout)
             }

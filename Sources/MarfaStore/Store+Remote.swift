@@ -246,13 +246,25 @@ extension Store {
             out.applied += 1
             return
         }
+        var shown = propsChange
         if metaNewer {
+            // What the mount shows of it besides its bytes: state, tier, tags, attributes. The echo
+            // of our own write changes none of them, and leaves the file's time alone (an editor
+            // would think the file changed on disk; a watcher would see a change: FS-25).
+            let newXattrs = extensions?["fs.xattr"].map(Self.xattrsJSON)
+            let tagsChange = try tags.map { Set($0) != Set(try Self.tags(db, remote.id)) } ?? false
+            shown = shown || remote.state != local.state || remote.tier != local.tier || tagsChange
+                || (newXattrs.map { $0 != Xattrs.encode(stored.xattrs) } ?? false)
+            // A file whose bytes changed shows a strictly later mtime, to the nanosecond (watchers
+            // such as chokidar ignore a change that does not move it; FS-25).
+            let fileTime = propsChange ? max(mtime, stored.mtimeNs + 1) : shown ? mtime : stored.mtimeNs
             try db.run("UPDATE items SET state = ?, tier = ?, updated_at = ?, mtime_ns = ? WHERE rowid = ?",
-                       [remote.state.rawValue, remote.tier.rawValue, remote.updatedAt, mtime, rowid])
-            if let tags { try replaceTags(db, remote.id, tags) }
-            if let x = extensions?["fs.xattr"] { try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [Self.xattrsJSON(x), rowid]) }
+                       [remote.state.rawValue, remote.tier.rawValue, remote.updatedAt, fileTime, rowid])
+            if tagsChange, let tags { try replaceTags(db, remote.id, tags) }
+            if let newXattrs { try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [newXattrs, rowid]) }
         }
-        out.items.insert(remote.id); out.applied += 1
+        if shown { out.items.insert(remote.id) }
+        out.applied += 1
     }
 
     /// A remote item's file size: its rendering, or its blob's size (cached, reported, or 0 until known).
