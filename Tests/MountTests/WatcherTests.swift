@@ -76,3 +76,45 @@ import Testing
         }
     }
 }
+
+extension WatcherTests {
+    /// FS-25 under load: 1,000 remote edits replayed on B while `grep -r` and an editor's save loop
+    /// run there: nothing deadlocks, B converges, and B's own saves keep their bytes.
+    @Test func FS25_aThousandRemoteEditsWhileGrepAndSavesRunOnB() throws {
+        try MountPair.with { p in
+            let (a, b) = (p.a, p.b)
+            #expect(a.sh("for i in $(seq 0 19); do printf 'start\\n' > types/core.note/n$i.md; done").status == 0)
+            #expect(MountHarness.eventually(timeout: 30) { b.sh("ls types/core.note | wc -l").out == "20" })
+            let stop = b.root + "/stop"
+            let grep = Shell.spawn(["/bin/bash", "-c", "cd '\(b.mountpoint)' && while [ ! -e '\(stop)' ]; do grep -r zzz . > /dev/null; done"])
+            let saves = Shell.spawn(["/bin/bash", "-c", "cd '\(b.mountpoint)/types/core.note' && i=0; while [ ! -e '\(stop)' ]; do i=$((i+1)); printf 'mine %s\\n' $i > .mine.tmp && mv .mine.tmp mine.md; done"])
+            defer {
+                FileManager.default.createFile(atPath: stop, contents: nil)
+                for pid in [grep, saves].compactMap({ $0 }) { Shell.killAndReap(pid) }
+            }
+            // 1,000 edits made on the server, one request each (a mount would fold edits of one
+            // note made faster than it sends them), spread over the 20 notes.
+            let ids = (0..<20).map { a.sh("getfattr --only-values -n user.marfa.id types/core.note/n\($0).md").out }
+            let script = """
+            import json, sys, urllib.request
+            base, key, ids = sys.argv[1], sys.argv[2], sys.argv[3].split(',')
+            for i in range(1, 1001):
+                body = json.dumps({"properties": {"title": "n%d" % (i % 20), "body": "edit %d\\n" % i}, "properties_mode": "replace"}).encode()
+                req = urllib.request.Request(base + "/items/" + ids[i % 20], data=body, method="PATCH",
+                                             headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+                urllib.request.urlopen(req).read()
+            """
+            try script.write(toFile: b.root + "/edits.py", atomically: true, encoding: .utf8)
+            let sent = Shell.run(["/usr/bin/python3", b.root + "/edits.py", p.server.base, p.key, ids.joined(separator: ",")])
+            #expect(sent.status == 0, "\(sent.stderr)")
+            #expect(MountHarness.eventually(timeout: 120) { b.sh("cat types/core.note/n0.md").out == "edit 1000" },
+                    "B converges: \(b.sh("cat types/core.note/n0.md").out)")
+            #expect(MountHarness.eventually(timeout: 60) { b.sh("cat types/core.note/n19.md").out == "edit 999" })
+            #expect(b.sh("cat .marfafs/events | grep -c remote.event").out != "0")
+            FileManager.default.createFile(atPath: stop, contents: nil)
+            usleep(300_000)
+            #expect(b.sh("timeout 10 ls types/core.note | wc -l").out == "21", "B still answers")
+            #expect(b.sh("cat types/core.note/mine.md").out.hasPrefix("mine "), "B's saves keep their bytes")
+        }
+    }
+}
