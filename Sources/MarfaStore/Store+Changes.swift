@@ -186,63 +186,6 @@ extension Store {
         return cur
     }
 
-    /// A blob item's bytes are now the cached blob `hash`: the item is settled, its upload and
-    /// update queued. Returns the item as now stored.
-    @discardableResult
-    func applyBlob(_ db: Database, _ cur: StoredItem, hash: String, size: Int64, now: Date) throws -> StoredItem {
-        var cur = cur
-        cur.item.updatedAt = Timestamp.format(now)
-        cur.mtimeNs = Self.ns(now)
-        cur.size = size
-        cur.item.properties["blob_ref"] = .string(hash)
-        cur.sync = .pending; cur.syncError = nil
-        try db.run("UPDATE items SET properties = ?, raw = NULL, raw_head = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
-                   [JSONCoding.encode(cur.item.properties), size, cur.item.updatedAt, cur.mtimeNs, cur.rowid])
-        try enqueue(db, kind: .uploadBlob, itemID: cur.item.id,
-                    payload: ["hash": .string(hash), "size": .int(size), "mime_type": cur.item.properties["mime_type"] ?? .null], coalesce: false)
-        try enqueueItemChange(db, cur.item)
-        return cur
-    }
-
-    /// Deletes a cached blob that no item names and no queued upload needs any more (FS-28).
-    func dropBlobIfUnused(_ db: Database, _ hash: String) throws {
-        if blobGuard.all.contains(hash) { return }
-        if try db.exists("SELECT 1 FROM items INDEXED BY items_by_blob WHERE blob_ref = ? LIMIT 1", [hash]) { return }
-        // An item being rewritten (unsettled, or a spool file) still names its old blob in its properties.
-        if try db.exists("SELECT 1 FROM items INDEXED BY items_unsettled WHERE unsettled = 1 AND json_extract(properties, '$.blob_ref') = ? LIMIT 1", [hash]) { return }
-        for r in spool.rowids {
-            if try String.fetchOne(db, sql: "SELECT json_extract(properties, '$.blob_ref') FROM items WHERE rowid = ?", arguments: [r]) == hash { return }
-        }
-        // A queued upload needs its bytes (a local-only store uploads nothing: its queue is written
-        // anew from the items when it meets a server).
-        if !localOnly.value, try db.exists("SELECT 1 FROM mutations WHERE kind = 'upload_blob' AND json_extract(payload, '$.hash') = ? LIMIT 1", [hash]) { return }
-        try db.run("DELETE FROM sqlar WHERE name = ?", [hash])
-    }
-
-    /// Deletes every cached blob no item names and no queued upload needs; returns how many.
-    @discardableResult
-    public func dropUnusedBlobs() throws -> Int {
-        let n = try write { db -> Int in
-            let names = try String.fetchAll(db, sql: "SELECT name FROM sqlar WHERE name LIKE 'sha256:%'")
-            var n = 0
-            for h in names {
-                let before = db.totalChangesCount
-                try dropBlobIfUnused(db, h)
-                if db.totalChangesCount != before { n += 1 }
-            }
-            return n
-        }
-        if n > 0 { try shrink() }
-        return n
-    }
-
-    func putBlob(_ db: Database, _ bytes: [UInt8], hash: String) throws -> String {
-        try db.run("INSERT OR IGNORE INTO sqlar(name, mode, mtime, sz, data) VALUES (?, 33188, ?, ?, ?)",
-                       [hash, Int(Date().timeIntervalSince1970), bytes.count, Data(bytes)])
-        return hash
-    }
-
-
     /// Renames an item's file (FS-5, FS-6): the chosen name is kept; a `.md` name also sets the title,
     /// unless the file's own front matter names the title.
     public func rename(rowid: Int64, to fileName: String) throws -> StoredItem {
@@ -478,63 +421,6 @@ extension Store {
             }
             try db.run("DELETE FROM edge_dirs WHERE item_id = ? AND edge_type = ?", [itemID, edgeType])
         }
-    }
-
-    // MARK: queue
-
-    func enqueueItemChange(_ db: Database, _ item: Item) throws {
-        if item.version == 0 {
-            let create = Self.createPayload(item, tags: try Self.tags(db, item.id))
-            if let last = try Self.lastMutationHead(db, item.id), last.kind == .create, last.state == "pending" {
-                try db.run("UPDATE mutations SET payload = ? WHERE seq = ?", [queuedPayload(.create, create), last.seq])
-                return
-            }
-            if !(try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = 'create'", [item.id])) {
-                try enqueue(db, kind: .create, itemID: item.id, payload: create, coalesce: false)
-                return
-            }
-        }
-        try enqueue(db, kind: .update, itemID: item.id, payload: [
-            "properties": .object(item.properties), "tier": .string(item.tier.rawValue),
-            "base_version": .int(Int64(item.version)),
-        ], coalesce: true)
-    }
-
-    static func createPayload(_ item: Item, tags: [String]) -> [String: JSONValue] {
-        [
-            "id": .string(item.id), "type": .string(item.type), "properties": .object(item.properties),
-            "tier": .string(item.tier.rawValue), "state": .string(item.state.rawValue),
-            "tags": .array(tags.map(JSONValue.string)),
-        ]
-    }
-
-    static func pendingCreate(_ db: Database, _ itemID: String) throws -> Bool {
-        guard let last = try lastMutationHead(db, itemID) else { return false }
-        return last.kind == .create && last.state == "pending"
-    }
-
-    /// The newest mutation of an item without its payload: (seq, kind, state).
-    static func lastMutationHead(_ db: Database, _ itemID: String) throws -> (seq: Int64, kind: MutationKind, state: String)? {
-        guard let r = try db.row("SELECT seq, kind, state FROM mutations WHERE item_id = ? ORDER BY seq DESC LIMIT 1", [itemID]) else { return nil }
-        return (r[0], MutationKind(rawValue: r[1]) ?? .update, r[2])
-    }
-
-    /// Appends a mutation with a fresh idempotency key, or folds it into the item's newest mutation
-    /// when that one is still pending and of the same kind (`coalesce`).
-    func enqueue(_ db: Database, kind: MutationKind, itemID: String, payload: [String: JSONValue], coalesce: Bool) throws {
-        // A save after a conflict held for the user (`--conflict manual`) settles it: this update replaces it.
-        if kind == .update { try db.run("DELETE FROM mutations WHERE item_id = ? AND kind = 'update' AND state = 'conflict'", [itemID]) }
-        if coalesce, !localOnly.value, let head = try Self.lastMutationHead(db, itemID), head.kind == kind, head.state == "pending",
-           let last = try db.row("SELECT * FROM mutations WHERE seq = ?", [head.seq]).map(Mutation.init(row:)) {
-            var merged = last.payload
-            for (k, v) in payload where k != "base_version" || merged[k] == nil { merged[k] = v }
-            try db.run("UPDATE mutations SET payload = ? WHERE seq = ?", [JSONCoding.encode(merged), last.seq])
-            return
-        }
-        // A local-only store keeps one row per item and kind: nothing will read more.
-        if localOnly.value, try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = ? AND state = 'pending'", [itemID, kind.rawValue]) { return }
-        try db.run("INSERT INTO mutations(id, idempotency_key, kind, item_id, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                       [ItemID.make(), ItemID.make(), kind.rawValue, itemID, queuedPayload(kind, payload), Timestamp.now()])
     }
 
     // MARK: helpers

@@ -225,3 +225,63 @@ extension Store {
         try pool.read { db in try db.row("SELECT * FROM items WHERE id = ?", [id]).map(StoredItem.init(row:)) }
     }
 }
+
+/// Appending to the queue: one mutation per change, folded into the item's newest where it may be.
+extension Store {
+    // MARK: queue
+
+    func enqueueItemChange(_ db: Database, _ item: Item) throws {
+        if item.version == 0 {
+            let create = Self.createPayload(item, tags: try Self.tags(db, item.id))
+            if let last = try Self.lastMutationHead(db, item.id), last.kind == .create, last.state == "pending" {
+                try db.run("UPDATE mutations SET payload = ? WHERE seq = ?", [queuedPayload(.create, create), last.seq])
+                return
+            }
+            if !(try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = 'create'", [item.id])) {
+                try enqueue(db, kind: .create, itemID: item.id, payload: create, coalesce: false)
+                return
+            }
+        }
+        try enqueue(db, kind: .update, itemID: item.id, payload: [
+            "properties": .object(item.properties), "tier": .string(item.tier.rawValue),
+            "base_version": .int(Int64(item.version)),
+        ], coalesce: true)
+    }
+
+    static func createPayload(_ item: Item, tags: [String]) -> [String: JSONValue] {
+        [
+            "id": .string(item.id), "type": .string(item.type), "properties": .object(item.properties),
+            "tier": .string(item.tier.rawValue), "state": .string(item.state.rawValue),
+            "tags": .array(tags.map(JSONValue.string)),
+        ]
+    }
+
+    static func pendingCreate(_ db: Database, _ itemID: String) throws -> Bool {
+        guard let last = try lastMutationHead(db, itemID) else { return false }
+        return last.kind == .create && last.state == "pending"
+    }
+
+    /// The newest mutation of an item without its payload: (seq, kind, state).
+    static func lastMutationHead(_ db: Database, _ itemID: String) throws -> (seq: Int64, kind: MutationKind, state: String)? {
+        guard let r = try db.row("SELECT seq, kind, state FROM mutations WHERE item_id = ? ORDER BY seq DESC LIMIT 1", [itemID]) else { return nil }
+        return (r[0], MutationKind(rawValue: r[1]) ?? .update, r[2])
+    }
+
+    /// Appends a mutation with a fresh idempotency key, or folds it into the item's newest mutation
+    /// when that one is still pending and of the same kind (`coalesce`).
+    func enqueue(_ db: Database, kind: MutationKind, itemID: String, payload: [String: JSONValue], coalesce: Bool) throws {
+        // A save after a conflict held for the user (`--conflict manual`) settles it: this update replaces it.
+        if kind == .update { try db.run("DELETE FROM mutations WHERE item_id = ? AND kind = 'update' AND state = 'conflict'", [itemID]) }
+        if coalesce, !localOnly.value, let head = try Self.lastMutationHead(db, itemID), head.kind == kind, head.state == "pending",
+           let last = try db.row("SELECT * FROM mutations WHERE seq = ?", [head.seq]).map(Mutation.init(row:)) {
+            var merged = last.payload
+            for (k, v) in payload where k != "base_version" || merged[k] == nil { merged[k] = v }
+            try db.run("UPDATE mutations SET payload = ? WHERE seq = ?", [JSONCoding.encode(merged), last.seq])
+            return
+        }
+        // A local-only store keeps one row per item and kind: nothing will read more.
+        if localOnly.value, try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = ? AND state = 'pending'", [itemID, kind.rawValue]) { return }
+        try db.run("INSERT INTO mutations(id, idempotency_key, kind, item_id, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                       [ItemID.make(), ItemID.make(), kind.rawValue, itemID, queuedPayload(kind, payload), Timestamp.now()])
+    }
+}
