@@ -214,7 +214,9 @@ import Testing
         let killed = Date()
         var ended = false
         do { while try await events.next() != nil {}; ended = true } catch is WireFailure { ended = true }
-        #expect(ended && Date().timeIntervalSince(killed) < 10, "the stream ends at once, not at the silence limit (60 s)")
+        // At once, not at the silence limit (60 s): the bound allows a machine busy with the
+        // whole suite (mounts writing hundreds of MiB) and stays well below that limit.
+        #expect(ended && Date().timeIntervalSince(killed) < 30, "the stream ends at once, not at the silence limit (60 s)")
         let calledAt = Date()
         let down = await { () async -> WireFailure? in
             do { _ = try await c.call(WireRequest(method: "GET", path: "/items")); return nil } catch let f as WireFailure { return f } catch { return nil }
