@@ -50,9 +50,9 @@ extension FileSystem {
     /// seconds: hashed and copied into the cache outside the lock, then made the item's bytes
     /// under it (unless a write came meanwhile).
     func settleQuietSpools() {
+        if store.spool.rowids.isEmpty { return }
         let quietSince = Int64((Date().timeIntervalSince1970 - settler.spoolWindow) * 1e9)
-        let trashed = locked { Set(store.spool.rowids.filter { catalog.items[$0]?.state == .trashed }) }
-        for r in store.spool.rowids where !trashed.contains(r) {
+        for r in locked({ spoolsToSettle() }) {
             do {
                 guard let (_, mtime) = try? store.spool.attributes(r), mtime <= quietSince,
                       let cached = try store.cacheSpool(r) else { continue }
@@ -68,7 +68,13 @@ extension FileSystem {
             }
         }
         // Blob files still waiting: looked at again once their window has passed.
-        if store.spool.rowids.contains(where: { !trashed.contains($0) }) { settler.retryAfter(settler.spoolWindow / 2) }
+        if !locked({ spoolsToSettle() }).isEmpty { settler.retryAfter(settler.spoolWindow / 2) }
+    }
+
+    /// Blob files being written that settle in the background: not those of trashed items (they
+    /// settle if restored; a purge removes them). Call with the lock held.
+    func spoolsToSettle() -> [Int64] {
+        store.spool.rowids.filter { catalog.items[$0]?.state != .trashed }
     }
 
     /// One batch of files quiet for the settle window; true if more may be waiting. The store
@@ -84,8 +90,7 @@ extension FileSystem {
                 var inv: [Invalidation] = []
                 for r in rows { inv += try refreshItem(r) }
                 inv += absorbStoreChanges(store.takeAnnouncements())
-                if rows.count < batch, store.staging.isEmpty, try !store.hasUnsettled(),
-                   store.spool.rowids.allSatisfy({ catalog.items[$0]?.state == .trashed }) { settler.settledAll() }
+                if rows.count < batch, store.staging.isEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty { settler.settledAll() }
                 return inv
             }
             notify(inv)

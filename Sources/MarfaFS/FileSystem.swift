@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import MarfaLayout
 import MarfaModel
 import MarfaStore
@@ -15,8 +16,7 @@ public final class FileSystem: @unchecked Sendable {
     var inodes = InodeTable()
     public let mountedAt = Date()
     /// The last failure of the store (a full disk, an I/O error), for `.marfafs/status`.
-    private let lastErrorLock = NSLock()
-    private var lastErrorValue: (message: String, at: Date)?
+    private let lastFailure = Mutex<(message: String, at: Date)?>(nil)
     /// Called (outside the lock) with what the kernel must forget after a change.
     public var onInvalidate: (@Sendable ([Invalidation]) -> Void)?
     /// With a server configured: the sync engine's part of `.marfafs/status` (mode, server,
@@ -32,10 +32,10 @@ public final class FileSystem: @unchecked Sendable {
     /// The thread id of the thread that replays changes on the mount for watchers (FS-25): its
     /// requests are answered from the state already applied and change nothing.
     public var replayThread: Int32 {
-        get { lastErrorLock.lock(); defer { lastErrorLock.unlock() }; return replayTid }
-        set { lastErrorLock.lock(); replayTid = newValue; lastErrorLock.unlock() }
+        get { replayTid.load(ordering: .relaxed) }
+        set { replayTid.store(newValue, ordering: .relaxed) }
     }
-    private var replayTid: Int32 = -1
+    private let replayTid = Atomic<Int32>(-1)
     /// Seconds within which a file removed and made again under its name is the same item (FS-28).
     static let reattachWindow: Double = 5
     /// Seconds the kernel may cache entries and attributes of items and directories.
@@ -83,10 +83,10 @@ public final class FileSystem: @unchecked Sendable {
     /// Records a failure for `.marfafs/status` (any thread).
     func noteError(_ error: Error) {
         let text = (error as? FSError).map { "\($0.code == .noSpace ? "no space left on the store's disk" : "I/O error"): \($0.message)" } ?? "\(error)"
-        lastErrorLock.lock(); lastErrorValue = (text, Date()); lastErrorLock.unlock()
+        lastFailure.withLock { $0 = (text, Date()) }
     }
 
-    var lastError: (message: String, at: Date)? { lastErrorLock.lock(); defer { lastErrorLock.unlock() }; return lastErrorValue }
+    var lastError: (message: String, at: Date)? { lastFailure.withLock { $0 } }
 
     /// Items in the catalog (all states).
     public var itemCount: Int { locked { catalog.items.count } }

@@ -67,14 +67,7 @@ public final class Spool: @unchecked Sendable {
 
     /// Writes at `offset`; returns the file's size and mtime (ns).
     public func write(_ rowid: Int64, offset: Int64, data: [UInt8]) throws -> (size: Int64, mtimeNs: Int64) {
-        try withFile(rowid) { fd in
-            var done = 0
-            while done < data.count {
-                let n = data.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, $0.count - done, off_t(offset) + off_t(done)) }
-                if n < 0 { if errno == EINTR { continue }; throw Self.error("cannot write \(path(rowid))") }
-                done += n
-            }
-        }
+        try withFile(rowid) { fd in try Self.pwriteAll(fd, data[...], at: offset, path: path(rowid)) }
     }
 
     public func truncate(_ rowid: Int64, size: Int64) throws -> (size: Int64, mtimeNs: Int64) {
@@ -151,6 +144,16 @@ public final class Spool: @unchecked Sendable {
         var st = Glibc.stat()
         guard Foundation.fstat(fd, &st) == 0 else { throw error("cannot stat a spool file") }
         return (Int64(st.st_size), Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec))
+    }
+
+    /// Writes all of `bytes` at `offset` (short writes and EINTR retried).
+    static func pwriteAll(_ fd: Int32, _ bytes: ArraySlice<UInt8>, at offset: Int64, path: String) throws {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, $0.count - done, off_t(offset) + off_t(done)) }
+            if n < 0 { if errno == EINTR { continue }; throw error("cannot write \(path)") }
+            done += n
+        }
     }
 
     static func pread(_ fd: Int32, offset: Int64, count: Int, path: String) throws -> [UInt8] {

@@ -24,7 +24,7 @@ extension Store {
 
     /// Deletes a cached blob that no item names and no queued upload needs any more (FS-28).
     func dropBlobIfUnused(_ db: Database, _ hash: String) throws {
-        if blobGuard.all.contains(hash) { return }
+        if isHeld(hash) { return }
         if try db.exists("SELECT 1 FROM items INDEXED BY items_by_blob WHERE blob_ref = ? LIMIT 1", [hash]) { return }
         // An item being rewritten (unsettled, or a spool file) still names its old blob in its properties.
         if try db.exists("SELECT 1 FROM items INDEXED BY items_unsettled WHERE unsettled = 1 AND json_extract(properties, '$.blob_ref') = ? LIMIT 1", [hash]) { return }
@@ -33,7 +33,7 @@ extension Store {
         }
         // A queued upload needs its bytes (a local-only store uploads nothing: its queue is written
         // anew from the items when it meets a server).
-        if !localOnly.value, try db.exists("SELECT 1 FROM mutations WHERE kind = 'upload_blob' AND json_extract(payload, '$.hash') = ? LIMIT 1", [hash]) { return }
+        if !isLocalOnly, try db.exists("SELECT 1 FROM mutations WHERE kind = 'upload_blob' AND json_extract(payload, '$.hash') = ? LIMIT 1", [hash]) { return }
         try db.run("DELETE FROM sqlar WHERE name = ?", [hash])
     }
 

@@ -7,10 +7,12 @@ import MarfaModel
 /// server (`bind`), the queue is written anew from the items as they are then: what a first sync
 /// needs (every item's create, its blob's upload, its attributes, every edge).
 extension Store {
+    var isLocalOnly: Bool { localOnly.withLock { $0 } }
+
     /// The payload a queued mutation keeps: none for item changes of a local-only store (edge
     /// mutations keep theirs: a removed edge finds its queued create by id).
     func queuedPayload(_ kind: MutationKind, _ payload: [String: JSONValue]) -> String {
-        if localOnly.value, kind != .createEdge, kind != .deleteEdge { return "{}" }
+        if isLocalOnly, kind != .createEdge, kind != .deleteEdge { return "{}" }
         return JSONCoding.encode(payload)
     }
 
@@ -39,7 +41,7 @@ extension Store {
             }
             return true
         }
-        localOnly.set(local)
+        localOnly.withLock { $0 = local }
         if stripped { try shrink() }
         return local
     }
@@ -49,7 +51,7 @@ extension Store {
     @discardableResult
     public func bind(server: String) throws -> Int {
         let wasLocal = try pool.read { db in try !isBound(db) }
-        localOnly.set(false)
+        localOnly.withLock { $0 = false }
         return try write { db -> Int in
             try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('server', ?)", [server])
             try db.run("DELETE FROM meta WHERE key = 'local_only'")
@@ -78,13 +80,4 @@ extension Store {
             return try Int.fetchOne(db, sql: "SELECT count(*) FROM mutations") ?? 0
         }
     }
-}
-
-/// A Bool shared between threads.
-final class LockedFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var v: Bool
-    init(_ v: Bool) { self.v = v }
-    var value: Bool { lock.lock(); defer { lock.unlock() }; return v }
-    func set(_ x: Bool) { lock.lock(); v = x; lock.unlock() }
 }

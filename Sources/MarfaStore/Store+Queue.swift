@@ -272,7 +272,7 @@ extension Store {
     func enqueue(_ db: Database, kind: MutationKind, itemID: String, payload: [String: JSONValue], coalesce: Bool) throws {
         // A save after a conflict held for the user (`--conflict manual`) settles it: this update replaces it.
         if kind == .update { try db.run("DELETE FROM mutations WHERE item_id = ? AND kind = 'update' AND state = 'conflict'", [itemID]) }
-        if coalesce, !localOnly.value, let head = try Self.lastMutationHead(db, itemID), head.kind == kind, head.state == "pending",
+        if coalesce, !isLocalOnly, let head = try Self.lastMutationHead(db, itemID), head.kind == kind, head.state == "pending",
            let last = try db.row("SELECT * FROM mutations WHERE seq = ?", [head.seq]).map(Mutation.init(row:)) {
             var merged = last.payload
             for (k, v) in payload where k != "base_version" || merged[k] == nil { merged[k] = v }
@@ -280,7 +280,7 @@ extension Store {
             return
         }
         // A local-only store keeps one row per item and kind: nothing will read more.
-        if localOnly.value, try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = ? AND state = 'pending'", [itemID, kind.rawValue]) { return }
+        if isLocalOnly, try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = ? AND state = 'pending'", [itemID, kind.rawValue]) { return }
         try db.run("INSERT INTO mutations(id, idempotency_key, kind, item_id, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)",
                        [ItemID.make(), ItemID.make(), kind.rawValue, itemID, queuedPayload(kind, payload), Timestamp.now()])
     }

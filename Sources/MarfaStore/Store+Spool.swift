@@ -64,12 +64,7 @@ extension Store {
             let n = Int(min(Int64(spoolChunk), total - at))
             let rc = buf.withUnsafeMutableBytes { sqlite3_blob_read(blob, $0.baseAddress, Int32(n), Int32(at)) }
             guard rc == SQLITE_OK else { throw StoreError.io("cannot read \(table).\(column) of row \(rowid) (\(rc))") }
-            var done = 0
-            while done < n {
-                let w = buf.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, n - done, off_t(at) + off_t(done)) }
-                if w < 0 { if errno == EINTR { continue }; throw Spool.error("cannot fill a spool file") }
-                done += w
-            }
+            try Spool.pwriteAll(fd, buf[0..<n], at: at, path: "a spool file")
             at += Int64(n)
         }
     }
@@ -90,8 +85,8 @@ extension Store {
             at += Int64(chunk.count)
         }
         guard at == size, spool.changes(rowid) == changes else { return nil }
-        let hash = "sha256:" + h.finalize().map { String(format: "%02x", $0) }.joined()
-        blobGuard.hold(hash)
+        let hash = BlobHash.name(h.finalize())
+        holdBlob(hash)
         do {
             try write { db in
                 if try db.exists("SELECT 1 FROM sqlar WHERE name = ?", [hash]) { return }
@@ -115,10 +110,10 @@ extension Store {
                 if off != size || spool.changes(rowid) != changes { throw SpoolChanged() }
             }
         } catch is SpoolChanged {
-            blobGuard.release(hash)
+            releaseBlob(hash)
             return nil
         } catch {
-            blobGuard.release(hash)
+            releaseBlob(hash)
             throw error
         }
         return CachedSpool(rowid: rowid, hash: hash, size: size, mtimeNs: mtime, changes: changes)
@@ -130,7 +125,7 @@ extension Store {
     /// (its upload and update queued). Call where no write to the item can come in meanwhile (the
     /// filesystem's lock); false when a write came since `cacheSpool` (it settles later).
     public func finishSpool(_ c: CachedSpool) throws -> Bool {
-        defer { blobGuard.release(c.hash) }
+        defer { releaseBlob(c.hash) }
         guard spool.changes(c.rowid) == c.changes else { return false }
         try write { db in
             guard let cur = try Self.fetchItem(db, rowid: c.rowid) else { throw StoreError.notFound("item \(c.rowid)") }
@@ -189,17 +184,4 @@ extension Store {
     static func sqliteError(_ rc: Int32, _ what: String) -> StoreError {
         rc == SQLITE_FULL ? .noSpace(what) : .io("\(what) (\(rc))")
     }
-}
-
-/// Hashes of blobs copied into the cache and not yet referenced by their item: the unused-blob
-/// sweep leaves them alone.
-final class BlobGuard: @unchecked Sendable {
-    private let lock = NSLock()
-    private var held: [String: Int] = [:]
-    func hold(_ h: String) { lock.lock(); held[h, default: 0] += 1; lock.unlock() }
-    func release(_ h: String) {
-        lock.lock(); defer { lock.unlock() }
-        if let n = held[h] { held[h] = n > 1 ? n - 1 : nil }
-    }
-    var all: Set<String> { lock.lock(); defer { lock.unlock() }; return Set(held.keys) }
 }

@@ -33,7 +33,7 @@ extension Store {
         // The same lines changed on both sides: the item keeps the remote text; the save is kept
         // whole in a conflicted copy, queued for the server like a 409's.
         let props = (try? Self.parseText(bytes, type: t, fileName: cur.fileName, previous: cur.item.properties)) ?? [t.bodyField: .string(ours)]
-        let (copyID, edgeID) = try insertConflictedCopy(db, cur, properties: props, device: device.value, now: now)
+        let (copyID, edgeID) = try insertConflictedCopy(db, cur, properties: props, device: device.withLock { $0 }, now: now)
         var c = StoreChanges(items: [copyID, cur.item.id])
         c.content.insert(cur.item.id)
         c.edgesAdded.insert(edgeID)
@@ -41,52 +41,4 @@ extension Store {
         announce(c)
         return theirsBytes
     }
-
-    /// Runs a change made for the sync engine (remote changes applied, answers recorded,
-    /// conflicts settled) and, once it is committed, tells the observers (`observe`).
-    func published(_ body: () throws -> StoreChanges) throws -> StoreChanges {
-        let c = try body()
-        if !c.isEmpty { observers.call(c) }
-        return c
-    }
-
-    /// Subscribes to the changes the store commits for the sync engine: the filesystem re-reads
-    /// what they touched and tells the kernel (FS-19). Called on the committing thread, which
-    /// holds no lock of the filesystem's.
-    public func observe(_ f: @escaping @Sendable (StoreChanges) -> Void) { observers.add(f) }
-
-    /// Records changes the store made on its own (a stale save merged or copied) for the
-    /// filesystem, which takes them after the operation that caused them (`takeAnnouncements`).
-    func announce(_ c: StoreChanges) { announced.add(c) }
-
-    /// The changes announced since the last call.
-    public func takeAnnouncements() -> StoreChanges { announced.take() }
-}
-
-/// Who is told of committed changes (any thread).
-final class Observers: @unchecked Sendable {
-    private let lock = NSLock()
-    private var list: [@Sendable (StoreChanges) -> Void] = []
-    func add(_ f: @escaping @Sendable (StoreChanges) -> Void) { lock.lock(); list.append(f); lock.unlock() }
-    func call(_ c: StoreChanges) {
-        lock.lock(); let l = list; lock.unlock()
-        for f in l { f(c) }
-    }
-}
-
-/// Changes waiting for the filesystem (any thread).
-final class Announcements: @unchecked Sendable {
-    private let lock = NSLock()
-    private var pending = StoreChanges()
-    func add(_ c: StoreChanges) { lock.lock(); pending.formUnion(c); lock.unlock() }
-    func take() -> StoreChanges { lock.lock(); defer { pending = StoreChanges(); lock.unlock() }; return pending }
-}
-
-/// Text shared between threads (the device label of conflicted copies).
-public final class LockedText: @unchecked Sendable {
-    private let lock = NSLock()
-    private var v: String
-    init(_ v: String) { self.v = v }
-    public var value: String { lock.lock(); defer { lock.unlock() }; return v }
-    public func set(_ x: String) { lock.lock(); v = x; lock.unlock() }
 }

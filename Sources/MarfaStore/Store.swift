@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 import GRDB
 import Logging
 import MarfaLayout
@@ -39,13 +40,14 @@ public final class Store: Sendable {
     public let staging: Staging
     /// Blob files being written, until they settle (see `Spool`).
     public let spool: Spool
-    let blobGuard = BlobGuard()
+    /// Blobs copied into the cache and not yet named by their item, with how many copies hold them.
+    let heldBlobs = Mutex<[String: Int]>([:])
     /// No server has seen this store: queued changes keep no payload (`useLocalOnly`).
-    let localOnly = LockedFlag(false)
+    let localOnly = Mutex(false)
     /// The device label in the names of conflicted copies made here (FS-20, FS-24).
-    public let device = LockedText(ProcessInfo.processInfo.hostName)
-    let announced = Announcements()
-    let observers = Observers()
+    public let device = Mutex(ProcessInfo.processInfo.hostName)
+    let announced = Mutex(StoreChanges())
+    let observers = Mutex<[@Sendable (StoreChanges) -> Void]>([])
     let rowids = RowidAllocator()
     /// The largest text file accepted (a note is text, not a disk image).
     public static let maxTextBytes = 16 << 20
@@ -263,8 +265,11 @@ final class TypeCache: @unchecked Sendable {
 }
 
 public enum BlobHash {
-    public static func of(_ bytes: [UInt8]) -> String {
-        "sha256:" + SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+    public static func of(_ bytes: [UInt8]) -> String { name(SHA256.hash(data: bytes)) }
+
+    /// `sha256:<hex>` of a digest (also one computed a chunk at a time).
+    static func name(_ digest: SHA256.Digest) -> String {
+        "sha256:" + digest.map { String(format: "%02x", $0) }.joined()
     }
     public static func isValid(_ s: String) -> Bool {
         guard s.hasPrefix("sha256:") else { return false }

@@ -123,17 +123,22 @@ struct ExportCommand: ParsableCommand {
                 path = safeFolder.isEmpty ? name : safeFolder + "/" + name
             }
             used.insert(path)
+            // A blob that is not cached is reported and skipped, before anything is written.
+            var blob: (hash: String, size: Int64)?
+            if TypeSchema.isBlobType(s.type) {
+                guard let h = s.blobRef, let size = store.blobs.size(hash: h) else {
+                    FileHandle.standardError.write(Data("\nmarfafs: \(path): its blob is not cached\n".utf8)); failed += 1; continue
+                }
+                blob = (h, size)
+            }
             let target = root + "/" + path
             try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             guard FileManager.default.createFile(atPath: target, contents: nil), let out = FileHandle(forWritingAtPath: target) else {
                 throw CLIError("cannot write \(target)")
             }
             defer { try? out.close() }
-            if TypeSchema.isBlobType(s.type) {
+            if let (h, size) = blob {
                 // A blob is copied a chunk at a time: a large one never sits in memory whole.
-                guard let h = s.blobRef, let size = store.blobs.size(hash: h) else {
-                    FileHandle.standardError.write(Data("\nmarfafs: \(path): its blob is not cached\n".utf8)); failed += 1; continue
-                }
                 var at: Int64 = 0
                 while at < size {
                     guard let chunk = store.blobs.read(hash: h, offset: at, count: 1 << 20), !chunk.isEmpty else { throw CLIError("cannot read the blob of \(path)") }

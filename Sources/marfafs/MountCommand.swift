@@ -87,7 +87,7 @@ struct MountCommand: ParsableCommand {
                 log.info("purged from the trash", metadata: ["items": "\(purged.count)", "older_than_days": "\(trashDays)"])
             }
         }
-        store.device.set(device ?? ProcessInfo.processInfo.hostName)
+        store.device.withLock { [device] in $0 = device ?? ProcessInfo.processInfo.hostName }
         // A store keeps its queue's payloads only once a server has seen it (FS-28).
         if let server {
             let queued = try store.bind(server: server)

@@ -209,6 +209,15 @@ import Testing
             try m.mount()
             #expect(m.sh("rsync -ai --exclude big.md.bin '\(src)/' types/core.note/").out.isEmpty, "times survive a remount")
             #expect(m.sh("cmp '\(src)/big.md.bin' types/core.file/big.md.bin").status == 0)
+            // A changed large file: rsync's temporary file (written past the staging limit) is
+            // renamed over the blob; the item keeps its id, the old bytes leave the cache.
+            let id = m.sh("getfattr --only-values -n user.marfa.id types/core.file/big.md.bin").out
+            #expect(Shell.run(["/bin/bash", "-c", "head -c 3000000 /dev/urandom > '\(src)/big.md.bin'"]).status == 0)
+            #expect(m.sh("rsync -a --include big.md.bin --exclude '*' '\(src)/' types/core.file/ 2>&1").status == 0)
+            #expect(m.sh("cmp '\(src)/big.md.bin' types/core.file/big.md.bin").status == 0)
+            #expect(m.sh("getfattr --only-values -n user.marfa.id types/core.file/big.md.bin").out == id)
+            #expect(m.sql("SELECT count(*) FROM sqlar") == "1", "the replaced blob is gone")
+            #expect(m.sh("rsync -ai --include big.md.bin --exclude '*' '\(src)/' types/core.file/").out.isEmpty)
         }
     }
 

@@ -1,0 +1,40 @@
+import Foundation
+import Synchronization
+
+/// How the store tells the filesystem what it changed without being asked by it: what it commits
+/// for the sync engine is published to observers (`observe`), at once, on the committing thread;
+/// what it changes on its own during a local operation (a stale save merged or copied, FS-24) is
+/// announced and taken by the filesystem after that operation (`takeAnnouncements`).
+extension Store {
+    /// Runs a change made for the sync engine (remote changes applied, answers recorded,
+    /// conflicts settled) and, once it is committed, tells the observers.
+    func published(_ body: () throws -> StoreChanges) throws -> StoreChanges {
+        let c = try body()
+        if !c.isEmpty { for f in observers.withLock({ $0 }) { f(c) } }
+        return c
+    }
+
+    /// Subscribes to the changes the store commits for the sync engine: the filesystem re-reads
+    /// what they touched and tells the kernel (FS-19). Called on the committing thread, which
+    /// holds no lock of the filesystem's.
+    public func observe(_ f: @escaping @Sendable (StoreChanges) -> Void) { observers.withLock { $0.append(f) } }
+
+    /// Records changes the store made on its own for the filesystem.
+    func announce(_ c: StoreChanges) { announced.withLock { $0.formUnion(c) } }
+
+    /// The changes announced since the last call.
+    public func takeAnnouncements() -> StoreChanges {
+        announced.withLock { pending in
+            defer { pending = StoreChanges() }
+            return pending
+        }
+    }
+
+    // MARK: blobs held against the unused-blob sweep
+
+    /// A blob copied into the cache and not yet named by its item (`cacheSpool`): the sweep
+    /// (`dropBlobIfUnused`) leaves it alone until `releaseBlob`.
+    func holdBlob(_ h: String) { heldBlobs.withLock { $0[h, default: 0] += 1 } }
+    func releaseBlob(_ h: String) { heldBlobs.withLock { if let n = $0[h] { $0[h] = n > 1 ? n - 1 : nil } } }
+    func isHeld(_ h: String) -> Bool { heldBlobs.withLock { $0[h] != nil } }
+}
