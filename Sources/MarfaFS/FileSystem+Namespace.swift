@@ -141,7 +141,8 @@ extension FileSystem {
 
     // MARK: create
 
-    public func create(parent: UInt64, name: String) throws -> FileAttr {
+    public func create(parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
+        if isReplay(reader) { return try replayedCreate(parent: parent, name: name) }
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
             let p = try node(parent)
             try checkName(name)
@@ -218,7 +219,8 @@ extension FileSystem {
         return (try attr(.scratch(s.rowid)), [])
     }
 
-    public func mkdir(parent: UInt64, name: String) throws -> FileAttr {
+    public func mkdir(parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
+        if isReplay(reader) { return try replayedCreate(parent: parent, name: name) }
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
             try settleNow()
             let p = try node(parent)
@@ -247,7 +249,8 @@ extension FileSystem {
 
     // MARK: remove
 
-    public func unlink(parent: UInt64, name: String) throws {
+    public func unlink(parent: UInt64, name: String, reader: Int32 = 0) throws {
+        if isReplay(reader) { return try replayedRemove(parent: parent, name: name) }
         let inv: [Invalidation] = try freeing { try locked {
             let p = try node(parent)
             // A scratch file is local: removing it queues nothing, so nothing settles first.
@@ -305,7 +308,8 @@ extension FileSystem {
         }
     }
 
-    public func rmdir(parent: UInt64, name: String) throws {
+    public func rmdir(parent: UInt64, name: String, reader: Int32 = 0) throws {
+        if isReplay(reader) { return try replayedRemove(parent: parent, name: name) }
         try freeing { try locked {
             try settleNow(spools: false)
             let p = try node(parent)
@@ -331,7 +335,9 @@ extension FileSystem {
 
     // MARK: rename
 
-    public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, noReplace: Bool = false, exchange: Bool = false) throws {
+    public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, noReplace: Bool = false, exchange: Bool = false,
+                       reader: Int32 = 0) throws {
+        if isReplay(reader) { return try replayedRename(parent: parent, name: name, newParent: newParent, newName: newName) }
         let inv: [Invalidation] = try locked {
             let p = try node(parent), np = try node(newParent)
             guard let src = try childNode(p, name) else { throw FSError(.notFound, name) }
@@ -510,7 +516,8 @@ extension FileSystem {
         throw FSError(.notFound, "\(target) does not name an item of this mount")
     }
 
-    public func symlink(target: String, parent: UInt64, name: String) throws -> FileAttr {
+    public func symlink(target: String, parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
+        if isReplay(reader) { return try replayedCreate(parent: parent, name: name) }
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
             let p = try node(parent)
             try checkName(name)

@@ -36,6 +36,8 @@ public final class FileSystem: @unchecked Sendable {
         set { replayTid.store(newValue, ordering: .relaxed) }
     }
     private let replayTid = Atomic<Int32>(-1)
+    /// The change the replay thread is replaying now (`Notifier`, FS-25).
+    let replaying = Mutex<Replay?>(nil)
     /// Seconds within which a file removed and made again under its name is the same item (FS-28).
     static let reattachWindow: Double = 5
     /// Seconds the kernel may cache entries and attributes of items and directories.
@@ -172,7 +174,9 @@ public final class FileSystem: @unchecked Sendable {
     }
 
     public func lookup(parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
-        try locked {
+        // A replayed change (FS-25): the names it concerns as they were before it.
+        if isReplay(reader), let answer = replayedLookup(parent: parent, name: name) { return try answer.get() }
+        return try locked {
             currentReader = reader
             let p = try node(parent)
             guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
@@ -328,71 +332,6 @@ public final class FileSystem: @unchecked Sendable {
                 catalog.addScratch(try wrap { try store.modifyScratch(id, scratch) })
             }
         }
-    }
-
-    /// What something other than the mount (the sync engine) changed in the store: items are read
-    /// again (names, attributes, tags, state), edges added or removed, and the kernel is told, so
-    /// a `cat` shows the new bytes and listings the new names (FS-19).
-    public func storeChanged(_ c: StoreChanges) {
-        if c.isEmpty { return }
-        notify(locked { absorbStoreChanges(c) })
-    }
-
-    /// Brings the catalog up to date with changes the store made, and returns what the kernel
-    /// must forget. Call with the lock held.
-    func absorbStoreChanges(_ c: StoreChanges) -> [Invalidation] {
-        if c.isEmpty { return [] }
-        for (copy, original) in c.staleSaveCopies {
-            log.warning("a save from a buffer that missed a remote change overlapped it: the item keeps the remote text, the save is kept as a conflicted copy",
-                        metadata: ["item": "\(original)", "copy": "\(copy)"])
-            onStaleSave?(original, copy)
-        }
-        for id in c.staleSaveMerges { onStaleSave?(id, nil) }
-        do {
-            var out: [Invalidation] = []
-            var replays: [Invalidation] = []
-            for id in c.items.union(c.content) {
-                do {
-                    var r = catalog.byID[id]
-                    let known = r.flatMap { catalog.items[$0] }
-                    if r == nil { r = try store.summary(id: id)?.rowid }
-                    guard let r else { continue }
-                    out += try refreshItem(r, contentChanged: c.content.contains(id))
-                    // Watchers of a file that was there and still is see the change (FS-25).
-                    if let known, let now = catalog.items[r], StateView.of(now.state) != .trash, StateView.of(known.state) == StateView.of(now.state),
-                       let path = try? canonicalPath(r) {
-                        replays.append(.replay(path: path, modified: c.content.contains(id)))
-                    }
-                } catch { log.error("refreshing an item failed", metadata: ["item": "\(id)", "error": "\(error)"]) }
-            }
-            for rec in c.edgesRemoved {
-                // Found among its source's edges, not by a walk over every edge.
-                guard let s = catalog.byID[rec.edge.sourceID],
-                      let e = catalog.outEdges[s]?.lazy.compactMap({ self.catalog.edges[$0] }).first(where: { $0.edge.id == rec.edge.id }) else { continue }
-                out += edgeInvalidations(e)
-                catalog.removeEdge(e.rowid)
-            }
-            for id in c.edgesAdded {
-                do {
-                    guard let rec = try store.edge(id: id) else { continue }
-                    catalog.addEdge(rec)
-                    out += edgeInvalidations(rec)
-                } catch { log.error("reading an edge failed", metadata: ["edge": "\(id)", "error": "\(error)"]) }
-            }
-            // After the invalidations: a watcher that reads on the event reads the new bytes.
-            return out + replays
-        }
-    }
-
-    /// Every directory entry an edge shows in: `links/` under its source, `backlinks/` under its target.
-    func edgeInvalidations(_ rec: EdgeRecord) -> [Invalidation] {
-        guard let s = catalog.byID[rec.edge.sourceID], let t = catalog.byID[rec.edge.targetID],
-              let ss = catalog.items[s], let ts = catalog.items[t] else { return [] }
-        let et = rec.edge.edgeType
-        return invalidations((.linkEdgeDir(false, s, et), []), (.linkEdgeDir(true, t, et), []),
-                             (.linkItemDir(false, s), [et]), (.linkItemDir(true, t), [et]),
-                             (.linkTypeDir(false, ss.type), [catalog.name(of: s) ?? ""]), (.linkTypeDir(true, ts.type), [catalog.name(of: t) ?? ""]),
-                             (.linksRoot, [ss.type]), (.backlinksRoot, [ts.type]))
     }
 
     /// `fsync` returns once the file's bytes are durable (FS-15): a staged file's journal, else

@@ -36,7 +36,7 @@ public enum Node: Hashable, Sendable {
 }
 
 /// Attributes the kernel is told.
-public struct FileAttr: Sendable, Equatable {
+public struct FileAttr: Sendable, Hashable {
     public var ino: UInt64
     public var kind: Node.Kind
     public var size: Int64
@@ -52,15 +52,49 @@ public struct FileAttr: Sendable, Equatable {
     }
 }
 
-/// A change the kernel must forget: a name in a directory, or a node's attributes and pages.
+/// A change the kernel must forget: a name in a directory, or a node's attributes and pages; or a
+/// change to replay on the mount so inotify watchers see it.
 public enum Invalidation: Hashable, Sendable {
     case entry(parent: UInt64, name: String)
     case inode(UInt64)
-    /// A change made without a system call on the mount (a remote edit, a merged save), replayed
-    /// on the file at `path` (relative to the mount point) so inotify watchers see it (FS-25):
-    /// `modified` raises IN_MODIFY and IN_CLOSE_WRITE, else IN_ATTRIB. The replaying thread's
-    /// requests change nothing (`FileSystem.replayThread`).
-    case replay(path: String, modified: Bool)
+    case replay(Replay)
+}
+
+/// A change made without a system call on the mount (a remote change, a merged save), replayed on
+/// the mount point as the system call that would have made it, so the kernel raises the inotify
+/// events the same change made locally raises (FS-25). The replaying thread's requests are
+/// answered from the state before the change where they must be (a name to create is not there
+/// yet, a name to remove still is) and change nothing (`FileSystem.replayThread`).
+public struct Replay: Hashable, Sendable {
+    /// A name in a directory: the directory's inode, and the path from the mount point.
+    public struct Place: Hashable, Sendable {
+        public var parent: UInt64
+        public var name: String
+        public var path: String
+    }
+
+    public enum Op: Hashable, Sendable {
+        /// The file changed: `modified` raises IN_MODIFY and IN_CLOSE_WRITE, else IN_ATTRIB.
+        case touch(modified: Bool)
+        /// A new name (IN_CREATE): a file, a directory or a symlink.
+        case create(Node.Kind)
+        /// A name gone (IN_DELETE); `ghost` is what the name showed.
+        case remove(ghost: FileAttr)
+        /// A name moved (IN_MOVED_FROM, IN_MOVED_TO); `ghost` is what the old name showed.
+        case rename(to: Place, ghost: FileAttr)
+    }
+
+    /// A name as it was before the change: where, and what it showed.
+    public struct Ghost: Hashable, Sendable {
+        public var at: Place
+        public var attr: FileAttr
+    }
+
+    public var at: Place
+    public var op: Op
+    /// Directories on the way to `at` that the change removed (a tag directory whose last entry
+    /// went): still there for the replay.
+    public var gone: [Ghost] = []
 }
 
 public struct DirEntry: Sendable {

@@ -120,8 +120,10 @@ final class Notifier: @unchecked Sendable {
                     _ = name.withCString { fuse_lowlevel_notify_inval_entry(se, parent, $0, name.utf8.count) }
                 case .inode(let ino):
                     _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0)
-                case .replay(let path, let modified):
-                    replay(root + "/" + path, modified: modified)
+                case .replay(let r):
+                    fs?.replaying(r)
+                    replay(r)
+                    fs?.replaying(nil)
                 }
             }
         }
@@ -129,23 +131,42 @@ final class Notifier: @unchecked Sendable {
 }
 
 extension Notifier {
-    /// Makes the kernel raise the inotify events of a change already applied (FS-25): a file
-    /// opened for writing, truncated to its own size and closed raises IN_MODIFY and
-    /// IN_CLOSE_WRITE; its own times set again raise IN_ATTRIB. The requests this makes reach
-    /// the daemon from this thread and change nothing.
-    func replay(_ path: String, modified: Bool) {
-        if modified {
+    /// Makes the kernel raise the inotify events of a change already applied (FS-25), with the
+    /// system call that would have made it: a file opened for writing, truncated to its own size
+    /// and closed (IN_MODIFY, IN_CLOSE_WRITE); its own times set again (IN_ATTRIB); `mknod`,
+    /// `mkdir`, `symlink` (IN_CREATE); `unlink`, `rmdir` (IN_DELETE); `rename` (IN_MOVED_FROM,
+    /// IN_MOVED_TO). The requests this makes reach the daemon from this thread and change nothing.
+    func replay(_ r: Replay) {
+        let path = root + "/" + r.at.path
+        var rc: Int32 = 0
+        defer {
+            // A name changed again meanwhile: the later replay tells the watchers.
+            if rc != 0 { log.notice("a change was not replayed for watchers", metadata: ["path": "\(r.at.path)", "op": "\(r.op)", "errno": "\(errno)"]) }
+        }
+        switch r.op {
+        case .touch(modified: true):
             let fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
             guard fd >= 0 else { return }
             var st = stat()
             if fstat(fd, &st) == 0 { _ = ftruncate(fd, st.st_size) }
             close(fd)
-        } else {
+        case .touch(modified: false):
             var st = stat()
             guard lstat(path, &st) == 0 else { return }
             // Both times set: the kernel reports a utime (IN_ATTRIB); the mtime alone is IN_MODIFY.
             var times = [st.st_atim, st.st_mtim]
             _ = utimensat(AT_FDCWD, path, &times, AT_SYMLINK_NOFOLLOW)
+        case .create(.file):
+            rc = mknod(path, S_IFREG | 0o644, 0)
+        case .create(.directory):
+            rc = mkdir(path, 0o755)
+        case .create(.symlink):
+            // The target is not used: the entry exists already.
+            rc = symlink(".", path)
+        case .remove(let ghost):
+            rc = ghost.kind == .directory ? rmdir(path) : unlink(path)
+        case .rename(let to, _):
+            rc = rename(path, root + "/" + to.path)
         }
     }
 }

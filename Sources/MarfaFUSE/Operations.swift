@@ -134,32 +134,32 @@ extension FuseMount {
         ops.mknod = { req, parent, cname, mode, _ in
             guarded(req, "mknod") { m in
                 guard (mode & S_IFMT) == S_IFREG else { throw FSError(.notPermitted, "only regular files can be made here") }
-                var e = entryParam(try m.fs.create(parent: parent, name: try name(cname)))
+                var e = entryParam(try m.fs.create(parent: parent, name: try name(cname), reader: reader(req)))
                 fuse_reply_entry(req, &e)
             }
         }
         ops.mkdir = { req, parent, cname, _ in
             guarded(req, "mkdir") { m in
-                var e = entryParam(try m.fs.mkdir(parent: parent, name: try name(cname)))
+                var e = entryParam(try m.fs.mkdir(parent: parent, name: try name(cname), reader: reader(req)))
                 fuse_reply_entry(req, &e)
             }
         }
         ops.unlink = { req, parent, cname in
-            guarded(req, "unlink") { m in try m.fs.unlink(parent: parent, name: try name(cname)); fuse_reply_err(req, 0) }
+            guarded(req, "unlink") { m in try m.fs.unlink(parent: parent, name: try name(cname), reader: reader(req)); fuse_reply_err(req, 0) }
         }
         ops.rmdir = { req, parent, cname in
-            guarded(req, "rmdir") { m in try m.fs.rmdir(parent: parent, name: try name(cname)); fuse_reply_err(req, 0) }
+            guarded(req, "rmdir") { m in try m.fs.rmdir(parent: parent, name: try name(cname), reader: reader(req)); fuse_reply_err(req, 0) }
         }
         ops.symlink = { req, target, parent, cname in
             guarded(req, "symlink") { m in
-                var e = entryParam(try m.fs.symlink(target: try name(target), parent: parent, name: try name(cname)))
+                var e = entryParam(try m.fs.symlink(target: try name(target), parent: parent, name: try name(cname), reader: reader(req)))
                 fuse_reply_entry(req, &e)
             }
         }
         ops.rename = { req, parent, cname, newParent, newName, flags in
             guarded(req, "rename") { m in
                 try m.fs.rename(parent: parent, name: try name(cname), newParent: newParent, newName: try name(newName),
-                                noReplace: (flags & 1) != 0, exchange: (flags & 2) != 0)
+                                noReplace: (flags & 1) != 0, exchange: (flags & 2) != 0, reader: reader(req))
                 fuse_reply_err(req, 0)
             }
         }
@@ -246,7 +246,7 @@ extension FuseMount {
         ops.create = { req, parent, cname, mode, fi in
             guarded(req, "create") { m in
                 guard (mode & S_IFMT) == S_IFREG || (mode & S_IFMT) == 0 else { throw FSError(.notPermitted, "only regular files") }
-                var e = entryParam(try m.fs.create(parent: parent, name: try name(cname)))
+                var e = entryParam(try m.fs.create(parent: parent, name: try name(cname), reader: reader(req)))
                 marfafs_fi_set_cache(fi, 0)
                 fuse_reply_create(req, &e, fi)
             }

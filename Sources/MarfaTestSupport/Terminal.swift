@@ -14,7 +14,9 @@ public struct Terminal {
 
     /// Runs `command` with `cwd` as working directory. `ready` is text the first screen shows once
     /// the program is ready for keys; each group of `keys` is sent after the screen settles.
-    public static func drive(_ command: String, cwd: String, ready: String, keys: [[String]], timeout: Double = 15) -> Outcome {
+    /// `between(i)` runs before key group `i` is sent (a change made while the program runs).
+    public static func drive(_ command: String, cwd: String, ready: String, keys: [[String]], timeout: Double = 15,
+                             between: (Int) -> Void = { _ in }) -> Outcome {
         let session = "marfafs-\(UInt32.random(in: 0...UInt32.max))"
         let statusFile = NSTemporaryDirectory() + session + ".status"
         defer { _ = Shell.run([tmux, "kill-session", "-t", session]); unlink(statusFile) }
@@ -25,7 +27,8 @@ public struct Terminal {
         var screen = capture(session)
         while !screen.contains(ready) && Date() < deadline { usleep(50_000); screen = capture(session) }
         var seen = [String]()
-        for group in keys {
+        for (i, group) in keys.enumerated() {
+            between(i)
             _ = Shell.run([tmux, "send-keys", "-t", session] + group)
             // Let the program take the keys in before the next group (a stable screen).
             var last = ""

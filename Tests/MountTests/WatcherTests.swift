@@ -118,3 +118,86 @@ extension WatcherTests {
         }
     }
 }
+
+extension WatcherTests {
+    /// FS-25: a note made, renamed, tagged, untagged and trashed on A raises on B the events the
+    /// same changes made on B raise: IN_CREATE, IN_MOVED_FROM/IN_MOVED_TO, IN_CREATE and
+    /// IN_DELETE in `tags/<tag>/` (and for a tag directory itself), IN_MOVED_FROM/IN_MOVED_TO into
+    /// `trash/`. B's own create raises its IN_CREATE once.
+    @Test func FS25_remoteCreatesRenamesTagsAndDeletesRaiseTheirEvents() throws {
+        try MountPair.with { p in
+            let (a, b) = (p.a, p.b)
+            // A tag B already shows, so the watcher has its directory from the start.
+            #expect(a.sh("echo x > types/core.note/seed.md && mkdir tags/proj && ln -s ../../types/core.note/seed.md tags/proj/").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) { b.sh("ls tags/proj").out == "seed.md" })
+            let log = b.root + "/inotify.log"
+            guard let w = Shell.spawn(["inotifywait", "-m", "-r", "-e", "create,delete,moved_from,moved_to", "--format", "%e %w%f",
+                                       b.path("types"), b.path("tags"), b.path("trash")], stdout: log, stderr: b.root + "/inotify.err") else {
+                Issue.record("inotifywait did not start"); return
+            }
+            defer { Shell.killAndReap(w) }
+            #expect(MountHarness.eventually { read(b.root + "/inotify.err").contains("Watches established") })
+            func saw(_ line: String) -> Bool { MountHarness.eventually(timeout: 20) { read(log).split(separator: "\n").contains { $0 == line } } }
+            let types = b.path("types/core.note") + "/", tags = b.path("tags") + "/"
+
+            #expect(a.sh("printf 'hi\\n' > types/core.note/fresh.md").status == 0)
+            #expect(saw("CREATE \(types)fresh.md"), "\(read(log))")
+            #expect(b.sh("cat types/core.note/fresh.md").out == "hi", "the created name reads the item")
+
+            #expect(a.sh("mv types/core.note/fresh.md types/core.note/renamed.md").status == 0)
+            #expect(saw("MOVED_FROM \(types)fresh.md") && saw("MOVED_TO \(types)renamed.md"), "\(read(log))")
+            let ino = b.sh("stat -c %i types/core.note/renamed.md").out
+
+            #expect(a.sh("ln -s ../../types/core.note/renamed.md tags/proj/").status == 0)
+            #expect(saw("CREATE \(tags)proj/renamed.md"), "\(read(log))")
+            #expect(a.sh("mkdir tags/brand-new && ln -s ../../types/core.note/renamed.md tags/brand-new/").status == 0)
+            // (Whether the watcher sees the entry made right after the directory depends on how
+            // fast it watches the new directory, as for the same commands run on B.)
+            #expect(saw("CREATE,ISDIR \(tags)brand-new"), "\(read(log))")
+            #expect(b.sh("ls tags/brand-new").out == "renamed.md")
+            #expect(a.sh("rm tags/proj/renamed.md").status == 0)
+            #expect(saw("DELETE \(tags)proj/renamed.md"), "\(read(log))")
+            // The tag's last item leaves it: on B (where no one made the directory) it goes away.
+            #expect(a.sh("rm tags/brand-new/renamed.md").status == 0)
+            #expect(saw("DELETE \(tags)brand-new/renamed.md") && saw("DELETE,ISDIR \(tags)brand-new"), "\(read(log))")
+            #expect(b.sh("ls tags").out == "proj")
+
+            #expect(a.sh("rm types/core.note/renamed.md").status == 0)
+            #expect(saw("MOVED_FROM \(types)renamed.md"), "\(read(log))")
+            #expect(saw("MOVED_TO \(b.path("trash/core.note"))/renamed.md"), "\(read(log))")
+            #expect(b.sh("stat -c %i trash/core.note/renamed.md").out == ino, "the inode stays the item's")
+            #expect(b.sh("ls types/core.note").out == "seed.md")
+
+            // B's own create: its events once, nothing replayed.
+            let lines = read(log).split(separator: "\n").count
+            #expect(b.sh("echo mine > types/core.note/mine.md").status == 0)
+            usleep(1_500_000)
+            let mine = read(log).split(separator: "\n").dropFirst(lines).filter { $0.hasSuffix("/mine.md") }
+            #expect(mine == ["CREATE \(types)mine.md"], "\(mine)")
+            #expect(b.sh("cat types/core.note/mine.md").out == "mine")
+        }
+    }
+
+    /// FS-25: vim with `autoread` reloads a clean buffer on `:checktime` after a remote edit, and
+    /// its save then keeps the remote edit (nothing merged twice, no conflicted copy).
+    @Test func FS25_vimAutoreadReloadsARemoteEdit() throws {
+        try MountPair.with { p in
+            let (a, b) = (p.a, p.b)
+            let note = "types/core.note/auto.md"
+            #expect(a.sh("printf 'first line\\nsecond line\\n' > \(note)").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) { cat(b, note) == "first line\nsecond line\n" })
+            let run = Terminal.drive("vim -u DEFAULTS -i NONE -c 'set autoread' -c 'set backupskip=' auto.md", cwd: b.path("types/core.note"),
+                                     ready: "second line", keys: [[":checktime", "Enter"], ["G", "o", "from vim", "Escape"], [":wq", "Enter"]]) { i in
+                guard i == 0 else { return }
+                _ = a.sh("printf 'first line edited on A\\nsecond line\\n' > \(note)")
+                _ = MountHarness.eventually(timeout: 20) { cat(b, note).hasPrefix("first line edited on A") }
+            }
+            #expect(run.status == 0, "\(run.screen)")
+            #expect(run.screen.contains("first line edited on A"), "the buffer reloaded: \(run.screen)")
+            let expected = "first line edited on A\nsecond line\nfrom vim\n"
+            #expect(cat(b, note) == expected)
+            #expect(MountHarness.eventually(timeout: 20) { cat(a, note) == expected }, "\(cat(a, note))")
+            #expect(b.sh("ls types/core.note").out == "auto.md", "no conflicted copy")
+        }
+    }
+}
