@@ -246,6 +246,12 @@ public final class Staging: @unchecked Sendable {
             Self.apply(rec, to: &out)
             pos += 8 + len
         }
+        // A record torn by the kill ends the journal: it is cut off, or the records appended from
+        // now on would sit behind it, where the next recovery never reads.
+        if pos < bytes.count {
+            try openIfNeeded()
+            guard ftruncate(fd, off_t(pos)) == 0 else { throw Spool.error("cannot cut the torn end of \(path)") }
+        }
         guard let current, current >= g else { return ([], max(g, current ?? g)) }
         return (out.values.sorted { ($0.key.kind.rawValue, $0.key.rowid) < ($1.key.kind.rawValue, $1.key.rowid) }, current)
     }

@@ -129,3 +129,26 @@ import Testing
         #expect(throws: StoreError.self) { _ = try t.store.stageItem(NewItem(type: "core.note", fileName: "a.md")) }
     }
 }
+
+extension StagingTests {
+    /// FS-15: a kill in the middle of a journal record leaves a torn record at the end. The next
+    /// open recovers what comes before it, and the records appended after that recovery must not
+    /// be hidden behind the torn one at the open after that (a second kill).
+    @Test func FS15_aTornRecordDoesNotHideLaterOnes() throws {
+        let t = try TempStore()
+        let first = try Self.killed(t) { s in try Self.note(s, "one.md", "first") }
+        // The kill cut the last record short: half of another write's record.
+        let journal = first.staging.path
+        let fd = open(journal, O_WRONLY | O_APPEND)
+        let torn: [UInt8] = [200, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7]
+        _ = torn.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        #expect(try first.recoverStaged() == 1, "the record before the torn one is recovered")
+        let secondRow = try Self.note(first, "two.md", "second").rowid
+        // Killed again before anything committed the second file.
+        let second = try Store(path: t.store.path)
+        #expect(try second.recoverStaged() == 1)
+        #expect(try second.textContent(rowid: secondRow) == Array("second".utf8), "the file written after the first recovery survives the second kill")
+        #expect(try second.itemCount() == 2)
+    }
+}
