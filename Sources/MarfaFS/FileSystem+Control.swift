@@ -45,12 +45,12 @@ extension FileSystem {
             "items": .int(Int64(catalog.items.count)),
             "queue_depth": .int(Int64(muts.count)),
             "oldest_pending_age_seconds": oldest.map { .double(($0 * 1000).rounded() / 1000) } ?? .null,
-            "conflicts": .int(Int64(muts.filter { $0.state == "conflict" }.count + ((try? store.conflictedCopies().count) ?? 0))),
-            "rejected": .int(Int64(muts.filter { $0.state == "rejected" }.count)),
+            "conflicts": .int(Int64(muts.filter { $0.state == .conflict }.count + ((try? store.conflictedCopies().count) ?? 0))),
+            "rejected": .int(Int64(muts.filter { $0.state == .rejected }.count)),
             "invalid": .array(invalid.map { .object(["id": .string($0.0), "error": $0.1.map(JSONValue.string) ?? .null]) }),
             "last_error": lastError.map { .string("\(Timestamp.format($0.at)) \($0.message)") } ?? .null,
         ]
-        if let sync = syncStatus?() { obj.merge(sync) { _, engine in engine } }
+        if let sync = syncStatus?() { obj.merge(sync.json) { _, engine in engine } }
         return JSONCoding.encode(obj)
     }
 
@@ -63,7 +63,7 @@ extension FileSystem {
             let o = original.flatMap { catalog.byID[$0] }.flatMap { try? canonicalPath($0) } ?? original ?? "-"
             out += "\(c)\t\(o)\n"
         }
-        for m in (try? store.mutations()) ?? [] where m.state == "conflict" {
+        for m in (try? store.mutations()) ?? [] where m.state == .conflict {
             let path = catalog.byID[m.itemID].flatMap { try? canonicalPath($0) } ?? m.itemID
             out += "held\t\(path)\t\(m.lastError?.split(separator: "\n").first.map(String.init) ?? "")\n"
         }
@@ -72,7 +72,7 @@ extension FileSystem {
 
     func pendingText() -> String {
         let muts = (try? store.mutations()) ?? []
-        return muts.map { m in "\(m.id) \(m.kind.rawValue) \(m.itemID) \(m.createdAt) \(m.state != "rejected" && m.attempts > 0 ? "retrying \(m.attempts): \(m.lastError ?? "")" : m.state)\n" }.joined()
+        return muts.map { m in "\(m.id) \(m.kind.rawValue) \(m.itemID) \(m.createdAt) \(m.state != .rejected && m.attempts > 0 ? "retrying \(m.attempts): \(m.lastError ?? "")" : m.state.rawValue)\n" }.joined()
     }
 
     /// `.marfafs/flush`: what is left to send. (Its read waits for the queue first; see `read`.)
@@ -80,7 +80,7 @@ extension FileSystem {
     func flushAnswer() -> String {
         let depth = (try? store.unsentCount()) ?? 0
         if depth == 0 { return "ok: the queue is empty\n" }
-        if let s = syncStatus?(), s["connection"] == "unauthorized" { return "paused: \(depth) mutations wait for a valid key\n" }
+        if syncStatus?().connection == .unauthorized { return "paused: \(depth) mutations wait for a valid key\n" }
         if syncStatus != nil { return "sending: \(depth) mutations are waiting for the server\n" }
         return "local: \(depth) mutations are kept for a server; none is configured (mount --server)\n"
     }
@@ -89,7 +89,7 @@ extension FileSystem {
     func waitForEmptyQueue() {
         locked { do { try settleNow() } catch { log.error("settling failed", metadata: ["error": "\(error)"]) } }
         while ((try? store.unsentCount()) ?? 0) > 0 {
-            if let s = syncStatus?(), s["connection"] == "unauthorized" { return }
+            if syncStatus?().connection == .unauthorized { return }
             usleep(50_000)
         }
     }

@@ -19,9 +19,8 @@ public final class FileSystem: @unchecked Sendable {
     private let lastFailure = Mutex<(message: String, at: Date)?>(nil)
     /// Called (outside the lock) with what the kernel must forget after a change.
     public var onInvalidate: (@Sendable ([Invalidation]) -> Void)?
-    /// With a server configured: the sync engine's part of `.marfafs/status` (mode, server,
-    /// connection, last error).
-    public var syncStatus: (@Sendable () -> [String: JSONValue])?
+    /// With a server configured: what the sync engine is doing (`.marfafs/status`, `flush`).
+    public var syncStatus: (@Sendable () -> EngineState)?
     /// Fetches an uncached blob into the store's cache (the sync engine); false if it cannot.
     public var fetchBlob: (@Sendable (String) -> Bool)?
     /// Told of every stale save (FS-24): the item, and the conflicted copy made of the save (nil:

@@ -104,7 +104,7 @@ extension Mutation {
         self.init(seq: row["seq"], id: row["id"], idempotencyKey: row["idempotency_key"],
                   kind: MutationKind(rawValue: row["kind"]) ?? .update, itemID: row["item_id"],
                   payload: JSONCoding.object(from: row["payload"]), createdAt: row["created_at"],
-                  state: row["state"], attempts: row["attempts"], lastError: row["last_error"])
+                  state: MutationState(rawValue: row["state"]) ?? .pending, attempts: row["attempts"], lastError: row["last_error"])
     }
 }
 

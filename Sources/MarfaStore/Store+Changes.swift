@@ -244,7 +244,7 @@ extension Store {
         try settledWrite { db in
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
             guard cur.item.state == .trashed else { return }
-            if let head = try Self.lastMutationHead(db, cur.item.id), head.kind == .transition, head.state == "pending" {
+            if let head = try Self.lastMutationHead(db, cur.item.id), head.kind == .transition, head.state == .pending {
                 try db.run("DELETE FROM mutations WHERE seq = ?", [head.seq])
                 try db.run("UPDATE items SET state = 'active' WHERE rowid = ?", [rowid])
                 if cur.item.version == 0, try !db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = 'create'", [cur.item.id]) {

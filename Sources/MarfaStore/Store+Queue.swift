@@ -233,7 +233,7 @@ extension Store {
     func enqueueItemChange(_ db: Database, _ item: Item) throws {
         if item.version == 0 {
             let create = Self.createPayload(item, tags: try Self.tags(db, item.id))
-            if let last = try Self.lastMutationHead(db, item.id), last.kind == .create, last.state == "pending" {
+            if let last = try Self.lastMutationHead(db, item.id), last.kind == .create, last.state == .pending {
                 try db.run("UPDATE mutations SET payload = ? WHERE seq = ?", [queuedPayload(.create, create), last.seq])
                 return
             }
@@ -258,13 +258,13 @@ extension Store {
 
     static func pendingCreate(_ db: Database, _ itemID: String) throws -> Bool {
         guard let last = try lastMutationHead(db, itemID) else { return false }
-        return last.kind == .create && last.state == "pending"
+        return last.kind == .create && last.state == .pending
     }
 
     /// The newest mutation of an item without its payload: (seq, kind, state).
-    static func lastMutationHead(_ db: Database, _ itemID: String) throws -> (seq: Int64, kind: MutationKind, state: String)? {
+    static func lastMutationHead(_ db: Database, _ itemID: String) throws -> (seq: Int64, kind: MutationKind, state: MutationState)? {
         guard let r = try db.row("SELECT seq, kind, state FROM mutations WHERE item_id = ? ORDER BY seq DESC LIMIT 1", [itemID]) else { return nil }
-        return (r[0], MutationKind(rawValue: r[1]) ?? .update, r[2])
+        return (r[0], MutationKind(rawValue: r[1]) ?? .update, MutationState(rawValue: r[2]) ?? .pending)
     }
 
     /// Appends a mutation with a fresh idempotency key, or folds it into the item's newest mutation
@@ -272,7 +272,7 @@ extension Store {
     func enqueue(_ db: Database, kind: MutationKind, itemID: String, payload: [String: JSONValue], coalesce: Bool) throws {
         // A save after a conflict held for the user (`--conflict manual`) settles it: this update replaces it.
         if kind == .update { try db.run("DELETE FROM mutations WHERE item_id = ? AND kind = 'update' AND state = 'conflict'", [itemID]) }
-        if coalesce, !isLocalOnly, let head = try Self.lastMutationHead(db, itemID), head.kind == kind, head.state == "pending",
+        if coalesce, !isLocalOnly, let head = try Self.lastMutationHead(db, itemID), head.kind == kind, head.state == .pending,
            let last = try db.row("SELECT * FROM mutations WHERE seq = ?", [head.seq]).map(Mutation.init(row:)) {
             var merged = last.payload
             for (k, v) in payload where k != "base_version" || merged[k] == nil { merged[k] = v }

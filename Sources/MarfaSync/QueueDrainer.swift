@@ -7,63 +7,26 @@ import Synchronization
 /// What the sync engine shows in `.marfafs/status`: the server, the state of the connection and
 /// the last error. Read synchronously by the file system, written by the engine.
 public final class SyncStatus: Sendable {
-    public struct Snapshot: Sendable {
-        public var server: String
-        /// `connecting`, `online`, `offline` (retrying with backoff) or `unauthorized` (paused until a
-        /// working key is configured).
-        public var connection = "connecting"
-        public var lastError: String?
-        public var sent = 0
-        /// The state of the event stream: `connecting`, `live`, `sweeping` or `offline`.
-        public var stream = "connecting"
-        public var lastEventID: String?
-        /// Remote changes applied since the mount.
-        public var applied = 0
-        /// The first sync (or a sweep): items and edges fetched so far; nil when none runs.
-        /// `done`: how far the item listing is, 0...1, estimated from time: pages come oldest change
-        /// first, so the newest `updated_at` seen, between the first one and the sweep's start, says
-        /// how much is behind (the server does not say how many items there are).
-        public var transfer: (phase: String, items: Int, edges: Int, done: Double)?
-        public var firstSyncDone = false
-        /// The latest sync events (`.marfafs/events`), oldest first.
-        var events: [String] = []
-    }
-    private let state: Mutex<Snapshot>
-    public init(server: String) { state = Mutex(Snapshot(server: server)) }
-    public var snapshot: Snapshot { state.withLock { $0 } }
-    func update(_ f: (inout Snapshot) -> Void) { state.withLock { f(&$0) } }
+    private let state: Mutex<EngineState>
+    /// The latest sync events (`.marfafs/events`), oldest first.
+    private let events = Mutex<[String]>([])
+    public init(server: String) { state = Mutex(EngineState(server: server)) }
+    public var snapshot: EngineState { state.withLock { $0 } }
+    func update(_ f: (inout EngineState) -> Void) { state.withLock { f(&$0) } }
 
     /// Adds a line to `.marfafs/events`: `{"at", "event", …fields}`; the latest 500 are kept.
     public func record(_ event: String, _ fields: [String: JSONValue] = [:]) {
         var o = fields
         o["at"] = .string(Timestamp.now()); o["event"] = .string(event)
         let line = JSONCoding.encode(o)
-        state.withLock { s in
-            s.events.append(line)
-            if s.events.count > 500 { s.events.removeFirst(s.events.count - 500) }
+        events.withLock { e in
+            e.append(line)
+            if e.count > 500 { e.removeFirst(e.count - 500) }
         }
     }
 
     /// `.marfafs/events`: one JSON object per line.
-    public var eventLines: String { state.withLock { $0.events.map { $0 + "\n" }.joined() } }
-
-    /// The fields `.marfafs/status` takes from the engine.
-    public var json: [String: JSONValue] {
-        let s = snapshot
-        var o: [String: JSONValue] = [
-            "mode": "synced", "server": .string(s.server), "connection": .string(s.connection),
-            "last_error": s.lastError.map(JSONValue.string) ?? .null, "sent": .int(Int64(s.sent)),
-            "stream": .string(s.stream), "last_event_id": s.lastEventID.map(JSONValue.string) ?? .null,
-            "applied": .int(Int64(s.applied)), "first_sync_done": .bool(s.firstSyncDone),
-        ]
-        if let t = s.transfer {
-            o["transfer"] = .object(["phase": .string(t.phase), "items": .int(Int64(t.items)), "edges": .int(Int64(t.edges)),
-                                     "done": .double((t.done * 1000).rounded() / 1000)])
-        } else {
-            o["transfer"] = .null
-        }
-        return o
-    }
+    public var eventLines: String { events.withLock { $0.map { $0 + "\n" }.joined() } }
 }
 
 /// Drains the queue to the server (W-5): oldest first, one call per mutation under its own
@@ -185,7 +148,7 @@ public actor QueueDrainer {
         if !acks.isEmpty {
             do {
                 changed.formUnion(try store.acknowledge(acks.sorted { $0.seq < $1.seq }))
-                status.update { $0.connection = "online"; $0.sent += acks.count; $0.lastError = nil }
+                status.update { $0.connection = .online; $0.sent += acks.count; $0.lastError = nil }
             } catch {
                 log.error("recording acknowledgements failed; they will be sent again", metadata: ["error": "\(error)"])
                 return (changed, .wait(1))
@@ -234,7 +197,7 @@ public actor QueueDrainer {
             switch f {
             case _ where f.isRetryable:
                 try? store.retryLater(seq: m.seq, error: f.description)
-                status.update { $0.connection = "offline"; $0.lastError = f.description }
+                status.update { $0.connection = .offline; $0.lastError = f.description }
                 status.record("mutation.retried", ["mutation": .string(m.id), "error": .string(f.description), "attempt": .int(Int64(attempt + 1))])
                 return .wait(f.retryAfter ?? 0)
             case .unauthorized:
@@ -257,16 +220,16 @@ public actor QueueDrainer {
         let client = keyed.client
         do {
             try await client.call(WireRequest(method: "GET", path: "/tenants/current"))
-            status.update { $0.connection = "online"; $0.lastError = nil }
+            status.update { $0.connection = .online; $0.lastError = nil }
         } catch let f as WireFailure {
             if case .unauthorized = f {
                 paused(by: f, client: client)
                 await waitForNewKey()
             } else {
-                status.update { $0.connection = "offline"; $0.lastError = f.description }
+                status.update { $0.connection = .offline; $0.lastError = f.description }
             }
         } catch {
-            status.update { $0.connection = "offline"; $0.lastError = "\(error)" }
+            status.update { $0.connection = .offline; $0.lastError = "\(error)" }
         }
     }
 
@@ -321,7 +284,7 @@ public actor QueueDrainer {
     /// A 401 (at start or on a send) with `client`: the status says so until a new key is configured.
     func paused(by f: WireFailure, client: WireClient) {
         refused = client
-        status.update { $0.connection = "unauthorized"; $0.lastError = "\(f.description) — the queue is paused until a valid key is configured" }
+        status.update { $0.connection = .unauthorized; $0.lastError = "\(f.description) — the queue is paused until a valid key is configured" }
         log.error("the server refused the key; the queue is paused", metadata: ["server": "\(keyed.baseURL)"])
     }
 
@@ -330,7 +293,7 @@ public actor QueueDrainer {
         await keyed.waitForNewKey(refused: refused ?? keyed.client)
         refused = nil
         guard !Task.isCancelled else { return }
-        status.update { $0.connection = "connecting"; $0.lastError = nil }
+        status.update { $0.connection = .connecting; $0.lastError = nil }
         log.info("a new key is configured; the queue resumes")
     }
 }

@@ -46,12 +46,12 @@ public actor RemoteFeed {
             case .connect:
                 actions += await connection()
             case .retry(let at):
-                status.update { $0.stream = "offline" }
+                status.update { $0.stream = .offline }
                 let wait = max(0, at - Self.now())
                 try? await Task.sleep(for: .milliseconds(Int64(wait * 1000)))
                 actions += handle(.tick, at: max(at, Self.now()))
             case .waitForKey:
-                status.update { $0.stream = "unauthorized" }
+                status.update { $0.stream = .unauthorized }
                 await keyed.waitForNewKey(refused: client)
                 actions += handle(.keyChanged)
             case .forgetPosition:
@@ -72,7 +72,7 @@ public actor RemoteFeed {
     func connection() async -> [FeedMachine.Action] {
         let resume = machine!.hasPosition
         let last = resume ? ((try? store.lastEventID()) ?? nil) : nil
-        status.update { $0.stream = "connecting" }
+        status.update { $0.stream = .connecting }
         client = keyed.client
         let events = client.eventBatches(lastEventID: last)
         let reader = Task { await self.read(events) }
@@ -112,7 +112,7 @@ public actor RemoteFeed {
                             _ = handle(.swept)
                         }
                     }
-                    status.update { $0.stream = "live" }
+                    status.update { $0.stream = .live }
                 }
                 var run: [SSEEvent] = []
                 for case .event(let e) in batch {
@@ -127,7 +127,7 @@ public actor RemoteFeed {
                 try await apply(run)
             }
         } catch let f as WireFailure {
-            status.update { $0.stream = "offline"; if case .unauthorized = f { $0.stream = "unauthorized" } }
+            status.update { $0.stream = .offline; if case .unauthorized = f { $0.stream = .unauthorized } }
             status.record("disconnected", ["error": .string(f.description)])
             log.info("event stream lost", metadata: ["error": "\(f)"])
             if case .unauthorized = f { return handle(.failed(retryable: false, retryAfter: nil)) }
@@ -135,7 +135,7 @@ public actor RemoteFeed {
         } catch {
             // Applying failed (the store): try again later rather than skip the event.
             log.error("applying remote changes failed", metadata: ["error": "\(error)"])
-            status.update { $0.stream = "offline"; $0.lastError = "applying remote changes: \(error)" }
+            status.update { $0.stream = .offline; $0.lastError = "applying remote changes: \(error)" }
             return handle(.failed(retryable: true, retryAfter: nil))
         }
         if Task.isCancelled { return nil }
@@ -182,7 +182,7 @@ public actor RemoteFeed {
     /// then edges, page by page, each page in one transaction.
     func sweep(first: Bool, edgesInFull: Bool = false) async throws {
         let phase = first ? "first sync" : "sweep"
-        status.update { $0.stream = "sweeping"; $0.transfer = (phase, 0, 0, 0) }
+        status.update { $0.stream = .sweeping; $0.transfer = EngineState.Transfer(phase: phase) }
         let started = Date()
         // Types.
         let typesAnswer = try await client.call(WireRequest(method: "GET", path: "/types"))
@@ -209,7 +209,7 @@ public actor RemoteFeed {
             let stamps = changes.compactMap { c -> Double? in if case .item(let it, _, _) = c { return Timestamp.parse(it.updatedAt) }; return nil }
             if oldest == nil { oldest = stamps.first }
             if let o = oldest, let newest = stamps.last, startedAt > o { done = min(1, max(done, (newest - o) / (startedAt - o))) }
-            status.update { [done] in $0.transfer = (phase, itemCount, edgeCount, done); $0.applied += c.applied }
+            status.update { [done] in $0.transfer = EngineState.Transfer(phase: phase, items: itemCount, edges: edgeCount, done: done); $0.applied += c.applied }
             progress(phase, itemCount, edgeCount)
             cursor = page["has_more"] == .bool(true) ? page["cursor"]?.stringValue : nil
         } while cursor != nil && !Task.isCancelled
@@ -225,7 +225,7 @@ public actor RemoteFeed {
             serverEdges.formUnion(edges.map(\.id))
             try store.applyRemote(edges.map { .edge($0) })
             edgeCount += edges.count
-            status.update { $0.transfer = (phase, itemCount, edgeCount, 1) }
+            status.update { $0.transfer = EngineState.Transfer(phase: phase, items: itemCount, edges: edgeCount, done: 1) }
             progress(phase, itemCount, edgeCount)
             cursor = page["has_more"] == .bool(true) ? page["cursor"]?.stringValue : nil
         } while cursor != nil && !Task.isCancelled

@@ -109,7 +109,7 @@ struct MountCommand: ParsableCommand {
                                   conflictMode: ConflictMode(rawValue: conflict) ?? .merge, device: device ?? ProcessInfo.processInfo.hostName,
                                   silence: silence, loadCredential: reload)
             let status = sync.status
-            fs.syncStatus = { status.json }
+            fs.syncStatus = { status.snapshot }
             fs.syncEvents = { status.eventLines }
             fs.fetchBlob = { sync.fetchBlob($0) }
             fs.onStaleSave = { item, copy in

@@ -192,16 +192,16 @@ import Testing
             return f()
         }
         // Going live first: a busy machine (the whole suite runs at once) may take a while.
-        #expect(await eventually(90) { status.snapshot.stream == "live" }, "\(status.eventLines)")
+        #expect(await eventually(90) { status.snapshot.stream == .live }, "\(status.eventLines)")
         s.pause()
         let paused = Date()
         #expect(await eventually(20) { status.eventLines.contains("silent for 3 s") }, "\(status.eventLines)")
         // Well before the server's next ping (30 s): the silence limit, plus scheduling on a busy machine.
         #expect(Date().timeIntervalSince(paused) < 20)
         // The connection is dropped right after the verdict is logged.
-        #expect(await eventually(10) { status.snapshot.stream != "live" }, "\(status.eventLines)")
+        #expect(await eventually(10) { status.snapshot.stream != .live }, "\(status.eventLines)")
         s.resume()
-        #expect(await eventually(30) { status.snapshot.stream == "live" }, "it reconnects")
+        #expect(await eventually(30) { status.snapshot.stream == .live }, "it reconnects")
     }
 
     @Test func W14_aServerThatDiesMidStreamEndsTheStream() async throws {

@@ -1,74 +1,9 @@
 import Foundation
-import MarfaLayout
 import MarfaModel
-import MarfaStore
 
-/// Changes the store made without a request of the mount's (the sync engine's, a merged save's)
-/// reach the catalog, the kernel and the watchers (FS-19, FS-25).
-extension FileSystem {
-    /// What something other than the mount (the sync engine) changed in the store: items are read
-    /// again (names, attributes, tags, state), edges added or removed, and the kernel is told, so
-    /// a `cat` shows the new bytes and listings the new names (FS-19).
-    public func storeChanged(_ c: StoreChanges) {
-        if c.isEmpty { return }
-        notify(locked { absorbStoreChanges(c) })
-    }
-
-    /// Brings the catalog up to date with changes the store made, and returns what the kernel
-    /// must forget, then the replays that make watchers see the changes. Call with the lock held.
-    func absorbStoreChanges(_ c: StoreChanges) -> [Invalidation] {
-        if c.isEmpty { return [] }
-        for (copy, original) in c.staleSaveCopies {
-            log.warning("a save from a buffer that missed a remote change overlapped it: the item keeps the remote text, the save is kept as a conflicted copy",
-                        metadata: ["item": "\(original)", "copy": "\(copy)"])
-            onStaleSave?(original, copy)
-        }
-        for id in c.staleSaveMerges { onStaleSave?(id, nil) }
-        var out: [Invalidation] = []
-        var replays: [Replay] = []
-        for id in c.items.union(c.content).sorted() {
-            do {
-                var r = catalog.byID[id]
-                let before = r.flatMap(placement)
-                if r == nil { r = try store.summary(id: id)?.rowid }
-                guard let r else { continue }
-                let tagsBefore = catalog.tagsOf[r] ?? []
-                out += try refreshItem(r, contentChanged: c.content.contains(id))
-                replays += self.replays(r, before: before, after: placement(r), tagsBefore: tagsBefore, modified: c.content.contains(id))
-            } catch { log.error("refreshing an item failed", metadata: ["item": "\(id)", "error": "\(error)"]) }
-        }
-        for rec in c.edgesRemoved {
-            // Found among its source's edges, not by a walk over every edge.
-            guard let s = catalog.byID[rec.edge.sourceID],
-                  let e = catalog.outEdges[s]?.lazy.compactMap({ self.catalog.edges[$0] }).first(where: { $0.edge.id == rec.edge.id }) else { continue }
-            out += edgeInvalidations(e)
-            catalog.removeEdge(e.rowid)
-        }
-        for id in c.edgesAdded {
-            do {
-                guard let rec = try store.edge(id: id) else { continue }
-                catalog.addEdge(rec)
-                out += edgeInvalidations(rec)
-            } catch { log.error("reading an edge failed", metadata: ["edge": "\(id)", "error": "\(error)"]) }
-        }
-        // After the invalidations: a watcher that reads on the event reads the new bytes, and a
-        // name to create or remove is no longer cached.
-        return out + replays.map { .replay($0) }
-    }
-
-    /// Every directory entry an edge shows in: `links/` under its source, `backlinks/` under its target.
-    func edgeInvalidations(_ rec: EdgeRecord) -> [Invalidation] {
-        guard let s = catalog.byID[rec.edge.sourceID], let t = catalog.byID[rec.edge.targetID],
-              let ss = catalog.items[s], let ts = catalog.items[t] else { return [] }
-        let et = rec.edge.edgeType
-        return invalidations((.linkEdgeDir(false, s, et), []), (.linkEdgeDir(true, t, et), []),
-                             (.linkItemDir(false, s), [et]), (.linkItemDir(true, t), [et]),
-                             (.linkTypeDir(false, ss.type), [catalog.name(of: s) ?? ""]), (.linkTypeDir(true, ts.type), [catalog.name(of: t) ?? ""]),
-                             (.linksRoot, [ss.type]), (.backlinksRoot, [ts.type]))
-    }
-}
-
-// MARK: replays for watchers (FS-25)
+// Changes that came without a system call on the mount, replayed on it as the system call that
+// would have made them, so that inotify watchers see them (FS-25; the notifier thread in
+// MarfaFUSE makes the calls).
 
 /// Where an item shows, as far as watchers are concerned: its file in `types/` (or `archive/`,
 /// `trash/`) and its entries in the tag directories the kernel has seen.
@@ -76,7 +11,6 @@ struct Placement {
     var dir: Node
     var name: String
     var attr: FileAttr
-    var path: String { "\(Self.dirPath(dir))/\(name)" }
     /// tag → the entry's name and attributes in `tags/<tag>/`.
     var tags: [String: (name: String, attr: FileAttr)]
 

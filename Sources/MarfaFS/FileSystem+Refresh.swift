@@ -1,0 +1,177 @@
+import Foundation
+import MarfaLayout
+import MarfaModel
+import MarfaStore
+
+/// The catalog kept true to the store, and what the kernel must forget when it changes: after a
+/// request of the mount's, and when the store changed on its own (the sync engine's changes, a
+/// merged save: FS-19), which also replays the change for watchers (FS-25, FileSystem+Replay).
+extension FileSystem {
+    // MARK: catalog upkeep
+
+    /// Re-reads an item's summary and tags from the store into the catalog and returns what the
+    /// kernel must forget: names that appeared, vanished or moved, and the directories listing them.
+    /// `known`: the summary and tags as they are now (no store read); `removed`: the item is gone.
+    func refreshItem(_ r: Int64, contentChanged: Bool = false, known: (ItemSummary, Set<String>)? = nil, removed: Bool = false) throws -> [Invalidation] {
+        let old = catalog.items[r]
+        var new = removed ? nil : try known.map(\.0) ?? store.summary(rowid: r)
+        // Staged new bytes of the item (a save over it) are its file until they are committed.
+        if new != nil, let f = store.staging.file(Staging.Key(.item, r)), case .overlay = f.origin {
+            new!.size = f.size; new!.mtimeNs = f.mtimeNs; new!.blobRef = nil
+        }
+        var dirs: [Node: Set<String>] = [:]
+        // Edge directories that name this item, before the change.
+        let touching = Array(catalog.outEdges[r] ?? []) + Array(catalog.inEdges[r] ?? [])
+        let edgeDirsBefore = edgeDirNames(of: r, edges: touching)
+        let oldTags = catalog.tagsOf[r] ?? []
+        let typesBefore = catalog.typesIn(.types)
+        let newTags = try known.map(\.1) ?? (new == nil ? Set<String>() : Set(try store.tags(itemID: new!.id)))
+
+        if let old {
+            let v = StateView.of(old.state)
+            if new == nil || StateView.of(new!.state) != v || new!.type != old.type {
+                let changed = catalog.typeTables[v]?[old.type]?.remove(r) ?? []
+                if !changed.isEmpty { dirs[.typeDir(v, old.type), default: []].formUnion(changed) }
+            }
+        }
+        if let new {
+            catalog.setItem(new)
+            let v = StateView.of(new.state)
+            let table = catalog.typeTables[v]?[new.type] ?? { let t = NameTable(); catalog.typeTables[v, default: [:]][new.type] = t; return t }()
+            let changed = table.upsert(Catalog.claim(new))
+            if !changed.isEmpty { dirs[.typeDir(v, new.type), default: []].formUnion(changed) }
+        } else if let old {
+            catalog.items.removeValue(forKey: r)
+            catalog.byID.removeValue(forKey: old.id)
+            for e in touching { catalog.removeEdge(e) }
+            catalog.edgeDirs.removeValue(forKey: r)
+        }
+        // Tags.
+        for tag in oldTags.union(newTags) {
+            let member = newTags.contains(tag)
+            let inUseBefore = !(catalog.tagMembers[tag] ?? []).isEmpty || catalog.localTags.contains(tag)
+            if member { catalog.tagMembers[tag, default: []].insert(r) } else { catalog.tagMembers[tag]?.remove(r) }
+            let inUseAfter = !(catalog.tagMembers[tag] ?? []).isEmpty || catalog.localTags.contains(tag)
+            // `tags/<tag>` itself changes only when the tag comes into use or goes out of it.
+            if inUseBefore != inUseAfter { dirs[.tagsRoot, default: []].insert(Self.tagName(tag)) }
+            guard let table = catalog.tagTables[tag] else { continue }
+            let changed = (member && new?.state == .active) ? table.upsert(Catalog.claim(new!)) : table.remove(r)
+            if !changed.isEmpty { dirs[.tagDir(tag), default: []].formUnion(changed) }
+        }
+        catalog.tagsOf[r] = newTags.isEmpty ? nil : newTags
+        // links/ and backlinks/ show the same names as types/.
+        if let names = dirs.first(where: { if case .typeDir(.types, _) = $0.key { return true }; return false }) {
+            if case .typeDir(_, let t) = names.key {
+                dirs[.linkTypeDir(false, t), default: []].formUnion(names.value)
+                dirs[.linkTypeDir(true, t), default: []].formUnion(names.value)
+            }
+        }
+        for (d, n) in edgeDirsBefore + edgeDirNames(of: r, edges: touching) { dirs[d, default: []].insert(n) }
+        // A type directory that appeared or vanished (every view lists every known type).
+        for t in typesBefore.symmetricDifference(catalog.typesIn(.types)) {
+            for v in StateView.allCases { dirs[.viewRoot(v), default: []].insert(t) }
+            dirs[.linksRoot, default: []].insert(t)
+            dirs[.backlinksRoot, default: []].insert(t)
+        }
+        var inv = invalidations(dirs)
+        if contentChanged, let ino = knownIno(.item(r)) { inv.append(.inode(ino)) }
+        return inv
+    }
+
+    /// The names item `r` has in the `links/` and `backlinks/` edge directories of the items at the
+    /// other end of `edges`.
+    func edgeDirNames(of r: Int64, edges: [Int64]) -> [(Node, String)] {
+        var out: [(Node, String)] = []
+        for e in edges {
+            guard let rec = catalog.edges[e], let s = catalog.byID[rec.edge.sourceID], let t = catalog.byID[rec.edge.targetID] else { continue }
+            if t == r, let n = catalog.edgeTable(backlinks: false, item: s, edgeType: rec.edge.edgeType).nameOf[e] {
+                out.append((.linkEdgeDir(false, s, rec.edge.edgeType), n))
+            }
+            if s == r, let n = catalog.edgeTable(backlinks: true, item: t, edgeType: rec.edge.edgeType).nameOf[e] {
+                out.append((.linkEdgeDir(true, t, rec.edge.edgeType), n))
+            }
+        }
+        return out
+    }
+
+    /// Invalidations for (directory, names) pairs; two pairs may name the same directory.
+    func invalidations(_ pairs: (Node, [String])...) -> [Invalidation] {
+        var dirs: [Node: Set<String>] = [:]
+        for (d, names) in pairs { dirs[d, default: []].formUnion(names) }
+        return invalidations(dirs)
+    }
+
+    func invalidations(_ dirs: [Node: Set<String>]) -> [Invalidation] {
+        var out: [Invalidation] = []
+        for (d, names) in dirs {
+            guard let p = knownIno(d) else { continue }
+            out.append(.inode(p))
+            for n in names where !n.isEmpty { out.append(.entry(parent: p, name: n)) }
+        }
+        return out
+    }
+
+    // MARK: changes the store made on its own
+
+    /// What something other than the mount (the sync engine) changed in the store: items are read
+    /// again (names, attributes, tags, state), edges added or removed, and the kernel is told, so
+    /// a `cat` shows the new bytes and listings the new names (FS-19).
+    public func storeChanged(_ c: StoreChanges) {
+        if c.isEmpty { return }
+        notify(locked { absorbStoreChanges(c) })
+    }
+
+    /// Brings the catalog up to date with changes the store made, and returns what the kernel
+    /// must forget, then the replays that make watchers see the changes. Call with the lock held.
+    func absorbStoreChanges(_ c: StoreChanges) -> [Invalidation] {
+        if c.isEmpty { return [] }
+        for (copy, original) in c.staleSaveCopies {
+            log.warning("a save from a buffer that missed a remote change overlapped it: the item keeps the remote text, the save is kept as a conflicted copy",
+                        metadata: ["item": "\(original)", "copy": "\(copy)"])
+            onStaleSave?(original, copy)
+        }
+        for id in c.staleSaveMerges { onStaleSave?(id, nil) }
+        var out: [Invalidation] = []
+        var replays: [Replay] = []
+        for id in c.items.union(c.content).sorted() {
+            do {
+                var r = catalog.byID[id]
+                let before = r.flatMap(placement)
+                if r == nil { r = try store.summary(id: id)?.rowid }
+                guard let r else { continue }
+                let tagsBefore = catalog.tagsOf[r] ?? []
+                out += try refreshItem(r, contentChanged: c.content.contains(id))
+                replays += self.replays(r, before: before, after: placement(r), tagsBefore: tagsBefore, modified: c.content.contains(id))
+            } catch { log.error("refreshing an item failed", metadata: ["item": "\(id)", "error": "\(error)"]) }
+        }
+        for rec in c.edgesRemoved {
+            // Found among its source's edges, not by a walk over every edge.
+            guard let s = catalog.byID[rec.edge.sourceID],
+                  let e = catalog.outEdges[s]?.lazy.compactMap({ self.catalog.edges[$0] }).first(where: { $0.edge.id == rec.edge.id }) else { continue }
+            out += edgeInvalidations(e)
+            catalog.removeEdge(e.rowid)
+        }
+        for id in c.edgesAdded {
+            do {
+                guard let rec = try store.edge(id: id) else { continue }
+                catalog.addEdge(rec)
+                out += edgeInvalidations(rec)
+            } catch { log.error("reading an edge failed", metadata: ["edge": "\(id)", "error": "\(error)"]) }
+        }
+        // After the invalidations: a watcher that reads on the event reads the new bytes, and a
+        // name to create or remove is no longer cached.
+        return out + replays.map { .replay($0) }
+    }
+
+    /// Every directory entry an edge shows in: `links/` under its source, `backlinks/` under its target.
+    func edgeInvalidations(_ rec: EdgeRecord) -> [Invalidation] {
+        guard let s = catalog.byID[rec.edge.sourceID], let t = catalog.byID[rec.edge.targetID],
+              let ss = catalog.items[s], let ts = catalog.items[t] else { return [] }
+        let et = rec.edge.edgeType
+        return invalidations((.linkEdgeDir(false, s, et), []), (.linkEdgeDir(true, t, et), []),
+                             (.linkItemDir(false, s), [et]), (.linkItemDir(true, t), [et]),
+                             (.linkTypeDir(false, ss.type), [catalog.name(of: s) ?? ""]), (.linkTypeDir(true, ts.type), [catalog.name(of: t) ?? ""]),
+                             (.linksRoot, [ss.type]), (.backlinksRoot, [ts.type]))
+    }
+}
+
