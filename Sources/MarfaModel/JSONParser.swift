@@ -145,8 +145,13 @@ public struct JSONParser {
             guard digits(&self) > 0 else { throw fail("bad exponent") }
         }
         let text = String(decoding: b[start..<i], as: UTF8.self)
-        if !isDouble, let n = Int64(text) { return .int(n) }
-        guard let d = Double(text) else { throw fail("bad number") }
+        // A number is kept exactly or refused, never changed: integers are 64-bit, other numbers
+        // finite doubles (1e309 and a 100-digit integer are errors, not infinity or a rounding).
+        if !isDouble {
+            guard let n = Int64(text) else { throw fail("an integer past 64 bits") }
+            return .int(n)
+        }
+        guard let d = Double(text), d.isFinite else { throw fail("a number past a double's range") }
         return .double(d)
     }
 }

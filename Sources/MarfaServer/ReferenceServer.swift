@@ -19,6 +19,10 @@ public enum ReferenceServer {
         public var eventRetention: Duration = .seconds(72 * 3600)
         /// The `: ping` interval of an idle event stream (W-14).
         public var heartbeat: Duration = .seconds(30)
+        /// Seconds a connection may go without reading or writing, outside a response being
+        /// written: an idle keep-alive connection, headers or a body sent too slowly. An event
+        /// stream is never idle (its pings).
+        public var idleTimeout: Int64 = 60
         public init(db: String) { self.db = db }
     }
 
@@ -26,11 +30,14 @@ public enum ReferenceServer {
     public static func run(_ o: Options, logger: Logger, onListening: @escaping @Sendable (String) -> Void) async throws {
         let store = try ServerStore(path: o.db)
         let router = Router()
-        router.add(middleware: EnvelopeMiddleware<BasicRequestContext>(log: logger))
+        let routes = RouteTable()
+        router.add(middleware: EnvelopeMiddleware<BasicRequestContext>(log: logger, routes: routes))
         if let limit = o.rateLimit { router.add(middleware: RateLimitMiddleware<BasicRequestContext>(limit: limit, log: logger)) }
-        API(store: store, maxBody: o.maxBody, maxBlob: o.maxBlob, eventRetention: o.eventRetention, heartbeat: o.heartbeat).register(router)
+        API(store: store, maxBody: o.maxBody, maxBlob: o.maxBlob, eventRetention: o.eventRetention, heartbeat: o.heartbeat).register(router, table: routes)
+        raiseFileLimit(logger)
         let app = Application(
             router: router,
+            server: .http1(configuration: .init(idleTimeout: .seconds(o.idleTimeout))),
             configuration: .init(address: .hostname(o.host, port: o.port), serverName: "marfafs"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? o.port
@@ -58,6 +65,14 @@ public enum ReferenceServer {
         _ = line.withCString { write(fd, $0, strlen($0)) }
         return keyFile
     }
+
+    /// Open connections each take a file descriptor: the soft limit goes up to the hard one, so
+    /// a thousand idle clients do not stop new connections from being accepted.
+    static func raiseFileLimit(_ log: Logger) {
+        var lim = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &lim) == 0, lim.rlim_cur < lim.rlim_max else { return }
+        lim.rlim_cur = min(lim.rlim_max, 1 << 20)
+        if setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &lim) != 0 { log.warning("could not raise the open-file limit", metadata: ["errno": "\(errno)"]) }
 }
 
 /// Prunes the event log past its retention, now and then; at shutdown, ends the event streams.
@@ -73,5 +88,7 @@ struct EventLogKeeper: Service {
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: every) }
         }
         store.bell.close()
+    }
+
     }
 }

@@ -4,6 +4,7 @@ import Logging
 import MarfaModel
 import HTTPTypes
 import NIOCore
+import Synchronization
 
 extension HTTPField.Name {
     static let requestID = HTTPField.Name("X-Request-ID")!
@@ -17,6 +18,8 @@ extension HTTPField.Name {
 /// the client's own, else a fresh one.
 struct EnvelopeMiddleware<Context: RequestContext>: RouterMiddleware {
     let log: Logger
+    /// The routes, for 405 answers.
+    var routes: RouteTable?
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let given = request.headers[.requestID].flatMap { $0.count <= 200 && !$0.isEmpty ? $0 : nil }
@@ -24,6 +27,15 @@ struct EnvelopeMiddleware<Context: RequestContext>: RouterMiddleware {
         var response: Response
         do {
             response = try await next(request, context)
+        } catch let e as HTTPError where e.status == .notFound {
+            // A real path with another method: 405 and the methods it takes.
+            let allowed = routes?.methods(for: request.uri.path) ?? []
+            if allowed.isEmpty {
+                response = Self.response(for: e, requestID: rid, log: log)
+            } else {
+                response = Self.json(405, APIError(405, "method_not_allowed", "\(request.uri.path) takes \(allowed.joined(separator: ", "))").body)
+                response.headers[.allow] = allowed.joined(separator: ", ")
+            }
         } catch {
             response = Self.response(for: error, requestID: rid, log: log)
         }
@@ -41,13 +53,13 @@ struct EnvelopeMiddleware<Context: RequestContext>: RouterMiddleware {
         case let e as HTTPError:
             let code: String
             switch e.status.code {
-            case 404, 405: code = "not_found"
+            case 404: code = "not_found"
+            case 405: code = "method_not_allowed"
             case 413: code = "request_too_large"
             case 401: code = "unauthorized"
             default: code = "validation_error"
             }
-            let status = e.status.code == 405 ? 404 : e.status.code
-            return json(status, APIError(status, code, e.body ?? e.status.reasonPhrase).body)
+            return json(e.status.code, APIError(e.status.code, code, e.body ?? e.status.reasonPhrase).body)
         default:
             log.error("request failed", metadata: ["request_id": "\(rid)", "error": "\(error)"])
             return json(500, APIError(500, "internal_error", "the server failed; see its log (request \(rid))").body)
@@ -84,14 +96,23 @@ struct API: Sendable {
     }
 
     func principal(_ request: Request) throws -> Principal {
-        guard let auth = request.headers[.authorization], auth.hasPrefix("Bearer ") else { throw APIError.unauthorized }
+        // RFC 9110 §11.1: the scheme is case-insensitive.
+        guard let auth = request.headers[.authorization], auth.count > 7, auth.prefix(7).lowercased() == "bearer " else { throw APIError.unauthorized }
         guard let p = try store.authenticate(String(auth.dropFirst(7)).trimmingCharacters(in: .whitespaces)) else { throw APIError.unauthorized }
         return p
     }
 
+    /// The request's body, at most `limit` bytes: a body declared larger is refused before any of
+    /// it is read; one that ends before its declared length (the client stopped sending) is the
+    /// client's error, not the server's.
     func bytes(_ request: Request, upTo limit: Int) async throws -> ByteBuffer {
+        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
+            throw APIError(413, "request_too_large", "the body is larger than \(limit) bytes")
+        }
         do { return try await request.body.collect(upTo: limit) } catch is NIOTooManyBytesError {
             throw APIError(413, "request_too_large", "the body is larger than \(limit) bytes")
+        } catch {
+            throw APIError(400, "validation_error", "the request body ended before it was complete")
         }
     }
 
@@ -127,25 +148,32 @@ struct API: Sendable {
         return json(status, out)
     }
 
-    func id(_ context: BasicRequestContext) throws -> String {
-        guard let id = context.parameters.get("id") else { throw APIError(400, "invalid_id", "missing id") }
-        return id
+    /// A path parameter, percent-decoded (ids, tags and hashes are opaque strings, W-1: `caf%C3%A9`
+    /// is `café`, `folder%3Aa%2Fb` is `folder:a/b`).
+    func param(_ context: BasicRequestContext, _ name: String) throws -> String {
+        guard let raw = context.parameters.get(name) else { throw APIError.missing(name) }
+        guard let s = raw.removingPercentEncoding else { throw APIError.validation("\(name) is not valid percent-encoded UTF-8", field: name) }
+        return s
     }
+
+    func id(_ context: BasicRequestContext) throws -> String { try param(context, "id") }
 
     static func list(_ s: String?) -> [String] {
         s.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } } ?? []
     }
 
     /// `updated_after`, `limit` and `cursor`, shared by every list (W-6).
-    func paging(_ request: Request) throws -> (updatedAfter: String?, limit: Int, cursor: String?) {
+    /// `maxLimit`: 200 for items, 500 for edges (upstream's bound).
+    func paging(_ request: Request, maxLimit: Int = 200) throws -> (updatedAfter: String?, limit: Int, cursor: String?) {
         let qp = request.uri.queryParameters
-        var out: (updatedAfter: String?, limit: Int, cursor: String?) = (nil, 50, qp.get("cursor"))
+        // An empty `cursor=` is the first page, as no cursor is.
+        var out: (updatedAfter: String?, limit: Int, cursor: String?) = (nil, 50, qp.get("cursor").flatMap { $0.isEmpty ? nil : String($0) })
         if let u = qp.get("updated_after") {
             guard Timestamp.parse(u) != nil else { throw APIError.validation("updated_after must be an RFC 3339 timestamp", field: "updated_after") }
             out.updatedAfter = u
         }
         if let l = qp.get("limit") {
-            guard let n = Int(l), (1...200).contains(n) else { throw APIError.validation("limit is 1 to 200", field: "limit") }
+            guard let n = Int(l), (1...maxLimit).contains(n) else { throw APIError.validation("limit is 1 to \(maxLimit)", field: "limit") }
             out.limit = n
         }
         return out
@@ -153,7 +181,7 @@ struct API: Sendable {
 
     func edgeQuery(_ request: Request, item: (String, String)? = nil) throws -> ServerStore.EdgeQuery {
         var q = ServerStore.EdgeQuery()
-        (q.updatedAfter, q.limit, q.cursor) = try paging(request)
+        (q.updatedAfter, q.limit, q.cursor) = try paging(request, maxLimit: 500)
         q.edgeTypes = Self.list(request.uri.queryParameters.get("edge_type"))
         q.item = item
         return q
@@ -168,12 +196,33 @@ struct API: Sendable {
             guard s == "any" || ServerStore.states.contains(s) else { throw APIError.validation("state is active, archived, trashed or any", field: "state") }
             q.state = s
         }
-        if let t = qp.get("tier") {
-            guard ServerStore.tiers.contains(t) else { throw APIError.validation("tier is library or feed", field: "tier") }
+        if let t = qp.get("tier"), t != "all" {
+            guard ServerStore.tiers.contains(t) else { throw APIError.validation("tier is library, feed or all", field: "tier") }
             q.tier = t
         }
         q.tags = Self.list(qp.get("tags"))
-        q.includeMetadata = qp.get("include") == "metadata"
+        q.source = qp.get("source").map { String($0) }
+        for (name, field) in [("since", \ServerStore.ListQuery.since), ("until", \ServerStore.ListQuery.until)] {
+            guard let v = qp.get(name) else { continue }
+            guard let d = Timestamp.parse(String(v)) else { throw APIError.validation("\(name) must be an RFC 3339 timestamp", field: name) }
+            q[keyPath: field] = Timestamp.format(Date(timeIntervalSince1970: d))
+        }
+        // Lists are in `updated_at` order, oldest first, so that a cursor and `updated_after` can
+        // follow them (W-6); another order, and upstream's filter grammar, are refused, not ignored.
+        if let sort = qp.get("sort"), sort != "updated_at" {
+            throw APIError.validation("items are listed by updated_at only (W-6)", field: "sort")
+        }
+        if let dir = qp.get("direction"), dir != "asc" {
+            throw APIError.validation("items are listed oldest change first (direction asc) only (W-6)", field: "direction")
+        }
+        if qp.get("filter") != nil { throw APIError.validation("this server does not implement the filter grammar", field: "filter") }
+        for extra in Self.list(qp.get("include")) {
+            switch extra {
+            case "metadata", "extensions": q.includeMetadata = true
+            case "edges": throw APIError.validation("edges are not inlined here: GET /items/{id}/edges", field: "include")
+            default: throw APIError.validation("include takes metadata or extensions", field: "include")
+            }
+        }
         return q
     }
 
@@ -184,7 +233,8 @@ struct API: Sendable {
         return try idempotent(request, p, bodyText: text) { try run(p, b) }
     }
 
-    func register(_ router: Router<BasicRequestContext>) {
+    func register(_ base: Router<BasicRequestContext>, table: RouteTable) {
+        let router = RecordingRouter(router: base, table: table)
         // Keys and tenants (W-18)
         router.post("/keys") { request, _ -> Response in
             let (_, b) = try await body(request)
@@ -268,23 +318,31 @@ struct API: Sendable {
         // Blobs (W-13)
         router.post("/blobs") { request, _ -> Response in
             let p = try principal(request)
-            let mime = request.headers[.contentType].map { $0.split(separator: ";")[0].trimmingCharacters(in: .whitespaces).lowercased() } ?? "application/octet-stream"
-            guard Self.isMIMEType(mime) else { throw APIError.validation("Content-Type must be the blob's MIME type (type/subtype)", field: "Content-Type") }
+            let contentType = request.headers[.contentType] ?? "application/octet-stream"
+            var mime = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
             let buffer = try await bytes(request, upTo: maxBlob)
-            let (status, out) = try store.putBlob(p, bytes: Array(buffer.readableBytesView), mimeType: mime,
+            var data = Array(buffer.readableBytesView)
+            // Upstream's clients may send the file as a multipart form: its file part is the blob.
+            if mime == "multipart/form-data" {
+                let part = try Multipart.filePart(data, contentType: contentType)
+                data = part.bytes
+                mime = part.mimeType
+            }
+            guard Self.isMIMEType(mime) else { throw APIError.validation("Content-Type must be the blob's MIME type (type/subtype)", field: "Content-Type") }
+            let (status, out) = try store.putBlob(p, bytes: data, mimeType: mime,
                                                   expected: request.uri.queryParameters.get("hash").map { String($0) })
             return json(status, out)
         }
         router.head("/blobs/:hash") { request, context -> Response in
             let p = try principal(request)
-            let info = try store.blobInfo(p, context.parameters.get("hash") ?? "")
+            let info = try store.blobInfo(p, try param(context, "hash"))
             var h = Self.blobHeaders(info)
             h[.contentLength] = String(info.size)
             return Response(status: .ok, headers: h, body: ResponseBody())
         }
         router.get("/blobs/:hash") { request, context -> Response in
             let p = try principal(request)
-            let info = try store.blobInfo(p, context.parameters.get("hash") ?? "")
+            let info = try store.blobInfo(p, try param(context, "hash"))
             var h = Self.blobHeaders(info)
             if request.headers[.ifNoneMatch]?.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == "\"\(info.hash)\"" }) == true {
                 return Response(status: .notModified, headers: h)
@@ -381,8 +439,7 @@ struct API: Sendable {
         }
         router.delete("/items/:id/tags/:tag") { request, context in
             try await write(request) { p, _ in
-                guard let tag = context.parameters.get("tag") else { throw APIError.missing("tag") }
-                return (200, try store.changeTags(p, try id(context), .remove(tag)))
+                (200, try store.changeTags(p, try id(context), .remove(try param(context, "tag"))))
             }
         }
         router.get("/metadata/tags") { request, _ -> Response in
@@ -390,4 +447,42 @@ struct API: Sendable {
             return json(200, try store.tagCounts(p))
         }
     }
+}
+
+/// Every route's path and method, so a request for a real path with a method it does not take is
+/// answered 405 with `Allow`, not 404.
+final class RouteTable: Sendable {
+    private let routes = Mutex<[(segments: [Substring], method: String)]>([])
+
+    func add(_ path: String, _ method: HTTPRequest.Method) {
+        routes.withLock { $0.append((path.split(separator: "/"), method.rawValue)) }
+    }
+
+    /// The methods the routes matching `path` take (empty: no route has that path).
+    func methods(for path: String) -> [String] {
+        let parts = path.split(separator: "/")
+        return routes.withLock { table in
+            table.filter { r in
+                r.segments.count == parts.count && zip(r.segments, parts).allSatisfy { $0.hasPrefix(":") || $0 == $1 }
+            }.map(\.method)
+        }
+    }
+}
+
+/// The router as `API.register` uses it: each route is also recorded in the `RouteTable`.
+struct RecordingRouter {
+    let router: Router<BasicRequestContext>
+    let table: RouteTable
+    typealias Handler<R: ResponseGenerator> = @Sendable (Request, BasicRequestContext) async throws -> R
+
+    private func on<R: ResponseGenerator>(_ path: String, _ method: HTTPRequest.Method, _ handler: @escaping Handler<R>) {
+        table.add(path, method)
+        router.on(RouterPath(path), method: method, use: handler)
+    }
+    func get<R: ResponseGenerator>(_ path: String, use handler: @escaping Handler<R>) { on(path, .get, handler) }
+    func head<R: ResponseGenerator>(_ path: String, use handler: @escaping Handler<R>) { on(path, .head, handler) }
+    func post<R: ResponseGenerator>(_ path: String, use handler: @escaping Handler<R>) { on(path, .post, handler) }
+    func put<R: ResponseGenerator>(_ path: String, use handler: @escaping Handler<R>) { on(path, .put, handler) }
+    func patch<R: ResponseGenerator>(_ path: String, use handler: @escaping Handler<R>) { on(path, .patch, handler) }
+    func delete<R: ResponseGenerator>(_ path: String, use handler: @escaping Handler<R>) { on(path, .delete, handler) }
 }

@@ -62,6 +62,15 @@ enum ServerSchema {
             // Item extensions (`metadata.extensions`): namespace → JSON, e.g. `fs.xattr` (FS-17).
             try db.execute(sql: "ALTER TABLE items ADD COLUMN extensions TEXT NOT NULL DEFAULT '{}'")
         }
+        m.registerMigration("v4-list-indexes") { db in
+            // Filtered lists (`GET /items?type=…`, `tier`, `source`) walk one index in list order
+            // (W-6) instead of every item of the tenant.
+            try db.execute(sql: """
+            CREATE INDEX items_by_type ON items(tenant_id, type, updated_at, id);
+            CREATE INDEX items_by_tier ON items(tenant_id, tier, updated_at, id);
+            CREATE INDEX items_by_source ON items(tenant_id, source, updated_at, id);
+            """)
+        }
         return m
     }
 }

@@ -100,8 +100,9 @@ extension ServerStore {
         guard let dash = spec.firstIndex(of: "-") else { throw unsatisfiable }
         let first = spec[..<dash], last = spec[spec.index(after: dash)...]
         func number(_ s: Substring) throws -> Int {
-            guard !s.isEmpty, s.utf8.allSatisfy({ (48...57).contains($0) }), let n = Int(s) else { throw unsatisfiable }
-            return n
+            guard !s.isEmpty, s.utf8.allSatisfy({ (48...57).contains($0) }) else { throw unsatisfiable }
+            // Past 2^63: as large as any blob can be (an end is then the blob's last byte).
+            return Int(s) ?? Int.max
         }
         if first.isEmpty {
             let n = try number(last)

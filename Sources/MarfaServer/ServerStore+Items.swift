@@ -150,6 +150,11 @@ extension ServerStore {
         public var state: String?
         public var tier: String?
         public var tags: [String] = []
+        /// The key (by its label) that created the items.
+        public var source: String?
+        /// Bounds on the items' own `timestamp` (their effective time): since inclusive, until exclusive.
+        public var since: String?
+        public var until: String?
         public var updatedAfter: String?
         public var includeMetadata = false
         public var limit = 50
@@ -161,8 +166,17 @@ extension ServerStore {
     public func listItems(_ p: Principal, _ q: ListQuery) throws -> [String: JSONValue] {
         let after = try Self.cursorPair(q.cursor)
         return try pool.read { db in
-            var sql = "SELECT * FROM items WHERE tenant_id = ?"
+            var sql = "SELECT items.* FROM items WHERE items.tenant_id = ?"
             var args: [any DatabaseValueConvertible] = [p.tenantID]
+            // A tag with few items: the list starts from them (and sorts them), not from a walk in
+            // list order that would pass every other item to find them.
+            var tags = q.tags
+            if let (rare, n) = try tags.map({ ($0, try Int.fetchOne(db, sql: "SELECT count(*) FROM tags WHERE tenant_id = ? AND tag = ?", arguments: [p.tenantID, $0]) ?? 0) }).min(by: { $0.1 < $1.1 }),
+               n <= Self.rareTag {
+                sql = "SELECT items.* FROM tags drive CROSS JOIN items ON items.tenant_id = drive.tenant_id AND items.id = drive.item_id WHERE drive.tenant_id = ? AND drive.tag = ?"
+                args = [p.tenantID, rare]
+                tags.removeAll { $0 == rare }
+            }
             func typeIn(_ ids: [String]) {
                 sql += ids.isEmpty ? " AND 0" : " AND type IN (" + ids.map { _ in "?" }.joined(separator: ",") + ")"
                 args += ids
@@ -176,7 +190,12 @@ extension ServerStore {
             case let s?: sql += " AND state = ?"; args.append(s)
             }
             if let t = q.tier { sql += " AND tier = ?"; args.append(t) }
-            for tag in q.tags { sql += " AND EXISTS(SELECT 1 FROM tags g WHERE g.tenant_id = items.tenant_id AND g.item_id = items.id AND g.tag = ?)"; args.append(tag) }
+            // Other tags: membership in each tag's items, from its index.
+            for tag in tags { sql += " AND id IN (SELECT item_id FROM tags WHERE tenant_id = ? AND tag = ?)"; args += [p.tenantID, tag] }
+            if let s = q.source { sql += " AND source = ?"; args.append(s) }
+            // Compared as instants: a timestamp keeps the offset its client gave.
+            if let s = q.since { sql += " AND julianday(timestamp) >= julianday(?)"; args.append(s) }
+            if let u = q.until { sql += " AND julianday(timestamp) < julianday(?)"; args.append(u) }
             if let u = q.updatedAfter { sql += " AND updated_at >= ?"; args.append(u) }
             if let (u, id) = after { sql += " AND (updated_at, id) > (?, ?)"; args += [u, id] }
             sql += " ORDER BY updated_at, id LIMIT ?"; args.append(q.limit + 1)
@@ -185,6 +204,9 @@ extension ServerStore {
             return ["data": .array(data), "cursor": cursor, "has_more": .bool(cursor != .null)]
         }
     }
+
+    /// A tag with at most this many items is where a list filtered by it starts.
+    static let rareTag = 2_000
 
     /// W-6: the first `limit` rows (fetched `limit + 1`) and the cursor after the last, or null.
     static func page(_ fetched: [Row], limit: Int) -> ([Row], JSONValue) {
@@ -236,6 +258,9 @@ extension ServerStore {
             next = next.filter { $0.value != .null || replace }
             if let base, base != version {
                 let ancestorText = base < version ? try String.fetchOne(db.cachedStatement(sql: "SELECT properties FROM item_versions WHERE tenant_id = ? AND item_id = ? AND version = ?"), arguments: [p.tenantID, id, base]) : nil
+                // A version the item never had (newer than its own: a server restored from an older
+                // backup) has no ancestor either: `ancestor_unavailable`, with the current state, so
+                // the client resolves two-way as for a pruned version.
                 guard let ancestorText else {
                     throw APIError(409, "ancestor_unavailable", "version \(base) of \(id) is not known",
                                    extra: ["current": .object(["version": .int(version), "properties": .object(current)]), "requested_version": .int(base)])

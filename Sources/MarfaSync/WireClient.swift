@@ -134,6 +134,8 @@ public final class WireClient: Sendable {
         config.timeout.connect = connect
         // The queue sends one chain per item concurrently (QueueDrainer).
         config.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 16
+        // Idle connections are closed here before a server closes them (marfafs serve: 60 s).
+        config.connectionPool.idleTimeout = .seconds(20)
         calls = HTTPClient(eventLoopGroupProvider: .singleton, configuration: config)
         stream = HTTPClient(eventLoopGroupProvider: .singleton, configuration: config)
     }

@@ -28,6 +28,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Seconds between `: ping` comments on an idle event stream.", visibility: .hidden))
     var heartbeat = 30.0
 
+    @Option(help: "Seconds a connection may stay idle, or send its headers or body, without a byte before it is closed.")
+    var idleTimeout = 60
+
     @Option(help: "The largest blob POST /blobs accepts, in MiB.")
     var maxBlobMib = 256
 
@@ -58,6 +61,8 @@ struct ServeCommand: ParsableCommand {
         options.eventRetention = retention
         guard heartbeat >= 0.05 else { throw ValidationError("--heartbeat must be at least 0.05 s") }
         options.heartbeat = .milliseconds(Int64(heartbeat * 1000))
+        guard idleTimeout >= 1 else { throw ValidationError("--idle-timeout must be at least 1 s") }
+        options.idleTimeout = Int64(idleTimeout)
         guard maxBlobMib >= 1 else { throw ValidationError("--max-blob-mib must be at least 1") }
         options.maxBlob = maxBlobMib << 20
         if let rateLimit {
