@@ -116,6 +116,34 @@ struct API: Sendable {
         }
     }
 
+    /// A blob's body, at most `limit` bytes, written to a temporary file as it comes and read back
+    /// once complete: an upload refused past the limit (chunked, so its size is known only then)
+    /// never holds more than a chunk in memory.
+    func spooled(_ request: Request, upTo limit: Int) async throws -> [UInt8] {
+        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
+            throw APIError(413, "request_too_large", "the body is larger than \(limit) bytes")
+        }
+        let path = NSTemporaryDirectory() + "marfafs-upload-" + UUID().uuidString
+        guard FileManager.default.createFile(atPath: path, contents: nil), let file = FileHandle(forWritingAtPath: path) else {
+            throw APIError(500, "internal_error", "cannot write a temporary file for the upload")
+        }
+        defer { try? file.close(); unlink(path) }
+        var total = 0
+        do {
+            for try await chunk in request.body {
+                total += chunk.readableBytes
+                if total > limit { throw APIError(413, "request_too_large", "the body is larger than \(limit) bytes") }
+                do { try file.write(contentsOf: chunk.readableBytesView) } catch {
+                    throw APIError(500, "internal_error", "the server cannot keep the upload: \(error)")
+                }
+            }
+        } catch let e as APIError { throw e } catch {
+            throw APIError(400, "validation_error", "the request body ended before it was complete")
+        }
+        try file.close()
+        return [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+
     func body(_ request: Request) async throws -> (text: String, object: [String: JSONValue]) {
         let buffer = try await bytes(request, upTo: maxBody)
         let text = String(buffer: buffer)
@@ -320,8 +348,7 @@ struct API: Sendable {
             let p = try principal(request)
             let contentType = request.headers[.contentType] ?? "application/octet-stream"
             var mime = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
-            let buffer = try await bytes(request, upTo: maxBlob)
-            var data = Array(buffer.readableBytesView)
+            var data = try await spooled(request, upTo: maxBlob)
             // Upstream's clients may send the file as a multipart form: its file part is the blob.
             if mime == "multipart/form-data" {
                 let part = try Multipart.filePart(data, contentType: contentType)

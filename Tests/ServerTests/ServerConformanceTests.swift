@@ -71,6 +71,14 @@ import Testing
         // 1 TB declared, nothing sent: refused at once, not read.
         let big = raw(s, "POST /blobs HTTP/1.1\nHost: x\nAuthorization: Bearer \(key)\nContent-Type: image/png\nContent-Length: 1000000000000\n\n", halfClose: false)
         #expect(big.line.hasPrefix("HTTP/1.1 413") && big.seconds < 2, "\(big)")
+        // Chunked, so its size shows only as it comes: refused once past the limit (the server
+        // keeps it in a temporary file meanwhile, not in memory).
+        let chunked3MiB = s.call("POST", "/blobs", key: key, data: Data(repeating: 7, count: 3 << 20), contentType: "application/octet-stream",
+                                 headers: ["Transfer-Encoding": "chunked"])
+        #expect(chunked3MiB.status == 413 && chunked3MiB.code == "request_too_large", "\(chunked3MiB.status)")
+        let fits = s.call("POST", "/blobs", key: key, data: Data(repeating: 7, count: 1 << 19), contentType: "application/octet-stream",
+                          headers: ["Transfer-Encoding": "chunked"])
+        #expect(fits.status == 201 && fits.json["size"] == .int(1 << 19), "\(fits.body)")
         #expect(!((try? String(contentsOfFile: s.root + "/serve.log", encoding: .utf8)) ?? "").contains("internal_error"))
     }
 
