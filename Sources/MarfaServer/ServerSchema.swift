@@ -71,6 +71,23 @@ enum ServerSchema {
             CREATE INDEX items_by_source ON items(tenant_id, source, updated_at, id);
             """)
         }
+        m.registerMigration("v5-tag-list-order") { db in
+            // A tag's items in list order (W-6): each tag row carries its item's `updated_at`, kept
+            // by triggers, so `GET /items?tags=…` walks the tag's index in order, whatever the
+            // tag's size, instead of sorting its items or passing every other item.
+            try db.execute(sql: """
+            ALTER TABLE tags ADD COLUMN updated_at TEXT NOT NULL DEFAULT '';
+            UPDATE tags SET updated_at = coalesce((SELECT i.updated_at FROM items i WHERE i.tenant_id = tags.tenant_id AND i.id = tags.item_id), '');
+            CREATE INDEX tags_in_list_order ON tags(tenant_id, tag, updated_at, item_id);
+            CREATE TRIGGER tags_take_updated_at AFTER INSERT ON tags BEGIN
+              UPDATE tags SET updated_at = coalesce((SELECT i.updated_at FROM items i WHERE i.tenant_id = NEW.tenant_id AND i.id = NEW.item_id), '')
+              WHERE tenant_id = NEW.tenant_id AND item_id = NEW.item_id AND tag = NEW.tag;
+            END;
+            CREATE TRIGGER items_updated_at_to_tags AFTER UPDATE OF updated_at ON items BEGIN
+              UPDATE tags SET updated_at = NEW.updated_at WHERE tenant_id = NEW.tenant_id AND item_id = NEW.id;
+            END;
+            """)
+        }
         return m
     }
 }

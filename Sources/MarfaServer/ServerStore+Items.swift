@@ -168,14 +168,19 @@ extension ServerStore {
         return try pool.read { db in
             var sql = "SELECT items.* FROM items WHERE items.tenant_id = ?"
             var args: [any DatabaseValueConvertible] = [p.tenantID]
-            // A tag with few items: the list starts from them (and sorts them), not from a walk in
-            // list order that would pass every other item to find them.
+            // Filtered by tags: the list walks the smallest tag's rows in list order (its index
+            // carries each item's `updated_at`), so a page costs about its own items whatever the
+            // tag's size; the other tags are membership tests.
             var tags = q.tags
-            if let (rare, n) = try tags.map({ ($0, try Int.fetchOne(db, sql: "SELECT count(*) FROM tags WHERE tenant_id = ? AND tag = ?", arguments: [p.tenantID, $0]) ?? 0) }).min(by: { $0.1 < $1.1 }),
-               n <= Self.rareTag {
+            var order = "updated_at, id"
+            func size(_ tag: String) throws -> Int {
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM tags WHERE tenant_id = ? AND tag = ?", arguments: [p.tenantID, tag]) ?? 0
+            }
+            if let first = tags.count == 1 ? tags.first : try tags.map({ ($0, try size($0)) }).min(by: { $0.1 < $1.1 })?.0 {
                 sql = "SELECT items.* FROM tags drive CROSS JOIN items ON items.tenant_id = drive.tenant_id AND items.id = drive.item_id WHERE drive.tenant_id = ? AND drive.tag = ?"
-                args = [p.tenantID, rare]
-                tags.removeAll { $0 == rare }
+                args = [p.tenantID, first]
+                tags.removeAll { $0 == first }
+                order = "drive.updated_at, drive.item_id"
             }
             func typeIn(_ ids: [String]) {
                 sql += ids.isEmpty ? " AND 0" : " AND type IN (" + ids.map { _ in "?" }.joined(separator: ",") + ")"
@@ -196,17 +201,14 @@ extension ServerStore {
             // Compared as instants: a timestamp keeps the offset its client gave.
             if let s = q.since { sql += " AND julianday(timestamp) >= julianday(?)"; args.append(s) }
             if let u = q.until { sql += " AND julianday(timestamp) < julianday(?)"; args.append(u) }
-            if let u = q.updatedAfter { sql += " AND updated_at >= ?"; args.append(u) }
-            if let (u, id) = after { sql += " AND (updated_at, id) > (?, ?)"; args += [u, id] }
-            sql += " ORDER BY updated_at, id LIMIT ?"; args.append(q.limit + 1)
+            if let u = q.updatedAfter { sql += " AND (\(order)) >= (?, '')"; args.append(u) }
+            if let (u, id) = after { sql += " AND (\(order)) > (?, ?)"; args += [u, id] }
+            sql += " ORDER BY \(order) LIMIT ?"; args.append(q.limit + 1)
             let (rows, cursor) = Self.page(try Row.fetchAll(db.cachedStatement(sql: sql), arguments: StatementArguments(args)), limit: q.limit)
             let data: [JSONValue] = try rows.map { q.includeMetadata ? .object(try envelope(db, p, $0)) : .object(Self.itemJSON($0)) }
             return ["data": .array(data), "cursor": cursor, "has_more": .bool(cursor != .null)]
         }
     }
-
-    /// A tag with at most this many items is where a list filtered by it starts.
-    static let rareTag = 2_000
 
     /// W-6: the first `limit` rows (fetched `limit + 1`) and the cursor after the last, or null.
     static func page(_ fetched: [Row], limit: Int) -> ([Row], JSONValue) {

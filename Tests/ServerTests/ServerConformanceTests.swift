@@ -125,6 +125,29 @@ import Testing
         #expect(ids("cursor=") == [early, late], "an empty cursor is the first page")
     }
 
+    /// W-6 with a tag filter: the tag's rows keep their items' list order through edits and tag
+    /// changes, and the cursor pages through them.
+    @Test func W6_aTagFilteredListKeepsListOrderAndPages() throws {
+        let s = try ServerHarness()
+        let key = try s.bootstrap()
+        let a = note(s, key, #","tags":["t"]"#), b = note(s, key, #","tags":["t","u"]"#), c = note(s, key)
+        #expect(s.call("POST", "/items/\(c)/tags", key: key, body: #"{"tags":["t"]}"#).status == 200)
+        #expect(s.call("PATCH", "/items/\(a)", key: key, body: #"{"properties":{"body":"edited"}}"#).status == 200)
+        func page(_ q: String) -> (ids: [String], cursor: String?) {
+            let r = s.call("GET", "/items?" + q, key: key)
+            return ((r.json["data"]?.arrayValue ?? []).compactMap { $0.objectValue?["id"]?.stringValue }, r.json["cursor"]?.stringValue)
+        }
+        let all = page("tags=t")
+        let order = (s.call("GET", "/items", key: key).json["data"]?.arrayValue ?? []).compactMap { $0.objectValue?["id"]?.stringValue }
+        #expect(all.ids == order.filter { [a, b, c].contains($0) } && all.ids.last == a, "\(all.ids) vs \(order)")
+        let first = page("tags=t&limit=2")
+        let cursor = try #require(first.cursor)
+        let rest = page("tags=t&limit=2&cursor=" + cursor.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)
+        #expect(first.ids + rest.ids == all.ids && rest.cursor == nil)
+        #expect(page("tags=t,u").ids == [b])
+        #expect(page("tags=u,t").ids == [b])
+    }
+
     @Test func W1_numbersADoubleCannotHoldAreRefusedNotChanged() throws {
         let s = try ServerHarness()
         let key = try s.bootstrap()
