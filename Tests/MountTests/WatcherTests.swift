@@ -39,7 +39,7 @@ import Testing
         }
     }
 
-    @Test func FS25_entrAndWatchdogReactToARemoteEdit() throws {
+    @Test func FS25_entrAndWatchdogReactToRemoteEditsCreatesAndRenames() throws {
         try MountPair.with { p in
             let (a, b) = (p.a, p.b)
             let note = "types/core.note/run.md"
@@ -60,6 +60,10 @@ import Testing
             class H(FileSystemEventHandler):
                 def on_modified(self, e):
                     if not e.is_directory: print('modified', e.src_path, flush=True)
+                def on_created(self, e):
+                    print('created', e.src_path, flush=True)
+                def on_moved(self, e):
+                    print('moved', e.src_path, e.dest_path, flush=True)
             o = Observer(); o.schedule(H(), sys.argv[1]); o.start(); print('ready', flush=True)
             time.sleep(120)
             """
@@ -73,6 +77,13 @@ import Testing
             #expect(a.sh("printf 'v2\\n' > \(note)").status == 0)
             #expect(MountHarness.eventually(timeout: 20) { read(ran).contains("ran") }, "entr ran: \(read(ran)) \(read(b.root + "/entr.err"))")
             #expect(MountHarness.eventually(timeout: 20) { read(events).contains("modified \(b.path(note))") }, "\(read(events))")
+            // A new note and a rename from A: created and moved, as an editor's file tree wants them.
+            #expect(a.sh("printf 'new\\n' > types/core.note/fresh.md").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) { read(events).contains("created \(b.path("types/core.note/fresh.md"))") }, "\(read(events))")
+            #expect(a.sh("mv types/core.note/fresh.md types/core.note/moved.md").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) {
+                read(events).contains("moved \(b.path("types/core.note/fresh.md")) \(b.path("types/core.note/moved.md"))")
+            }, "\(read(events))")
         }
     }
 }
