@@ -186,22 +186,4 @@ public final class ServerStore: Sendable {
             try db.cachedStatement(sql: "INSERT OR IGNORE INTO idempotency(tenant_id, key, fingerprint, status, body, created_at) VALUES (?, ?, ?, ?, ?, ?)").execute(arguments: [p.tenantID, key, fingerprint, status, body, Self.now()])
         }
     }
-
-    // MARK: events (W-14..W-17: the log; EventStream serves it)
-
-    /// Appends to the event log inside the caller's transaction; subscribers hear of it on commit.
-    /// The types of the item (or of an edge's two ends) are kept so a stream can filter and leave
-    /// out what a key may not read.
-    func appendEvent(_ db: Database, _ p: Principal, name: String, itemType: String? = nil, edgeType: String? = nil,
-                     sourceType: String? = nil, targetType: String? = nil, data: [String: JSONValue]) throws {
-        let text = JSONCoding.encode(data)
-        try db.cachedStatement(sql: """
-            INSERT INTO events(tenant_id, name, item_type, edge_type, source_type, target_type, data, created_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [p.tenantID, name, itemType, edgeType, sourceType, targetType, text, Self.now()])
-        let event = LoggedEvent(id: db.lastInsertedRowID, tenantID: p.tenantID, name: name, data: text, itemType: itemType,
-                                edgeType: edgeType, sourceType: sourceType, targetType: targetType)
-        let bell = self.bell
-        db.afterNextTransaction { _ in bell.publish(event) }
-    }
 }
