@@ -52,22 +52,12 @@ extension FileSystem {
             // nothing changes.
             if let key = name.dropPrefix("user.marfa."), Self.volatileAttrs.contains(key) { return [] }
             try settleNow()
-            let copying = isCopying(r)
-            guard let text = String(validating: value, as: UTF8.self) else {
-                if name.hasPrefix("user.marfa.") { throw FSError(.invalid, "\(name) takes UTF-8 text") }
-                try wrap { try store.setXattr(rowid: r, name: name, value: value) }
-                return []
-            }
-            let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
             guard let key = name.dropPrefix("user.marfa.") else {
-                if create || replace {
-                    let exists = (try? getxattrUnlocked(r, name)) != nil
-                    if create && exists { throw FSError(.exists, name) }
-                    if replace && !exists { throw FSError(.noData, name) }
-                }
-                try wrap { try store.setXattr(rowid: r, name: name, value: value) }
+                try setOwnXattr(r, name, value, create: create, replace: replace)
                 return []
             }
+            guard let text = String(validating: value, as: UTF8.self) else { throw FSError(.invalid, "\(name) takes UTF-8 text") }
+            let copying = isCopying(r)
             if Self.readOnlyAttrs.contains(key) {
                 // Its current value (a copy of the file's own attributes) is accepted and changes
                 // nothing; another value is refused, except on a copy in progress (FS-28).
@@ -75,51 +65,75 @@ extension FileSystem {
                 if copying && (key != "id" || catalog.byID[text] != nil) { return [] }
                 throw FSError(.notPermitted, "\(name) is read-only")
             }
-            guard let s = catalog.items[r] else { throw FSError(.notFound, "item") }
-            switch key {
-            case "tags":
-                var tags = Set(trimmed.isEmpty ? [] : trimmed.split(separator: ",", omittingEmptySubsequences: false).map {
-                    $0.trimmingCharacters(in: .whitespaces)
-                })
-                for t in tags { try Self.checkTag(t) }
-                // The folder an item was imported from is a tag of its own kind: a value that names
-                // no `folder:` tag keeps the item's.
-                if !tags.contains(where: { $0.hasPrefix(Self.folderTagPrefix) }) {
-                    tags.formUnion((catalog.tagsOf[r] ?? []).filter { $0.hasPrefix(Self.folderTagPrefix) })
-                }
-                if tags == (catalog.tagsOf[r] ?? []) { return [] }
-                try wrap { try store.setTags(rowid: r, tags) }
-            case "favorite":
-                guard trimmed == "1" || trimmed == "0" else { throw FSError(.invalid, "user.marfa.favorite takes 1 or 0") }
-                var tags = catalog.tagsOf[r] ?? []
-                if trimmed == "1" { tags.insert("favorite") } else { tags.remove("favorite") }
-                try wrap { try store.setTags(rowid: r, tags) }
-            case "tier":
-                guard let t = Tier(rawValue: trimmed) else { throw FSError(.invalid, "tier must be library or feed") }
-                _ = try wrap { try store.setTier(rowid: r, t) }
-            case "state":
-                guard let st = ItemState(rawValue: trimmed) else { throw FSError(.invalid, "state must be active, archived or trashed") }
-                _ = try wrap { try store.setState(rowid: r, st) }
-            default:
-                guard let prop = key.dropPrefix("prop."), !prop.isEmpty else { throw FSError(.notPermitted, "\(name) is not a marfa attribute") }
-                // JSON, or else plain text taken as a string (`setfattr -v done`); text that looks like
-                // JSON but is not (`{oops`) is refused.
-                let v: JSONValue
-                if let j = try? JSONCoding.value(from: text) { v = j }
-                else if let f = trimmed.first, !"{[\"".contains(f) { v = .string(text) }
-                else { throw FSError(.invalid, "\(name) takes a JSON value") }
-                // A copy's title comes from its own name (an rsync temporary file's too).
-                if copying && prop == store.type(s.type).titleField { return [] }
-                if TypeSchema.isBlobType(s.type) && prop == "blob_ref" {
-                    if (try? getxattrUnlocked(r, name, marfa: true)) == value || copying { return [] }
-                    throw FSError(.notPermitted, "blob_ref follows the file's bytes")
-                }
-                guard try wrap({ try store.setProperty(rowid: r, name: prop, value: v) }) != nil else { return [] }
-                return try refreshItem(r, contentChanged: true)
-            }
-            return try refreshItem(r)
+            return try setMarfaAttribute(r, key, text, value, copying: copying)
         }
         notify(inv)
+    }
+
+    /// An attribute of the user's own (FS-17), kept as it is; `create`/`replace` as setxattr(2).
+    /// Call with the lock held.
+    func setOwnXattr(_ r: Int64, _ name: String, _ value: [UInt8], create: Bool, replace: Bool) throws {
+        if create || replace {
+            let exists = (try? getxattrUnlocked(r, name)) != nil
+            if create && exists { throw FSError(.exists, name) }
+            if replace && !exists { throw FSError(.noData, name) }
+        }
+        try wrap { try store.setXattr(rowid: r, name: name, value: value) }
+    }
+
+    /// A writable `user.marfa.<key>`: tags, favorite, tier, state, or `prop.<name>`. Returns what
+    /// the kernel must forget. Call with the lock held, files settled.
+    func setMarfaAttribute(_ r: Int64, _ key: String, _ text: String, _ value: [UInt8], copying: Bool) throws -> [Invalidation] {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        switch key {
+        case "tags":
+            var tags = Set(trimmed.isEmpty ? [] : trimmed.split(separator: ",", omittingEmptySubsequences: false).map {
+                $0.trimmingCharacters(in: .whitespaces)
+            })
+            for t in tags { try Self.checkTag(t) }
+            // The folder an item was imported from is a tag of its own kind: a value that names
+            // no `folder:` tag keeps the item's.
+            if !tags.contains(where: { $0.hasPrefix(Self.folderTagPrefix) }) {
+                tags.formUnion((catalog.tagsOf[r] ?? []).filter { $0.hasPrefix(Self.folderTagPrefix) })
+            }
+            if tags == (catalog.tagsOf[r] ?? []) { return [] }
+            try wrap { try store.setTags(rowid: r, tags) }
+        case "favorite":
+            guard trimmed == "1" || trimmed == "0" else { throw FSError(.invalid, "user.marfa.favorite takes 1 or 0") }
+            var tags = catalog.tagsOf[r] ?? []
+            if trimmed == "1" { tags.insert("favorite") } else { tags.remove("favorite") }
+            try wrap { try store.setTags(rowid: r, tags) }
+        case "tier":
+            guard let t = Tier(rawValue: trimmed) else { throw FSError(.invalid, "tier must be library or feed") }
+            _ = try wrap { try store.setTier(rowid: r, t) }
+        case "state":
+            guard let st = ItemState(rawValue: trimmed) else { throw FSError(.invalid, "state must be active, archived or trashed") }
+            _ = try wrap { try store.setState(rowid: r, st) }
+        default:
+            guard let prop = key.dropPrefix("prop."), !prop.isEmpty else { throw FSError(.notPermitted, "user.marfa.\(key) is not a marfa attribute") }
+            return try setPropertyAttribute(r, prop, text, value, copying: copying)
+        }
+        return try refreshItem(r)
+    }
+
+    /// `user.marfa.prop.<name>`: JSON, or else plain text taken as a string (`setfattr -v done`);
+    /// text that looks like JSON but is not (`{oops`) is refused. Call with the lock held.
+    func setPropertyAttribute(_ r: Int64, _ prop: String, _ text: String, _ value: [UInt8], copying: Bool) throws -> [Invalidation] {
+        guard let s = catalog.items[r] else { throw FSError(.notFound, "item") }
+        let name = "user.marfa.prop." + prop
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let v: JSONValue
+        if let j = try? JSONCoding.value(from: text) { v = j }
+        else if let f = trimmed.first, !"{[\"".contains(f) { v = .string(text) }
+        else { throw FSError(.invalid, "\(name) takes a JSON value") }
+        // A copy's title comes from its own name (an rsync temporary file's too).
+        if copying && prop == store.type(s.type).titleField { return [] }
+        if TypeSchema.isBlobType(s.type) && prop == "blob_ref" {
+            if (try? getxattrUnlocked(r, name, marfa: true)) == value || copying { return [] }
+            throw FSError(.notPermitted, "blob_ref follows the file's bytes")
+        }
+        guard try wrap({ try store.setProperty(rowid: r, name: prop, value: v) }) != nil else { return [] }
+        return try refreshItem(r, contentChanged: true)
     }
 
     static let folderTagPrefix = "folder:"
