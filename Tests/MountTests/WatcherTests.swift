@@ -47,7 +47,10 @@ import Testing
             #expect(MountHarness.eventually(timeout: 20) { cat(b, note) == "v1\n" })
             // entr re-runs a command when the file changes (it watches with inotify).
             let ran = b.root + "/entr.out"
-            guard let e = Shell.spawn(["/bin/bash", "-c", "echo '\(b.path(note))' | exec entr -np sh -c 'echo ran >> \(ran)'"], stderr: b.root + "/entr.err") else {
+            // entr reads the files to watch on its standard input; `exec` keeps it the spawned
+            // process, so the test's kill ends it.
+            try (b.path(note) + "\n").write(toFile: b.root + "/entr.list", atomically: true, encoding: .utf8)
+            guard let e = Shell.spawn(["/bin/bash", "-c", "exec entr -np sh -c 'echo ran >> \(ran)' < '\(b.root)/entr.list'"], stderr: b.root + "/entr.err") else {
                 Issue.record("entr did not start"); return
             }
             defer { Shell.killAndReap(e) }
