@@ -43,10 +43,7 @@ extension API {
             guard try store.revokeKey(p, id: try id(context)) else { throw APIError(404, "not_found", "no such key") }
             return json(200, ["ok": .bool(true)])
         }
-        router.get("/tenants/current") { request, _ -> Response in
-            let p = try principal(request)
-            return json(200, ["tenant": .object(try store.tenant(p))])
-        }
+        router.get("/tenants/current") { request, _ in try answer(request) { p in ["tenant": .object(try store.tenant(p))] } }
         router.post("/tenants") { request, _ -> Response in
             let p = try principal(request)
             guard p.isAdmin && p.isOperator else { throw APIError(403, "forbidden", "only the operator's admin keys add tenants") }
@@ -73,23 +70,11 @@ extension API {
     /// Edges (W-11, W-12).
     func registerEdges(_ router: RecordingRouter) {
         router.post("/edges") { request, _ in try await write(request) { try store.createEdge($0, $1) } }
-        router.get("/edges") { request, _ -> Response in
-            let p = try principal(request)
-            return json(200, try store.listEdges(p, try edgeQuery(request)))
-        }
-        router.get("/edges/:id") { request, context -> Response in
-            let p = try principal(request)
-            return json(200, try store.getEdge(p, try id(context)))
-        }
+        router.get("/edges") { request, _ in try answer(request) { p in try store.listEdges(p, try edgeQuery(request)) } }
+        router.get("/edges/:id") { request, context in try answer(request) { p in try store.getEdge(p, try id(context)) } }
         router.delete("/edges/:id") { request, context in try await write(request) { p, _ in (200, try store.deleteEdge(p, try id(context))) } }
-        router.get("/items/:id/edges") { request, context -> Response in
-            let p = try principal(request)
-            return json(200, try store.listEdges(p, try edgeQuery(request, item: (try id(context), "source"))))
-        }
-        router.get("/items/:id/backrefs") { request, context -> Response in
-            let p = try principal(request)
-            return json(200, try store.listEdges(p, try edgeQuery(request, item: (try id(context), "target"))))
-        }
+        router.get("/items/:id/edges") { request, context in try answer(request) { p in try store.listEdges(p, try edgeQuery(request, item: (try id(context), "source"))) } }
+        router.get("/items/:id/backrefs") { request, context in try answer(request) { p in try store.listEdges(p, try edgeQuery(request, item: (try id(context), "target"))) } }
     }
 
     /// Blobs (W-13).
@@ -98,7 +83,7 @@ extension API {
             let p = try principal(request)
             let contentType = request.headers[.contentType] ?? "application/octet-stream"
             var mime = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
-            var data = try await spooled(request, upTo: maxBlob)
+            var data = try await blobBytes(request, upTo: maxBlob)
             // Upstream's clients may send the file as a multipart form: its file part is the blob.
             if mime == "multipart/form-data" {
                 let part = try Multipart.filePart(data, contentType: contentType)
@@ -178,14 +163,8 @@ extension API {
     /// Items (§2).
     func registerItems(_ router: RecordingRouter) {
         router.post("/items") { request, _ in try await write(request) { try store.createItem($0, $1) } }
-        router.get("/items") { request, _ -> Response in
-            let p = try principal(request)
-            return json(200, try store.listItems(p, try listQuery(request)))
-        }
-        router.get("/items/:id") { request, context -> Response in
-            let p = try principal(request)
-            return json(200, try store.getItem(p, try id(context)))
-        }
+        router.get("/items") { request, _ in try answer(request) { p in try store.listItems(p, try listQuery(request)) } }
+        router.get("/items/:id") { request, context in try answer(request) { p in try store.getItem(p, try id(context)) } }
         router.patch("/items/:id") { request, context in try await write(request) { (200, try store.patchItem($0, try id(context), $1)) } }
         router.delete("/items/:id") { request, context in
             try await write(request) { p, _ in _ = try store.setState(p, try id(context), to: "trashed"); return (200, ["ok": .bool(true)]) }
@@ -199,10 +178,7 @@ extension API {
         router.post("/items/:id/restore") { request, context in
             try await write(request) { p, _ in (200, try store.setState(p, try id(context), to: "active", restore: true)) }
         }
-        router.get("/items/:id/versions") { request, context -> Response in
-            let p = try principal(request)
-            return json(200, try store.versions(p, try id(context)))
-        }
+        router.get("/items/:id/versions") { request, context in try answer(request) { p in try store.versions(p, try id(context)) } }
     }
 
     /// Tags (§2 metadata).
@@ -225,10 +201,7 @@ extension API {
                 (200, try store.changeTags(p, try id(context), .remove(try param(context, "tag"))))
             }
         }
-        router.get("/metadata/tags") { request, _ -> Response in
-            let p = try principal(request)
-            return json(200, try store.tagCounts(p))
-        }
+        router.get("/metadata/tags") { request, _ in try answer(request) { p in try store.tagCounts(p) } }
     
     }
 }

@@ -101,45 +101,40 @@ struct API: Sendable {
         return p
     }
 
-    /// The request's body, at most `limit` bytes: a body declared larger is refused before any of
-    /// it is read; one that ends before its declared length (the client stopped sending) is the
-    /// client's error, not the server's.
+    static func tooLarge(_ limit: Int) -> APIError { APIError(413, "request_too_large", "the body is larger than \(limit) bytes") }
+    /// The client stopped sending before its body was complete: its error, not the server's.
+    static let cutShort = APIError(400, "validation_error", "the request body ended before it was complete")
+
+    /// The request's body, at most `limit` bytes; a body declared larger is refused before any of
+    /// it is read.
     func bytes(_ request: Request, upTo limit: Int) async throws -> ByteBuffer {
-        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
-            throw APIError(413, "request_too_large", "the body is larger than \(limit) bytes")
-        }
-        do { return try await request.body.collect(upTo: limit) } catch is NIOTooManyBytesError {
-            throw APIError(413, "request_too_large", "the body is larger than \(limit) bytes")
-        } catch {
-            throw APIError(400, "validation_error", "the request body ended before it was complete")
+        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit { throw Self.tooLarge(limit) }
+        do { return try await request.body.collect(upTo: limit) } catch is NIOTooManyBytesError { throw Self.tooLarge(limit) } catch {
+            throw Self.cutShort
         }
     }
 
-    /// A blob's body, at most `limit` bytes, written to a temporary file as it comes and read back
-    /// once complete: an upload refused past the limit (chunked, so its size is known only then)
-    /// never holds more than a chunk in memory.
-    func spooled(_ request: Request, upTo limit: Int) async throws -> [UInt8] {
-        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
-            throw APIError(413, "request_too_large", "the body is larger than \(limit) bytes")
-        }
-        let path = NSTemporaryDirectory() + "marfafs-upload-" + UUID().uuidString
+    /// A blob's body, at most `limit` bytes. One that declares its length (within the limit) is
+    /// read into memory; a chunked one, whose size shows only as it comes, goes to a temporary file
+    /// beside the database first, so an upload refused at the limit never holds more than a chunk.
+    func blobBytes(_ request: Request, upTo limit: Int) async throws -> [UInt8] {
+        if request.headers[.contentLength] != nil { return Array(try await bytes(request, upTo: limit).readableBytesView) }
+        let path = store.directory + "/.upload-" + UUID().uuidString
         guard FileManager.default.createFile(atPath: path, contents: nil), let file = FileHandle(forWritingAtPath: path) else {
             throw APIError(500, "internal_error", "cannot write a temporary file for the upload")
         }
-        defer { try? file.close(); unlink(path) }
-        var total = 0
+        defer { unlink(path) }
         do {
+            defer { try? file.close() }
+            var total = 0
             for try await chunk in request.body {
                 total += chunk.readableBytes
-                if total > limit { throw APIError(413, "request_too_large", "the body is larger than \(limit) bytes") }
+                if total > limit { throw Self.tooLarge(limit) }
                 do { try file.write(contentsOf: chunk.readableBytesView) } catch {
                     throw APIError(500, "internal_error", "the server cannot keep the upload: \(error)")
                 }
             }
-        } catch let e as APIError { throw e } catch {
-            throw APIError(400, "validation_error", "the request body ended before it was complete")
-        }
-        try file.close()
+        } catch let e as APIError { throw e } catch { throw Self.cutShort }
         return [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
     }
 
@@ -251,6 +246,11 @@ struct API: Sendable {
             }
         }
         return q
+    }
+
+    /// A read: its answer for the caller, as 200 JSON.
+    func answer(_ request: Request, _ run: (Principal) throws -> [String: JSONValue]) throws -> Response {
+        json(200, try run(try principal(request)))
     }
 
     /// A write: the caller, its JSON body (empty for DELETE), and `run` once per `Idempotency-Key` (W-5).

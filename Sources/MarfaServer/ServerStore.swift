@@ -31,9 +31,12 @@ public final class ServerStore: Sendable {
     let pool: DatabasePool
     /// Rung after every commit that appended events; event streams wait on it.
     let bell = EventBell()
+    /// The database's directory (uploads in progress are kept there, on the same disk).
+    let directory: String
 
     public init(path: String) throws {
         let dir = (path as NSString).deletingLastPathComponent
+        directory = dir.isEmpty ? "." : dir
         if !dir.isEmpty { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
         var config = Configuration()
         config.busyMode = .timeout(10)
