@@ -128,22 +128,22 @@ extension FileSystem {
     /// other name, answered as usual.
     func replayedLookup(parent: UInt64, name: String) -> Result<FileAttr, FSError>? {
         guard let r = replaying.withLock({ $0 }) else { return nil }
-        if let g = r.gone.first(where: { $0.at.parent == parent && $0.at.name == name }) { return .success(g.attr) }
-        let here = r.at.parent == parent && r.at.name == name
+        if let g = r.gone.first(where: { $0.at.names(parent, name) }) { return .success(g.attr) }
+        let here = r.at.names(parent, name)
         switch r.op {
         case .touch: return nil
         case .create: return here ? .failure(FSError(.notFound, name)) : nil
         case .remove(let ghost): return here ? .success(ghost) : nil
         case .rename(let to, let ghost):
             if here { return .success(ghost) }
-            return to.parent == parent && to.name == name ? .failure(FSError(.notFound, name)) : nil
+            return to.names(parent, name) ? .failure(FSError(.notFound, name)) : nil
         }
     }
 
     /// The replay thread's create, mkdir or symlink: the name exists already; the kernel is given
     /// what it shows. Anything else from that thread is refused: it changes nothing.
     func replayedCreate(parent: UInt64, name: String) throws -> FileAttr {
-        guard let r = replaying.withLock({ $0 }), case .create = r.op, r.at.parent == parent, r.at.name == name else {
+        guard let r = replaying.withLock({ $0 }), case .create = r.op, r.at.names(parent, name) else {
             throw FSError(.notPermitted, "the replay thread changes nothing")
         }
         return try locked {
@@ -154,15 +154,14 @@ extension FileSystem {
 
     /// The replay thread's unlink or rmdir: the name is gone already.
     func replayedRemove(parent: UInt64, name: String) throws {
-        guard let r = replaying.withLock({ $0 }), case .remove = r.op, r.at.parent == parent, r.at.name == name else {
+        guard let r = replaying.withLock({ $0 }), case .remove = r.op, r.at.names(parent, name) else {
             throw FSError(.notPermitted, "the replay thread changes nothing")
         }
     }
 
     /// The replay thread's rename: the name has moved already.
     func replayedRename(parent: UInt64, name: String, newParent: UInt64, newName: String) throws {
-        guard let r = replaying.withLock({ $0 }), case .rename(let to, _) = r.op, r.at.parent == parent, r.at.name == name,
-              to.parent == newParent, to.name == newName else {
+        guard let r = replaying.withLock({ $0 }), case .rename(let to, _) = r.op, r.at.names(parent, name), to.names(newParent, newName) else {
             throw FSError(.notPermitted, "the replay thread changes nothing")
         }
     }

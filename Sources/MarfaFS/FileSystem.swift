@@ -262,7 +262,7 @@ public final class FileSystem: @unchecked Sendable {
     /// are accepted and ignored (FS-16). An item's `updated_at` stays what it was.
     public func setattr(_ ino: UInt64, size: Int64?, mtimeNs: Int64? = nil, reader: Int32 = 0) throws -> FileAttr {
         // A replayed change (FS-25): already applied; the request only makes the kernel tell watchers.
-        if reader != 0 && reader == replayThread { return try getattr(ino) }
+        if isReplay(reader) { return try getattr(ino) }
         if let size {
             guard size >= 0 else { throw FSError(.invalid, "negative size") }
             try changeFile(ino, reaching: size,

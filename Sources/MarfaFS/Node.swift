@@ -71,6 +71,7 @@ public struct Replay: Hashable, Sendable {
         public var parent: UInt64
         public var name: String
         public var path: String
+        func names(_ p: UInt64, _ n: String) -> Bool { parent == p && name == n }
     }
 
     public enum Op: Hashable, Sendable {
