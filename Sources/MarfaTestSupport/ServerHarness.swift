@@ -7,13 +7,16 @@ public final class ServerHarness: @unchecked Sendable {
     public let root: String
     public let db: String
     public private(set) var base = ""
-    private var pid: pid_t = 0
+    public private(set) var pid: pid_t = 0
 
     /// Extra `marfafs serve` options (e.g. `--rate-limit 5`).
     let options: [String]
+    /// The soft limit of open files the server starts with (nil: the test's own).
+    let openFiles: Int?
 
-    public init(db: String? = nil, options: [String] = []) throws {
+    public init(db: String? = nil, options: [String] = [], openFiles: Int? = nil) throws {
         self.options = options
+        self.openFiles = openFiles
         let top = ProcessInfo.processInfo.environment["MARFAFS_TEST_ROOT"] ?? (NSTemporaryDirectory() + "marfafs-tests")
         root = top + "/srv-" + UUID().uuidString.prefix(8).lowercased()
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -27,7 +30,9 @@ public final class ServerHarness: @unchecked Sendable {
         let out = root + "/serve.out"
         unlink(out)
         let port = base.split(separator: ":").last.map(String.init) ?? "0"
-        guard let p = Shell.spawn([MountHarness.binary, "serve", "--db", db, "--port", port] + options, stdout: out, stderr: root + "/serve.log") else {
+        var argv = [MountHarness.binary, "serve", "--db", db, "--port", port] + options
+        if let openFiles { argv = ["/bin/sh", "-c", "ulimit -Sn \(openFiles) && exec \"$0\" \"$@\""] + argv }
+        guard let p = Shell.spawn(argv, stdout: out, stderr: root + "/serve.log") else {
             throw HarnessError("cannot start marfafs serve")
         }
         pid = p

@@ -9,18 +9,25 @@ import Testing
     func cat(_ m: MountHarness, _ path: String) -> String { (try? String(contentsOfFile: m.path(path), encoding: .utf8)) ?? "" }
     func read(_ file: String) -> String { (try? String(contentsOfFile: file, encoding: .utf8)) ?? "" }
 
+    /// `inotifywait -m ARGS` on mount `m`, its events in `<root>/inotify.log`, once its watches are
+    /// in place; nil (and an issue) if it did not start.
+    func inotifywait(_ m: MountHarness, _ args: [String]) -> (pid: pid_t, log: String)? {
+        let log = m.root + "/inotify.log", err = m.root + "/inotify.err"
+        guard let pid = Shell.spawn(["inotifywait", "-m"] + args, stdout: log, stderr: err) else {
+            Issue.record("inotifywait did not start"); return nil
+        }
+        #expect(MountHarness.eventually { read(err).contains("Watches established") })
+        return (pid, log)
+    }
+
     @Test func FS25_aRemoteEditRaisesModifyAndCloseWriteAndAMetadataChangeAttrib() throws {
         try MountPair.with { p in
             let (a, b) = (p.a, p.b)
             let note = "types/core.note/watched.md"
             #expect(a.sh("printf 'one\\n' > \(note)").status == 0)
             #expect(MountHarness.eventually(timeout: 20) { cat(b, note) == "one\n" })
-            let log = b.root + "/inotify.log"
-            guard let w = Shell.spawn(["inotifywait", "-m", "-e", "modify,close_write,attrib", "--format", "%e %f", b.path("types/core.note")], stdout: log, stderr: b.root + "/inotify.err") else {
-                Issue.record("inotifywait did not start"); return
-            }
+            guard let (w, log) = inotifywait(b, ["-e", "modify,close_write,attrib", "--format", "%e %f", b.path("types/core.note")]) else { return }
             defer { Shell.killAndReap(w) }
-            #expect(MountHarness.eventually { read(b.root + "/inotify.err").contains("Watches established") })
             let before = b.sh("stat -c %Y%N \(note) | cut -c1-10; stat -c %y \(note)").out
             // A's edit: B's watcher sees the file modified and closed after writing.
             #expect(a.sh("printf 'one\\ntwo\\n' > \(note)").status == 0)
@@ -144,13 +151,9 @@ extension WatcherTests {
             // A tag B already shows, so the watcher has its directory from the start.
             #expect(a.sh("echo x > types/core.note/seed.md && mkdir tags/proj && ln -s ../../types/core.note/seed.md tags/proj/").status == 0)
             #expect(MountHarness.eventually(timeout: 20) { b.sh("ls tags/proj").out == "seed.md" })
-            let log = b.root + "/inotify.log"
-            guard let w = Shell.spawn(["inotifywait", "-m", "-r", "-e", "create,delete,moved_from,moved_to", "--format", "%e %w%f",
-                                       b.path("types"), b.path("tags"), b.path("trash")], stdout: log, stderr: b.root + "/inotify.err") else {
-                Issue.record("inotifywait did not start"); return
-            }
+            guard let (w, log) = inotifywait(b, ["-r", "-e", "create,delete,moved_from,moved_to", "--format", "%e %w%f",
+                                                 b.path("types"), b.path("tags"), b.path("trash")]) else { return }
             defer { Shell.killAndReap(w) }
-            #expect(MountHarness.eventually { read(b.root + "/inotify.err").contains("Watches established") })
             func saw(_ line: String) -> Bool { MountHarness.eventually(timeout: 20) { read(log).split(separator: "\n").contains { $0 == line } } }
             let types = b.path("types/core.note") + "/", tags = b.path("tags") + "/"
 
