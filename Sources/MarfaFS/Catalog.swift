@@ -12,7 +12,11 @@ struct Catalog {
     var tagsOf = TagIndex()
     var tagMembers: [String: Set<Int64>] = [:]
     var tagTables: [String: NameTable] = [:]
-    var localTags: Set<String> = []
+    var localTags: Set<String> = [] { didSet { tagTree = nil } }
+    /// Tag path → the next level of nested tags (`tagChildren`); nil when a tag came or went.
+    var tagTree: [String: Set<String>]?
+    /// The vault's tree and links (FS-26, FS-27), built on first use.
+    var vault: VaultIndex?
     var edges: [Int64: EdgeRecord] = [:]
     var outEdges: [Int64: Set<Int64>] = [:]
     var inEdges: [Int64: Set<Int64>] = [:]

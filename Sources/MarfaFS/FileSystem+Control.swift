@@ -27,6 +27,7 @@ extension FileSystem {
         case .conflicts?: return conflictsText()
         case .events?: return syncEvents?() ?? ""
         case .flush?: return flushAnswer()
+        case .unresolved?: return unresolvedText()
         case nil: return ""
         }
     }

@@ -21,7 +21,10 @@ extension FileSystem {
     }
 
     static func checkTag(_ tag: String) throws {
-        if tag.isEmpty || tag.count > 128 || tag.contains(",") || tag.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+        // A folder's tag may hold a comma (a vault's folder `Notes, misc`); other tags are listed
+        // comma-separated in `user.marfa.tags`.
+        let commaOK = tag.hasPrefix(VaultText.folderPrefix)
+        if tag.isEmpty || tag.count > 1024 || (tag.contains(",") && !commaOK) || tag.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
             throw FSError(.invalid, "not a valid tag: \(tag)")
         }
     }
@@ -75,8 +78,22 @@ extension FileSystem {
         switch p {
         case .typeDir(.types, let t): return NewItem(type: t, fileName: name)
         case .tagDir(let tag): return NewItem(type: "core.note", fileName: name, tags: [tag])
+        case .treeDir(let f): return NewItem(type: Self.treeType(name), fileName: name, tags: f.isEmpty ? [] : [VaultText.folderPrefix + f])
         default: throw readOnlyOrNotPermitted(p)
         }
+    }
+
+    /// The type of a file made in the vault's tree (FS-27): Markdown is a note, anything else a
+    /// file item of its MIME type. rsync's temporary name (`.name.md.Ab12Cd`) counts as the name
+    /// it will be renamed to.
+    static func treeType(_ name: String) -> String {
+        var n = Substring(name)
+        if n.hasPrefix("."), let dot = n.lastIndex(of: "."), dot != n.startIndex, n.distance(from: dot, to: n.endIndex) == 7,
+           n[n.index(after: dot)...].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) {
+            n = n[n.index(after: n.startIndex)..<dot]
+        }
+        let ext = Names.split(String(n)).ext.lowercased()
+        return ext == ".md" ? "core.note" : Names.fileType(forMime: Names.mimeType(forExtension: ext))
     }
 
     /// Creates that stay local: a scratch file (FS-14), or the re-attachment of an item whose name
@@ -123,12 +140,19 @@ extension FileSystem {
             try checkName(name)
             if try childNode(p, name) != nil { throw FSError(.exists, name) }
             switch p {
-            case .tagsRoot:
-                let tag = Self.tag(fromName: name)
+            case .tagsRoot, .tagDir, .treeDir:
+                let tag: String
+                switch p {
+                case .tagDir(let parent): tag = Self.tagPath(parent, name)
+                case .treeDir(let f): tag = VaultText.folderPrefix + VaultIndex.join(f, name)
+                default: tag = Self.tag(fromName: name)
+                }
                 try Self.checkTag(tag)
                 try wrap { try store.addLocalTag(tag) }
                 catalog.localTags.insert(tag)
-                return (try attr(.tagDir(tag)), [])
+                let inv = Self.tagDirPlaces(tag).flatMap { invalidations(($0.0, [$0.1])) }
+                if case .treeDir(let f) = p { return (try attr(.treeDir(VaultIndex.join(f, name))), inv) }
+                return (try attr(.tagDir(tag)), inv)
             case .linkItemDir(false, let r):
                 guard let s = catalog.items[r] else { throw FSError(.notFound, name) }
                 try wrap { try store.addEdgeDir(itemID: s.id, edgeType: name) }
@@ -167,7 +191,7 @@ extension FileSystem {
                 // Removed from the trash: purged, its space given back (FS-28).
                 try wrap { _ = try store.purge(rowid: r) }
                 return try refreshItem(r, removed: true)
-            case (.typeDir, .item(let r)):
+            case (.typeDir, .item(let r)), (.treeDir, .item(let r)):
                 _ = try wrap { try store.setState(rowid: r, .trashed) }   // FS §4: unlink moves to trash
                 if let key = dirKey(p) { catalog.unlinked[key, default: [:]][name] = (r, Date()) }
                 return try refreshItem(r)
@@ -175,12 +199,13 @@ extension FileSystem {
                 var tags = catalog.tagsOf[r] ?? []
                 tags.remove(tag)
                 try wrap { try store.setTags(rowid: r, tags) }
-                return try refreshItem(r)
+                return try refreshItemAfterTags(r)
             case (.linkEdgeDir(false, let r, let edgeType), .linkEntry(false, let e)):
+                if Catalog.isDerived(e) { throw FSError(.notPermitted, "this link is written in the note's text: edit the text to remove it") }
                 try wrap { try store.deleteEdge(rowid: e) }
                 let far = catalog.edges[e].flatMap { catalog.byID[$0.edge.targetID] }
                 catalog.removeEdge(e)
-                var inv = invalidations((.linkEdgeDir(false, r, edgeType), [name]))
+                var inv = invalidations((.linkEdgeDir(false, r, edgeType), [name])) + reresolve(r)
                 if let far, let s = catalog.items[far] {
                     inv += invalidations((.linkTypeDir(true, s.type), [catalog.name(of: far) ?? ""]), (.backlinksRoot, [s.type]),
                                          (.linkEdgeDir(true, far, edgeType), []), (.linkItemDir(true, far), [edgeType]))
@@ -212,7 +237,15 @@ extension FileSystem {
             guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
             switch child {
             case .tagDir(let tag):
-                if !(catalog.tagMembers[tag] ?? []).isEmpty { throw FSError(.notEmpty, "tag \(tag) is in use") }
+                if !(catalog.tagMembers[tag] ?? []).isEmpty || !catalog.tagChildren(tag).isEmpty { throw FSError(.notEmpty, "tag \(tag) is in use") }
+                try wrap { try store.removeLocalTag(tag) }
+                catalog.localTags.remove(tag)
+            case .treeDir(let f):
+                let tag = VaultText.folderPrefix + f
+                let files = try vaultIndex().trees[f]?.count ?? 0
+                if !catalog.subfolders(f).isEmpty || files > 0 || !(catalog.tagMembers[tag] ?? []).isEmpty {
+                    throw FSError(.notEmpty, "folder \(f) is not empty")
+                }
                 try wrap { try store.removeLocalTag(tag) }
                 catalog.localTags.remove(tag)
             case .linkEdgeDir(false, let r, let et):
@@ -257,31 +290,71 @@ extension FileSystem {
                 var tags = catalog.tagsOf[r] ?? []
                 if tag1 != tag2 { tags.remove(tag1); tags.insert(tag2); try wrap { try store.setTags(rowid: r, tags) } }
                 if newName != name { _ = try wrap { try store.rename(rowid: r, to: newName) } }
-                return try refreshItem(r)
+                return try refreshItemAfterTags(r)
             case (.tagDir, .tagEntry(_, let r), .typeDir(.types, _)):
                 if case .item(let t)? = dst { return try absorb(r, into: t) }
                 throw FSError(.notPermitted, "moving a tag entry into types/ is not an operation")
             case (.typeDir(.types, _), .item(let r), .tagDir):
                 if case .tagEntry(_, let t)? = dst { return try absorb(r, into: t) }
                 throw FSError(.notPermitted, "use ln -s to tag an item")
-            case (.tagsRoot, .tagDir(let from), .tagsRoot):
-                let to = Self.tag(fromName: newName)
-                try Self.checkTag(to)
-                if case .tagDir(let existing)? = dst, !(catalog.tagMembers[existing] ?? []).isEmpty {
-                    throw FSError(.notEmpty, "tag \(to) is in use")
-                }
-                let rows = try wrap { try store.renameTag(from, to: to) }
-                var inv: [Invalidation] = []
-                for r in rows { inv += try refreshItem(r) }
-                if catalog.localTags.remove(from) != nil || rows.isEmpty { catalog.localTags.insert(to) }
-                catalog.tagTables.removeValue(forKey: from)
-                catalog.tagTables.removeValue(forKey: to)
-                return inv + invalidations((.tagsRoot, [name, newName]))
+            case (.tagsRoot, .tagDir(let from), .tagsRoot), (.tagDir, .tagDir(let from), .tagsRoot),
+                 (.tagsRoot, .tagDir(let from), .tagDir), (.tagDir, .tagDir(let from), .tagDir):
+                var to = Self.tag(fromName: newName)
+                if case .tagDir(let parent) = np { to = Self.tagPath(parent, newName) }
+                return try renameTags(from, to: to, over: dst) + invalidations((p, [name]), (np, [newName]))
+            case (.treeDir, .treeDir(let from), .treeDir(let f2)):
+                let prefix = VaultText.folderPrefix
+                return try renameTags(prefix + from, to: prefix + VaultIndex.join(f2, newName), over: dst.map { n in
+                    if case .treeDir(let d) = n { return .tagDir(prefix + d) }
+                    return n
+                }) + invalidations((p, [name]), (np, [newName]))
+            case (.treeDir, .item(let r), .treeDir(let f2)), (.typeDir(.types, _), .item(let r), .treeDir(let f2)):
+                return try moveInTree(r, to: f2, newName: newName, over: dst)
+            case (.treeDir, .item(let r), .typeDir(.types, _)), (.treeDir, .item(let r), .tagDir):
+                if case .item(let t)? = dst { return try absorb(r, into: t) }
+                if case .tagEntry(_, let t)? = dst { return try absorb(r, into: t) }
+                throw FSError(.notPermitted, "an item leaves the vault's tree by a move to another folder of it")
             default:
                 throw readOnlyOrNotPermitted(p == np ? p : np)
             }
         }
         notify(inv)
+    }
+
+    /// Renames a tag and every tag nested under it (`a` → `b` also takes `a/x` to `b/x`) on
+    /// every item that has them (a note's text follows, FS-26).
+    func renameTags(_ from: String, to: String, over dst: Node?) throws -> [Invalidation] {
+        if to == from { return [] }
+        if to.hasPrefix(from + "/") { throw FSError(.invalid, "a tag cannot move under itself") }
+        if case .tagDir(let existing)? = dst, !(catalog.tagMembers[existing] ?? []).isEmpty || !catalog.tagChildren(existing).isEmpty {
+            throw FSError(.notEmpty, "tag \(to) is in use")
+        }
+        var inv: [Invalidation] = []
+        for t in catalog.allTags().filter({ $0 == from || $0.hasPrefix(from + "/") }).sorted() {
+            let nt = to + t.dropFirst(from.count)
+            try Self.checkTag(nt)
+            let rows = try wrap { try store.renameTag(t, to: nt) }
+            for r in rows { inv += try refreshItemAfterTags(r) }
+            if catalog.localTags.remove(t) != nil || rows.isEmpty { catalog.localTags.insert(nt) }
+            catalog.tagTables.removeValue(forKey: t)
+            catalog.tagTables.removeValue(forKey: nt)
+            for (d, n) in Self.tagDirPlaces(t) + Self.tagDirPlaces(nt) { inv += invalidations((d, [n])) }
+        }
+        return inv
+    }
+
+    /// An item moved into a folder of the vault's tree (FS-27): its `folder:` tag names the new
+    /// folder, its name the new name. Onto another item: an editor's save (FS-13).
+    func moveInTree(_ r: Int64, to folder: String, newName: String, over dst: Node?) throws -> [Invalidation] {
+        if case .item(let t)? = dst { return try absorb(r, into: t) }
+        guard catalog.items[r] != nil else { throw FSError(.notFound, "item \(r)") }
+        let tags = catalog.tagsOf[r] ?? []
+        var next = tags.filter { !$0.hasPrefix(VaultText.folderPrefix) }
+        if !folder.isEmpty { next.insert(VaultText.folderPrefix + folder) }
+        if next != tags { try wrap { try store.setTags(rowid: r, next) } }
+        let shown = try vaultIndex().trees[catalog.folder(of: r)]?.nameOf[r] ?? catalog.name(of: r)
+        if newName != shown { _ = try wrap { try store.rename(rowid: r, to: newName) } }
+        return try refreshItem(r)
     }
 
     /// Renames that involve scratch files and backup names (FS-13, FS-14); nil for the others.
@@ -407,7 +480,15 @@ extension FileSystem {
             if let v = StateView(rawValue: c), i + 2 < comps.count, i + 3 == comps.count,
                let r = catalog.typeTable(v, comps[i + 1])?.keyOf[comps[i + 2]] { return r }
             if c == "by-id", i + 2 == comps.count, let r = catalog.byID[comps[i + 1]] { return r }
-            if c == "tags", i + 3 == comps.count, let r = catalog.tagTable(Self.tag(fromName: comps[i + 1])).keyOf[comps[i + 2]] { return r }
+            if c == "tags", i + 3 <= comps.count {
+                let tag = comps[(i + 1)..<(comps.count - 1)].joined(separator: "/")
+                if let r = catalog.tagTable(i + 3 == comps.count ? Self.tag(fromName: tag) : tag).keyOf[comps[comps.count - 1]] { return r }
+            }
+        }
+        // A path in the vault's tree: `…/vault/<folder…>/<name>`.
+        if let at = comps.lastIndex(of: Self.treeName), at + 1 < comps.count {
+            let folder = comps[(at + 1)..<(comps.count - 1)].joined(separator: "/")
+            if let r = try vaultIndex().trees[folder]?.keyOf[comps[comps.count - 1]] { return r }
         }
         throw FSError(.notFound, "\(target) does not name an item of this mount")
     }
@@ -458,14 +539,14 @@ extension FileSystem {
             if tags.contains(tag) { throw FSError(.exists, "already tagged \(tag)") }
             tags.insert(tag)
             try wrap { try store.setTags(rowid: r, tags) }
-            let inv = try refreshItem(r)
+            let inv = try refreshItemAfterTags(r)
             return (try attr(.tagEntry(tag, r)), inv)
         case .linkEdgeDir(false, let src, let et):
             guard let s = catalog.items[src], let t = catalog.items[r] else { throw FSError(.notFound, "item") }
             let rec = try wrap { try store.createEdge(sourceID: s.id, targetID: t.id, edgeType: et) }
             catalog.addEdge(rec)
             let inv = invalidations((.linkEdgeDir(false, src, et), []), (.linkTypeDir(true, t.type), [catalog.name(of: r) ?? ""]),
-                                    (.backlinksRoot, [t.type]), (.linkItemDir(true, r), [et]))
+                                    (.backlinksRoot, [t.type]), (.linkItemDir(true, r), [et])) + reresolve(src)
             return (try attr(.linkEntry(false, rec.rowid)), inv)
         default:
             throw readOnlyOrNotPermitted(p)

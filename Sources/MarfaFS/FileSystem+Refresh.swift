@@ -26,6 +26,7 @@ extension FileSystem {
         let oldTags = catalog.tagsOf[r] ?? []
         let typesBefore = catalog.typesIn(.types)
         let newTags = try known.map(\.1) ?? (new == nil ? Set<String>() : Set(try store.tags(itemID: new!.id)))
+        let vaultBefore = catalog.vault.map { v in (folder: v.folderOf[r], key: catalog.baseName(r).map { VaultIndex.nameKey(Substring($0)) }) }
 
         if let old {
             let v = StateView.of(old.state)
@@ -53,7 +54,10 @@ extension FileSystem {
             if member { catalog.tagMembers[tag, default: []].insert(r) } else { catalog.tagMembers[tag]?.remove(r) }
             let inUseAfter = !(catalog.tagMembers[tag] ?? []).isEmpty || catalog.localTags.contains(tag)
             // `tags/<tag>` itself changes only when the tag comes into use or goes out of it.
-            if inUseBefore != inUseAfter { dirs[.tagsRoot, default: []].insert(Self.tagName(tag)) }
+            if inUseBefore != inUseAfter {
+                catalog.tagTree = nil
+                for (d, n) in Self.tagDirPlaces(tag) { dirs[d, default: []].insert(n) }
+            }
             guard let table = catalog.tagTables[tag] else { continue }
             let changed = (member && new?.state == .active) ? table.upsert(Catalog.claim(new!)) : table.remove(r)
             if !changed.isEmpty { dirs[.tagDir(tag), default: []].formUnion(changed) }
@@ -74,8 +78,15 @@ extension FileSystem {
             dirs[.backlinksRoot, default: []].insert(t)
         }
         var inv = invalidations(dirs)
+        if let vaultBefore { inv += try refreshVault(r, folder: vaultBefore.folder, key: vaultBefore.key, removed: new == nil) }
         if contentChanged, let ino = knownIno(.item(r)) { inv.append(.inode(ino)) }
         return inv
+    }
+
+    /// `refreshItem` after a change of an item's tags: a note's text holds its tags (FS-26), so its
+    /// bytes may have changed too.
+    func refreshItemAfterTags(_ r: Int64) throws -> [Invalidation] {
+        try refreshItem(r, contentChanged: catalog.items[r].map { Store.tagsFollowText($0.type) } ?? false)
     }
 
     /// The names item `r` has in the `links/` and `backlinks/` edge directories of the items at the
@@ -150,12 +161,13 @@ extension FileSystem {
                   let e = catalog.outEdges[s]?.lazy.compactMap({ self.catalog.edges[$0] }).first(where: { $0.edge.id == rec.edge.id }) else { continue }
             out += edgeInvalidations(e)
             catalog.removeEdge(e.rowid)
+            out += reresolve(s)
         }
         for id in c.edgesAdded {
             do {
                 guard let rec = try store.edge(id: id) else { continue }
                 catalog.addEdge(rec)
-                out += edgeInvalidations(rec)
+                out += edgeInvalidations(rec) + reresolve(catalog.byID[rec.edge.sourceID])
             } catch { log.error("reading an edge failed", metadata: ["edge": "\(id)", "error": "\(error)"]) }
         }
         // After the invalidations: a watcher that reads on the event reads the new bytes, and a

@@ -17,7 +17,8 @@ struct Placement {
     static func dirPath(_ d: Node) -> String {
         switch d {
         case .typeDir(let v, let t): return "\(v.rawValue)/\(t)"
-        case .tagDir(let tag): return "tags/" + FileSystem.tagName(tag)
+        case .tagDir(let tag): return "tags/" + tag
+        case .treeDir(let f): return f.isEmpty ? FileSystem.vaultLinkTarget : FileSystem.vaultLinkTarget + "/" + f
         case .tagsRoot: return "tags"
         default: preconditionFailure("no replays in \(d)")
         }
@@ -62,11 +63,15 @@ extension FileSystem {
         if seen(.tagsRoot) {
             for tag in tagsBefore.symmetricDifference(tagsAfter) {
                 let others = !(catalog.tagMembers[tag] ?? []).subtracting([r]).isEmpty || catalog.localTags.contains(tag)
+                    || !catalog.tagChildren(tag).isEmpty
                 if others { continue }
                 if tagsAfter.contains(tag) { tagDirsMade.append(tag) } else { tagDirsGone.append(tag) }
             }
         }
-        for tag in tagDirsMade.sorted() { out.append(Replay(at: place(.tagsRoot, Self.tagName(tag)), op: .create(.directory))) }
+        for tag in tagDirsMade.sorted() {
+            let (d, n) = Self.tagDirPlace(tag)
+            if seen(d) { out.append(Replay(at: place(d, n), op: .create(.directory))) }
+        }
 
         // The file itself.
         switch (before, after) {
@@ -96,7 +101,8 @@ extension FileSystem {
         var goneDirs: [String: Replay.Ghost] = [:]
         for tag in tagDirsGone {
             let ghost = FileAttr(ino: ino(.tagDir(tag)), kind: .directory, size: 0, mtimeNs: Int64(Date().timeIntervalSince1970 * 1e9), nlink: 2, timeout: 0)
-            goneDirs[tag] = Replay.Ghost(at: place(.tagsRoot, Self.tagName(tag)), attr: ghost)
+            let (d, n) = Self.tagDirPlace(tag)
+            goneDirs[tag] = Replay.Ghost(at: place(d, n), attr: ghost)
         }
         for tag in Set(beforeTags.keys).union(entriesAfter.keys).sorted() {
             let d = Node.tagDir(tag)

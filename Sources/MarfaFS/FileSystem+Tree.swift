@@ -7,17 +7,62 @@ extension FileSystem {
     static let rootEntries: [(String, Node)] = [
         ("archive", .viewRoot(.archive)), ("backlinks", .backlinksRoot), ("by-id", .byIDRoot),
         ("links", .linksRoot), ("tags", .tagsRoot), ("trash", .viewRoot(.trash)), ("types", .viewRoot(.types)),
+        ("vault", .vaultLink),
     ]
+    /// Where the vault's tree is (FS-27): reachable by name and through the `vault` symlink, never
+    /// listed, so `grep -r` and `find` over the mount see each file once (FS-1).
+    static let treeName = "vault"
+    static let vaultLinkTarget = ".marfafs/vault"
 
-    /// Tags are shown with FS-6 escaping (`folder:a/b` as `folder:a∕b`).
-    static func tagName(_ tag: String) -> String { Names.escape(tag) }
+    /// A tag with no nesting as an older name may spell it (`folder:a∕b` for `folder:a/b`).
     static func tag(fromName name: String) -> String { Names.unescape(name) }
+
+    /// A tag path one level down: `a` + `b` → `a/b`.
+    static func tagPath(_ parent: String, _ name: String) -> String { parent.isEmpty ? name : parent + "/" + name }
+
+    /// Where a tag's directory shows: its parent (`tags/` or the level above) and its last name.
+    static func tagDirPlace(_ tag: String) -> (Node, String) {
+        guard let slash = tag.lastIndex(of: "/"), !tag.hasSuffix("/") else { return (.tagsRoot, tag) }
+        return (.tagDir(String(tag[..<slash])), String(tag[tag.index(after: slash)...]))
+    }
+
+    /// The directories a tag's directory and its parents show in, for invalidations.
+    static func tagDirPlaces(_ tag: String) -> [(Node, String)] {
+        var out: [(Node, String)] = []
+        var t = tag
+        while true {
+            let (parent, name) = tagDirPlace(t)
+            out.append((parent, name))
+            guard case .tagDir(let up) = parent else { break }
+            t = up
+        }
+        if tag.hasPrefix(VaultText.folderPrefix) {
+            // A folder of the tree too.
+            let f = String(tag.dropFirst(VaultText.folderPrefix.count))
+            var path = ""
+            for c in f.split(separator: "/") {
+                out.append((.treeDir(path), String(c)))
+                path = VaultIndex.join(path, String(c))
+            }
+        }
+        return out
+    }
+
+    /// The vault's index, built now if it was not.
+    func vaultIndex() throws -> VaultIndex {
+        if let v = catalog.vault { return v }
+        let start = Date()
+        let n = catalog.buildVault(links: try wrap { try store.allLinks() })
+        log.info("vault index built", metadata: ["links": "\(n)", "ms": "\(Int(Date().timeIntervalSince(start) * 1000))"])
+        return catalog.vault!
+    }
 
     /// Directories that hold scratch files and parked names (FS-13, FS-14), by a stable key.
     func dirKey(_ n: Node) -> String? {
         switch n {
         case .typeDir(.types, let t): return "types/" + t
         case .tagDir(let tag): return "tags/" + tag
+        case .treeDir(let f): return "vault/" + f
         default: return nil
         }
     }
@@ -33,15 +78,21 @@ extension FileSystem {
             if name == ".marfafs" { return .control }
             return Self.rootEntries.first { $0.0 == name }?.1
         case .control:
+            if name == Self.treeName { return .treeDir("") }
             return ControlFile(rawValue: name).map { .controlFile($0.rawValue) }
+        case .treeDir(let f):
+            if catalog.subfolders(f).contains(name) { return .treeDir(VaultIndex.join(f, name)) }
+            return try vaultIndex().trees[f]?.keyOf[name].map { .item($0) }
         case .viewRoot(let v):
             return catalog.typesIn(v).contains(name) ? .typeDir(v, name) : nil
         case .typeDir(let v, let t):
             return catalog.typeTable(v, t)?.keyOf[name].map { .item($0) }
         case .tagsRoot:
+            if catalog.tagChildren("").contains(name) { return .tagDir(name) }
             let tag = Self.tag(fromName: name)
             return catalog.allTags().contains(tag) ? .tagDir(tag) : nil
         case .tagDir(let tag):
+            if catalog.tagChildren(tag).contains(name) { return .tagDir(Self.tagPath(tag, name)) }
             return catalog.tagTable(tag).keyOf[name].map { .tagEntry(tag, $0) }
         case .linksRoot, .backlinksRoot:
             let back = p == .backlinksRoot
@@ -80,10 +131,17 @@ extension FileSystem {
             guard let table = catalog.typeTable(v, t) else { return [] }
             return table.sorted().map { ($0, .item(table.keyOf[$0]!)) }
         case .tagsRoot:
-            return catalog.allTags().map { (Self.tagName($0), Node.tagDir($0)) }.sorted { $0.0 < $1.0 }
+            return catalog.tagChildren("").sorted().map { ($0, Node.tagDir($0)) }
         case .tagDir(let tag):
             let table = catalog.tagTable(tag)
-            return table.sorted().map { ($0, .tagEntry(tag, table.keyOf[$0]!)) }
+            let subs = catalog.tagChildren(tag)
+            let dirs = subs.map { ($0, Node.tagDir(Self.tagPath(tag, $0))) }
+            return (dirs + table.sorted().filter { !subs.contains($0) }.map { ($0, .tagEntry(tag, table.keyOf[$0]!)) }).sorted { $0.0 < $1.0 }
+        case .treeDir(let f):
+            let subs = catalog.subfolders(f)
+            let dirs = subs.map { ($0, Node.treeDir(VaultIndex.join(f, $0))) }
+            guard let table = try vaultIndex().trees[f] else { return dirs.sorted { $0.0 < $1.0 } }
+            return (dirs + table.sorted().filter { !subs.contains($0) }.map { ($0, .item(table.keyOf[$0]!)) }).sorted { $0.0 < $1.0 }
         case .linksRoot, .backlinksRoot:
             let back = n == .backlinksRoot
             var types = Set<String>()
@@ -116,7 +174,10 @@ extension FileSystem {
     /// Relative symlink targets, so links keep working when the mount point moves (FS-1).
     func readlinkLocked(_ n: Node) throws -> String {
         switch n {
-        case .tagEntry(_, let r): return "../../" + (try canonicalPath(r))
+        case .tagEntry(let tag, let r):
+            let depth = tag.split(separator: "/", omittingEmptySubsequences: false).count
+            return String(repeating: "../", count: depth + 1) + (try canonicalPath(r))
+        case .vaultLink: return Self.vaultLinkTarget
         case .byIDEntry(let r): return "../" + (try canonicalPath(r))
         case .linkEntry(let back, let e):
             guard let rec = catalog.edges[e], let far = catalog.byID[back ? rec.edge.sourceID : rec.edge.targetID] else {

@@ -93,8 +93,8 @@ extension FileSystem {
             for t in tags { try Self.checkTag(t) }
             // The folder an item was imported from is a tag of its own kind: a value that names
             // no `folder:` tag keeps the item's.
-            if !tags.contains(where: { $0.hasPrefix(Self.folderTagPrefix) }) {
-                tags.formUnion((catalog.tagsOf[r] ?? []).filter { $0.hasPrefix(Self.folderTagPrefix) })
+            if !tags.contains(where: { $0.hasPrefix(VaultText.folderPrefix) }) {
+                tags.formUnion((catalog.tagsOf[r] ?? []).filter { $0.hasPrefix(VaultText.folderPrefix) })
             }
             if tags == (catalog.tagsOf[r] ?? []) { return [] }
             try wrap { try store.setTags(rowid: r, tags) }
@@ -113,7 +113,7 @@ extension FileSystem {
             guard let prop = key.dropPrefix("prop."), !prop.isEmpty else { throw FSError(.notPermitted, "user.marfa.\(key) is not a marfa attribute") }
             return try setPropertyAttribute(r, prop, text, value, copying: copying)
         }
-        return try refreshItem(r)
+        return try refreshItemAfterTags(r)
     }
 
     /// `user.marfa.prop.<name>`: JSON, or else plain text taken as a string (`setfattr -v done`);
@@ -136,7 +136,6 @@ extension FileSystem {
         return try refreshItem(r, contentChanged: true)
     }
 
-    static let folderTagPrefix = "folder:"
 
     /// Whether item `r` is a copy in progress: a file made through this mount that no server has
     /// seen yet (`cp -a`, `rsync -X` and `tar --xattrs` write the original's attributes onto it).

@@ -150,7 +150,7 @@ public final class FileSystem: @unchecked Sendable {
         case .controlFile(let name):
             let size = Int64(controlSnapshot(name, fresh: true).utf8.count)
             return FileAttr(ino: i, kind: .file, size: size, mtimeNs: Int64(Date().timeIntervalSince1970 * 1e9), nlink: 1, timeout: 0)
-        case .tagEntry, .linkEntry, .byIDEntry:
+        case .tagEntry, .linkEntry, .byIDEntry, .vaultLink:
             let target = try readlinkLocked(n)
             return FileAttr(ino: i, kind: .symlink, size: Int64(target.utf8.count), mtimeNs: mtimeOf(n), nlink: 1, timeout: cacheTimeout)
         default:
@@ -164,7 +164,7 @@ public final class FileSystem: @unchecked Sendable {
         case .tagEntry(_, let r), .byIDEntry(let r): return catalog.items[r]?.mtimeNs ?? 0
         case .linkEntry(_, let e):
             return catalog.edges[e].flatMap { Timestamp.parse($0.edge.createdAt) }.map { Int64($0 * 1e9) } ?? 0
-        default: return 0
+        default: return Int64(mountedAt.timeIntervalSince1970 * 1e9)
         }
     }
 

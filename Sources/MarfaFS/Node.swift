@@ -13,10 +13,12 @@ public enum Node: Hashable, Sendable {
     case root
     case viewRoot(StateView)             // types/, archive/, trash/
     case tagsRoot, linksRoot, backlinksRoot, byIDRoot, control
+    case vaultLink                       // vault -> .marfafs/vault (FS-27)
+    case treeDir(String)                 // .marfafs/vault/<folder…> ("" for the top)
     case controlFile(String)
     case typeDir(StateView, String)      // types/<type>
     case item(Int64)                     // the canonical file
-    case tagDir(String)                  // tags/<tag>
+    case tagDir(String)                  // tags/<tag path…>: a tag, or a level of nested tags
     case tagEntry(String, Int64)         // tags/<tag>/<name> symlink
     case linkTypeDir(Bool, String)       // links|backlinks/<type>   (Bool: backlinks)
     case linkItemDir(Bool, Int64)        // links|backlinks/<type>/<name>
@@ -29,7 +31,7 @@ public enum Node: Hashable, Sendable {
     public var kind: Kind {
         switch self {
         case .item, .controlFile, .scratch: return .file
-        case .tagEntry, .linkEntry, .byIDEntry: return .symlink
+        case .tagEntry, .linkEntry, .byIDEntry, .vaultLink: return .symlink
         default: return .directory
         }
     }
@@ -105,5 +107,5 @@ public struct DirEntry: Sendable {
 
 /// The control files of §7: reachable by name, never listed.
 public enum ControlFile: String, CaseIterable, Sendable {
-    case status, pending, conflicts, flush, events
+    case status, pending, conflicts, flush, events, unresolved
 }

@@ -183,41 +183,57 @@ extension FrontMatter {
     public static func settingKey(_ text: String, key: String, to value: JSONValue?) -> String? {
         let keyText = plainOrQuoted(key, inFlow: false)
         let newLine = value.map { keyText + ": " + block($0) }
-        guard let (yaml, body) = split(text) else {
+        guard split(text) != nil else {
             guard let newLine else { return nil }
             return "---\n" + newLine + "\n---\n" + text
         }
+        return editingLines(text) { lines in
+            // The key's line: `key:` at the start of a line (plain or as rendered).
+            let starts = [key + ":", keyText + ":"]
+            let found = lines.firstIndex { l in starts.contains { l == $0 || l.hasPrefix($0 + " ") || l.hasPrefix($0 + "\t") } }
+            if let i = found {
+                let end = Self.valueEnd(lines, i)
+                let old = lines[i]
+                if var nl = newLine {
+                    // `status: draft  # TODO`: the comment stays with the new value (a one-line,
+                    // unquoted old value: a `#` inside quotes is not a comment).
+                    if end == i + 1, let hash = old.range(of: " #") {
+                        let valuePart = old[old.index(old.startIndex, offsetBy: min(old.count, key.count + 1))..<hash.lowerBound]
+                        if !valuePart.contains("\"") && !valuePart.contains("'") {
+                            let spaces = old[..<hash.lowerBound].reversed().prefix { $0 == " " }.count
+                            nl += String(repeating: " ", count: spaces) + old[hash.lowerBound...]
+                        }
+                    }
+                    lines.replaceSubrange(i..<end, with: [nl])
+                } else {
+                    lines.removeSubrange(i..<end)
+                }
+                return true
+            }
+            guard let newLine else { return false }
+            lines.append(newLine)
+            return true
+        }
+    }
+
+    /// Where the value of the key on line `i` ends: its continuation lines are indented or list items.
+    static func valueEnd(_ lines: [String], _ i: Int) -> Int {
+        var end = i + 1
+        while end < lines.count, let c = lines[end].first, c == " " || c == "\t" || lines[end].hasPrefix("- ") || lines[end] == "-" { end += 1 }
+        return end
+    }
+
+    /// The text with its front-matter lines (without line ends) changed by `edit`, every other
+    /// byte kept; nil when the text has no front matter or `edit` returns false. A block left
+    /// empty goes.
+    static func editingLines(_ text: String, _ edit: (inout [String]) -> Bool) -> String? {
+        guard let (yaml, body) = split(text) else { return nil }
         let eol = text.contains("\r\n") ? "\r\n" : "\n"
         var lines = yaml.components(separatedBy: "\n")
         if lines.last == "" { lines.removeLast() }
         lines = lines.map { $0.hasSuffix("\r") ? String($0.dropLast()) : $0 }
-        // The key's line: `key:` at the start of a line (plain or as rendered).
-        let starts = [key + ":", keyText + ":"]
-        let found = lines.firstIndex { l in starts.contains { l == $0 || l.hasPrefix($0 + " ") || l.hasPrefix($0 + "\t") } }
         var out = lines
-        if let i = found {
-            var end = i + 1
-            while end < lines.count, let c = lines[end].first, c == " " || c == "\t" || lines[end].hasPrefix("- ") || lines[end] == "-" { end += 1 }
-            let old = lines[i]
-            if var nl = newLine {
-                // `status: draft  # TODO`: the comment stays with the new value (a one-line,
-                // unquoted old value: a `#` inside quotes is not a comment).
-                if end == i + 1, let hash = old.range(of: " #") {
-                    let valuePart = old[old.index(old.startIndex, offsetBy: min(old.count, key.count + 1))..<hash.lowerBound]
-                    if !valuePart.contains("\"") && !valuePart.contains("'") {
-                        let spaces = old[..<hash.lowerBound].reversed().prefix { $0 == " " }.count
-                        nl += String(repeating: " ", count: spaces) + old[hash.lowerBound...]
-                    }
-                }
-                out.replaceSubrange(i..<end, with: [nl])
-            } else {
-                out.removeSubrange(i..<end)
-            }
-        } else {
-            guard let newLine else { return nil }
-            out.append(newLine)
-        }
-        // A block left empty by the removal goes with it.
+        guard edit(&out) else { return nil }
         if out.allSatisfy({ $0.trimmingCharacters(in: .whitespaces).isEmpty }) { return body }
         // The opening line as it was (`---`), then the block, then the closing line as it was.
         let openLen = text.hasPrefix("---\r\n") ? 5 : 4

@@ -95,7 +95,11 @@ public enum Names {
         "application/pdf": ".pdf", "text/plain": ".txt", "text/csv": ".csv", "application/json": ".json",
         "application/zip": ".zip", "application/octet-stream": ".bin", "text/html": ".html",
     ]
-    static let fallbackMime: [String: String] = [".jpeg": "image/jpeg", ".htm": "text/html", ".md": "text/markdown"]
+    static let fallbackMime: [String: String] = [
+        ".jpeg": "image/jpeg", ".htm": "text/html", ".md": "text/markdown", ".ico": "image/vnd.microsoft.icon", ".bmp": "image/bmp",
+        ".avif": "image/avif", ".heic": "image/heic", ".tif": "image/tiff", ".tiff": "image/tiff", ".m4a": "audio/mp4",
+        ".flac": "audio/flac", ".mov": "video/quicktime", ".mkv": "video/x-matroska", ".css": "text/css", ".canvas": "application/json",
+    ]
 }
 
 /// One entry that wants a name in a directory, for FS-7 disambiguation.

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import GRDBSQLite
 import MarfaModel
 
@@ -52,5 +53,17 @@ extension Store {
         try each("SELECT item_id, tag FROM tags") { s in
             visitTag(text(s, 0) ?? "", intern(text(s, 1) ?? ""))
         }
+    }
+
+    /// Every text item's links as the store keeps them (`VaultLinks`), by rowid.
+    public func allLinks() throws -> [(Int64, String)] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT rowid, links FROM items WHERE links IS NOT NULL").map { ($0[0], $0[1]) }
+        }
+    }
+
+    /// One item's links (`VaultLinks`), nil when it has none.
+    public func links(rowid: Int64) throws -> String? {
+        try pool.read { db in try String.fetchOne(db.cachedStatement(sql: "SELECT links FROM items WHERE rowid = ?"), arguments: [rowid]) }
     }
 }

@@ -76,6 +76,7 @@ extension ItemSummary {
 public struct EdgeRecord: Hashable, Sendable {
     public var rowid: Int64
     public var edge: Edge
+    public init(rowid: Int64, edge: Edge) { self.rowid = rowid; self.edge = edge }
     init(row: Row) {
         rowid = row["rowid"]
         edge = Edge(id: row["id"], sourceID: row["source_id"], targetID: row["target_id"], edgeType: row["edge_type"],

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import MarfaLayout
 import MarfaModel
 
 /// Schema and migrations of the local store. The `items.rowid` is the item's inode number (FS-3).
@@ -122,6 +123,26 @@ enum Schema {
             // Whether a cached blob is still named by an item (unused blobs are deleted).
             try db.execute(sql: "CREATE INDEX items_by_blob ON items(blob_ref) WHERE blob_ref IS NOT NULL")
         }
+        m.registerMigration("v7-links") { db in
+            // FS-26: the links a text item's body holds (`VaultText`), kept by triggers whatever
+            // path changes its properties; the mount resolves them (`VaultIndex`).
+            try db.execute(sql: """
+                ALTER TABLE items ADD COLUMN links TEXT;
+                CREATE TRIGGER items_links_insert AFTER INSERT ON items WHEN NEW.type NOT LIKE 'core.file%'
+                BEGIN UPDATE items SET links = marfa_links(NEW.properties) WHERE rowid = NEW.rowid; END;
+                CREATE TRIGGER items_links_update AFTER UPDATE OF properties ON items WHEN NEW.type NOT LIKE 'core.file%'
+                BEGIN UPDATE items SET links = marfa_links(NEW.properties) WHERE rowid = NEW.rowid; END;
+                UPDATE items SET links = marfa_links(properties) WHERE type NOT LIKE 'core.file%';
+                """)
+        }
         return m
+    }
+
+    /// `marfa_links(properties)`: the links of a text item's body, one per line (`VaultLinks`), or
+    /// NULL when it has none.
+    static let linksFunction = DatabaseFunction("marfa_links", argumentCount: 1, pure: true) { values in
+        guard let json = String.fromDatabaseValue(values[0]), case .object(let props)? = try? JSONParser.parse(json) else { return nil }
+        let links = VaultText.links(properties: props, bodyField: "body")
+        return links.isEmpty ? nil : VaultLinks.encode(links)
     }
 }

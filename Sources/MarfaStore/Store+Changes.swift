@@ -77,15 +77,21 @@ extension Store {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'library', ?, ?, ?)
             """, [row, id, n.type, JSONCoding.encode(props), raw, head, n.fileName, stem, ext,
                   n.content.count, n.sourceID, ts, ts, ts, mtimeNs, n.state.rawValue, sync.rawValue, syncError, unsettled])
-        let tags = Set(n.tags).sorted()
-        for tag in tags { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [id, tag]) }
+        var tags = Set(n.tags)
+        if sync != .invalid && !unsettled {
+            // FS-26: a note's tags are also those its text holds.
+            var lower = Set(tags.map { $0.lowercased() })
+            for tag in textTags(t, props) where lower.insert(tag.lowercased()).inserted { tags.insert(tag) }
+        }
+        let sortedTags = tags.sorted()
+        for tag in sortedTags { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [id, tag]) }
         if let hash {
             _ = try putBlob(db, n.content, hash: hash)
             try enqueue(db, kind: .uploadBlob, itemID: id, payload: [
                 "hash": .string(hash), "size": .int(Int64(n.content.count)), "mime_type": props["mime_type"] ?? .null,
             ], coalesce: false)
         }
-        if sync != .invalid && !unsettled { try enqueue(db, kind: .create, itemID: id, payload: Self.createPayload(item, tags: tags), coalesce: false) }
+        if sync != .invalid && !unsettled { try enqueue(db, kind: .create, itemID: id, payload: Self.createPayload(item, tags: sortedTags), coalesce: false) }
         return try Self.fetchItem(db, rowid: row)!
     }
 
@@ -133,7 +139,9 @@ extension Store {
     }
 
     /// Stores new bytes for `cur` and queues the change; returns the item as now stored.
-    func applyContent(_ db: Database, _ cur: StoredItem, bytes: [UInt8], now: Date) throws -> StoredItem {
+    /// `mergeStale`: a save from an editor's buffer, merged with a remote change it missed (FS-24);
+    /// false for an edit made here on the current text (a tag written into a note).
+    func applyContent(_ db: Database, _ cur: StoredItem, bytes: [UInt8], now: Date, mergeStale: Bool = true) throws -> StoredItem {
         let stored = cur.item
         var cur = cur
         let t = type(cur.item.type)
@@ -156,7 +164,7 @@ extension Store {
         }
         guard bytes.count <= Self.maxTextBytes else { throw StoreError.tooLarge("text file of \(bytes.count) bytes") }
         // A save from a buffer that never saw a remote change is merged with it (FS-24).
-        let bytes = try mergeStaleSave(db, cur, bytes, type: t, now: now)
+        let bytes = mergeStale ? try mergeStaleSave(db, cur, bytes, type: t, now: now) : bytes
         cur.size = Int64(bytes.count)
         cur.raw = bytes
         do {
@@ -177,6 +185,7 @@ extension Store {
             try db.run("UPDATE items SET properties = ?, raw = ?, raw_head = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
                            [JSONCoding.encode(cur.item.properties), raw, head, bytes.count, stem, ext, ts, cur.mtimeNs, cur.rowid])
             try enqueueItemChange(db, cur.item)
+            try followTextTags(db, cur, before: before)
         } catch let e as FrontMatterError {
             // FS-10: kept byte for byte, marked invalid, not queued until it parses again.
             cur.sync = .invalid; cur.syncError = e.description
@@ -326,7 +335,7 @@ extension Store {
     public func setTags(rowid: Int64, _ tags: Set<String>) throws {
         try settledWrite { db in
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
-            try setTags(db, cur, tags)
+            try setTagsFollowingText(db, cur, tags)
         }
     }
 
@@ -362,7 +371,7 @@ extension Store {
             for r in rows {
                 guard let cur = try Self.fetchItem(db, rowid: r) else { continue }
                 var set = Set(try Self.tags(db, cur.item.id)); set.remove(from); set.insert(to)
-                try setTags(db, cur, set)
+                try setTagsFollowingText(db, cur, set)
             }
             if try db.exists("SELECT 1 FROM local_tags WHERE tag = ?", [from]) || rows.isEmpty {
                 try db.run("DELETE FROM local_tags WHERE tag = ?", [from])

@@ -6,7 +6,7 @@ import MarfaStore
 
 /// FS-23: a folder of Markdown (an Obsidian vault, say) in and out of a store.
 enum Vault {
-    static let folderPrefix = "folder:"
+    static let folderPrefix = VaultText.folderPrefix
 
     /// Files under `dir`, relative, sorted; hidden files and folders (`.obsidian`, `.git`) are skipped.
     static func files(in dir: String) throws -> [String] {
@@ -148,6 +148,11 @@ struct ExportCommand: ParsableCommand {
             } else {
                 try out.write(contentsOf: try store.textContent(rowid: s.rowid))
             }
+        }
+        // Folders made in the vault's tree and still empty (FS-27).
+        for tag in try store.localTags() where tag.hasPrefix(Vault.folderPrefix) {
+            let folder = tag.dropFirst(Vault.folderPrefix.count).split(separator: "/").filter { $0 != ".." && $0 != "." }.joined(separator: "/")
+            if !folder.isEmpty { try FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true) }
         }
         print("exported \(items.count - failed) items to \(root)\(failed > 0 ? " (\(failed) failed)" : "")")
         if failed > 0 { throw ExitCode(Exit.failure) }

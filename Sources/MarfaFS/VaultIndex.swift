@@ -1,0 +1,281 @@
+import Foundation
+import MarfaLayout
+import MarfaModel
+import MarfaStore
+
+/// The vault as its notes see it (FS-26, FS-27): where each active item sits in the vault's tree
+/// (its `folder:` tag and its own name), and what the links in text items resolve to, by
+/// Obsidian's rules. Built on first use (a mount that never looks at `links/`, `backlinks/` or
+/// `vault/` never pays for it) and kept current by `FileSystem.refreshVault`.
+struct VaultIndex {
+    /// Active items → their folder ("" for the top level).
+    var folderOf: [Int64: String] = [:]
+    /// Folder → the names of its items (FS-7 within the folder).
+    var trees: [String: NameTable] = [:]
+    /// Lower-cased name key (`nameKey`) → the active items that have it.
+    var byName: [String: Set<Int64>] = [:]
+    /// Text items → the links their text holds.
+    var linksOf: [Int64: [VaultLink]] = [:]
+    /// Name key → the text items with a link whose last component has it.
+    var linkers: [String: Set<Int64>] = [:]
+    /// Source → the derived edges it has now: (target, edge type) → edge rowid.
+    var derivedOut: [Int64: [Derived: Int64]] = [:]
+    /// Every derived edge ever made in this mount keeps its (negative) rowid, so its inode stays.
+    var derivedRowids: [DerivedKey: Int64] = [:]
+    var nextRowid: Int64 = -1
+    /// Source → the targets of its links that resolve to nothing.
+    var unresolved: [Int64: [String]] = [:]
+
+    struct Derived: Hashable { var target: Int64; var edgeType: String }
+    struct DerivedKey: Hashable { var source: Int64; var target: Int64; var edgeType: String }
+
+    /// The key names are found by: lower-cased, without a final `.md` (a link may leave it out).
+    static func nameKey(_ name: Substring) -> String {
+        let l = name.lowercased()
+        return l.hasSuffix(".md") ? String(l.dropLast(3)) : l
+    }
+
+    static func lastComponent(_ path: String) -> Substring {
+        path.split(separator: "/", omittingEmptySubsequences: true).last ?? Substring(path)
+    }
+
+    /// `a/./b/../c` → `a/c`; nil when it climbs above the top.
+    static func normalize(_ path: String) -> String? {
+        var out: [Substring] = []
+        for c in path.split(separator: "/", omittingEmptySubsequences: true) {
+            if c == "." { continue }
+            if c == ".." { if out.isEmpty { return nil }; out.removeLast(); continue }
+            out.append(c)
+        }
+        return out.joined(separator: "/")
+    }
+
+    static func join(_ folder: String, _ name: String) -> String { folder.isEmpty ? name : folder + "/" + name }
+}
+
+extension Catalog {
+    /// The folder an item's `folder:` tags name (the first in order); "" for none.
+    func folder(of r: Int64) -> String {
+        guard let tags = tagsOf[r] else { return "" }
+        var best: String?
+        for t in tags where t.hasPrefix(VaultText.folderPrefix) && t.count > VaultText.folderPrefix.count {
+            let f = String(t.dropFirst(VaultText.folderPrefix.count))
+            if best == nil || f < best! { best = f }
+        }
+        return best.flatMap { VaultIndex.normalize($0) } ?? ""
+    }
+
+    /// An item's own name: what it is called before FS-7 disambiguation.
+    func baseName(_ r: Int64) -> String? { items[r].map { Catalog.claim($0).baseName } }
+
+    /// The vault-relative path of an active item, lower-cased.
+    func vaultPath(_ r: Int64) -> String? {
+        guard let v = vault, let f = v.folderOf[r], let n = baseName(r) else { return nil }
+        return VaultIndex.join(f, n).lowercased()
+    }
+
+    /// Builds the index from the catalog and the store's links; returns how many links it resolved.
+    @discardableResult
+    mutating func buildVault(links: [(Int64, String)]) -> Int {
+        var v = VaultIndex()
+        var claims: [String: [NameClaim]] = [:]
+        for (r, s) in items where s.state == .active {
+            let f = folder(of: r)
+            v.folderOf[r] = f
+            let c = Catalog.claim(s)
+            claims[f, default: []].append(c)
+            v.byName[VaultIndex.nameKey(Substring(c.baseName)), default: []].insert(r)
+        }
+        for (f, c) in claims { v.trees[f] = NameTable(c) }
+        for (r, text) in links where items[r] != nil {
+            let l = VaultLinks.decode(text)
+            v.linksOf[r] = l
+            for link in l { v.linkers[VaultIndex.nameKey(VaultIndex.lastComponent(link.target)), default: []].insert(r) }
+        }
+        vault = v
+        var n = 0
+        for r in v.linksOf.keys { _ = resolveLinks(of: r); n += v.linksOf[r]?.count ?? 0 }
+        return n
+    }
+
+    /// The item a link in `source` names, by Obsidian's rules: a Markdown link or a `./`, `../`
+    /// path relative to the note's folder; a `/path` from the top; otherwise the files whose path
+    /// ends with the link (with or without `.md`, case-insensitively), the one with the shortest
+    /// path winning (fewest folders, then alphabetically).
+    func resolve(_ link: VaultLink, from source: Int64) -> Int64? {
+        guard let v = vault else { return nil }
+        let target = link.target.trimmingCharacters(in: .whitespaces)
+        let folder = v.folderOf[source] ?? ""
+        let explicit = target.hasPrefix("./") || target.hasPrefix("../")
+        if target.hasPrefix("/") {
+            return VaultIndex.normalize(String(target.dropFirst())).flatMap { exact($0) }
+        }
+        if link.markdown || explicit {
+            if let p = VaultIndex.normalize(VaultIndex.join(folder, target)), let r = exact(p) { return r }
+            if explicit { return nil }
+        }
+        guard let want = VaultIndex.normalize(target)?.lowercased(), !want.isEmpty else { return nil }
+        let candidates = v.byName[VaultIndex.nameKey(VaultIndex.lastComponent(want))] ?? []
+        var best: (depth: Int, path: String, r: Int64)?
+        for c in candidates {
+            guard let p = vaultPath(c) else { continue }
+            let bare = p.hasSuffix(".md") ? String(p.dropLast(3)) : p
+            guard p == want || bare == want || p.hasSuffix("/" + want) || bare.hasSuffix("/" + want) else { continue }
+            let depth = p.reduce(0) { $1 == "/" ? $0 + 1 : $0 }
+            if best == nil || (depth, p) < (best!.depth, best!.path) { best = (depth, p, c) }
+        }
+        return best?.r
+    }
+
+    /// The active item at exactly this vault path (with or without `.md`).
+    func exact(_ path: String) -> Int64? {
+        guard let v = vault else { return nil }
+        let want = path.lowercased()
+        for c in v.byName[VaultIndex.nameKey(VaultIndex.lastComponent(want))] ?? [] {
+            guard let p = vaultPath(c) else { continue }
+            if p == want || p == want + ".md" { return c }
+        }
+        return nil
+    }
+
+    /// Resolves the links of `source` again and makes its derived edges match; returns the edges
+    /// added and removed (for invalidations: a removed edge is still in `edges` until the caller
+    /// drops it with `removeEdge`).
+    mutating func resolveLinks(of source: Int64) -> (added: [EdgeRecord], removed: [EdgeRecord]) {
+        guard var v = vault else { return ([], []) }
+        var want: [VaultIndex.Derived: Int64] = [:]
+        var missing: [String] = []
+        // An edge made by hand between the same items, of the same type, shows instead.
+        var real = Set<VaultIndex.Derived>()
+        for e in outEdges[source] ?? [] where !Self.isDerived(e) {
+            if let rec = edges[e], let t = byID[rec.edge.targetID] { real.insert(VaultIndex.Derived(target: t, edgeType: rec.edge.edgeType)) }
+        }
+        if items[source]?.state == .active {
+            for link in v.linksOf[source] ?? [] {
+                guard let t = resolve(link, from: source) else { missing.append(link.target); continue }
+                if t == source { continue }
+                let d = VaultIndex.Derived(target: t, edgeType: link.edgeType)
+                if want[d] != nil || real.contains(d) { continue }
+                let key = VaultIndex.DerivedKey(source: source, target: t, edgeType: link.edgeType)
+                if let id = v.derivedRowids[key] { want[d] = id } else {
+                    want[d] = v.nextRowid; v.derivedRowids[key] = v.nextRowid; v.nextRowid -= 1
+                }
+            }
+        }
+        v.unresolved[source] = missing.isEmpty ? nil : missing
+        let had = v.derivedOut[source] ?? [:]
+        v.derivedOut[source] = want.isEmpty ? nil : want
+        vault = v
+        var added: [EdgeRecord] = [], removed: [EdgeRecord] = []
+        for (d, id) in had where want[d] == nil { if let rec = edges[id] { removed.append(rec) } }
+        guard let s = items[source] else { return (added, removed) }
+        for (d, id) in want where had[d] == nil {
+            guard let t = items[d.target] else { continue }
+            let edge = Edge(id: "text:\(-id)", sourceID: s.id, targetID: t.id, edgeType: d.edgeType, createdAt: s.createdAt, updatedAt: s.createdAt)
+            let rec = EdgeRecord(rowid: id, edge: edge)
+            addEdge(rec)
+            added.append(rec)
+        }
+        return (added, removed)
+    }
+
+    /// Whether an edge is derived from a note's text (it cannot be removed but by editing the text).
+    static func isDerived(_ edgeRowid: Int64) -> Bool { edgeRowid < 0 }
+
+    /// The sub-folders of a folder: from the `folder:` tags in use and those made with `mkdir`.
+    mutating func subfolders(_ folder: String) -> Set<String> {
+        let prefix = VaultText.folderPrefix
+        if folder.isEmpty {
+            return Set(tagChildren("").compactMap { $0.hasPrefix(prefix) && $0.count > prefix.count ? String($0.dropFirst(prefix.count)) : nil })
+        }
+        return tagChildren(prefix + folder)
+    }
+
+    /// The next level of tag paths under `path` ("" for the top): `tags/a/` holds `b` when the tag
+    /// `a/b` (or `a/b/…`) is in use or made locally (FS-26: nested tags are nested directories).
+    mutating func tagChildren(_ path: String) -> Set<String> {
+        if tagTree == nil {
+            var tree: [String: Set<String>] = [:]
+            for tag in allTags() {
+                let comps = tag.split(separator: "/", omittingEmptySubsequences: false)
+                guard !comps.contains(where: \.isEmpty) else { continue }
+                var parent = ""
+                for c in comps {
+                    tree[parent, default: []].insert(String(c))
+                    parent = parent.isEmpty ? String(c) : parent + "/" + c
+                }
+            }
+            tagTree = tree
+        }
+        return tagTree?[path] ?? []
+    }
+}
+
+extension FileSystem {
+    /// Keeps the vault's index true after item `r` changed (`refreshItem`): its place in the
+    /// tree, its name among the names links look for, its own links, and the links of every note
+    /// that names it, before or after. `folder`, `key`: where it was and what it was called.
+    /// Returns what the kernel must forget. Call with the lock held.
+    func refreshVault(_ r: Int64, folder old: String?, key oldKey: String?, removed: Bool) throws -> [Invalidation] {
+        guard var v = catalog.vault else { return [] }
+        var dirs: [Node: Set<String>] = [:]
+        let s = catalog.items[r]
+        let active = s?.state == .active
+        let newFolder = active ? catalog.folder(of: r) : nil
+        let newKey = active ? catalog.baseName(r).map { VaultIndex.nameKey(Substring($0)) } : nil
+        if let old, old != newFolder, let changed = v.trees[old]?.remove(r) { dirs[.treeDir(old), default: []].formUnion(changed) }
+        if let f = newFolder, let s {
+            let table = v.trees[f] ?? { let t = NameTable(); v.trees[f] = t; return t }()
+            dirs[.treeDir(f), default: []].formUnion(table.upsert(Catalog.claim(s)))
+        }
+        v.folderOf[r] = newFolder
+        if oldKey != newKey || old != newFolder {
+            if let k = oldKey { v.byName[k]?.remove(r) }
+            if let k = newKey { v.byName[k, default: []].insert(r) }
+        }
+        // Its own links, as the store now has them.
+        let before = v.linksOf[r] ?? []
+        let after: [VaultLink] = (removed || s.map { TypeSchema.isBlobType($0.type) } ?? true) ? []
+            : try wrap { try store.links(rowid: r) }.map(VaultLinks.decode) ?? []
+        if before != after {
+            for l in before { v.linkers[VaultIndex.nameKey(VaultIndex.lastComponent(l.target))]?.remove(r) }
+            for l in after { v.linkers[VaultIndex.nameKey(VaultIndex.lastComponent(l.target)), default: []].insert(r) }
+            v.linksOf[r] = after.isEmpty ? nil : after
+        }
+        var sources: Set<Int64> = [r]
+        if oldKey != newKey || old != newFolder {
+            for k in [oldKey, newKey].compactMap({ $0 }) { sources.formUnion(v.linkers[k] ?? []) }
+        }
+        catalog.vault = v
+        var inv = invalidations(dirs)
+        for src in sources.sorted() {
+            let (added, gone) = catalog.resolveLinks(of: src)
+            for rec in gone { inv += edgeInvalidations(rec); catalog.removeEdge(rec.rowid) }
+            for rec in added { inv += edgeInvalidations(rec) }
+        }
+        return inv
+    }
+
+    /// The links of `source` resolved again after an edge of its own came or went (a derived edge
+    /// gives way to a hand-made one of the same type, and comes back when it goes).
+    func reresolve(_ source: Int64?) -> [Invalidation] {
+        guard let source, catalog.vault != nil else { return [] }
+        let (added, gone) = catalog.resolveLinks(of: source)
+        var inv: [Invalidation] = []
+        for rec in gone { inv += edgeInvalidations(rec); catalog.removeEdge(rec.rowid) }
+        for rec in added { inv += edgeInvalidations(rec) }
+        return inv
+    }
+
+    /// `.marfafs/unresolved`: one line per link that names no item: the note's path in the vault,
+    /// a tab, the link as written.
+    func unresolvedText() -> String {
+        guard let v = try? vaultIndex() else { return "" }
+        var lines: [String] = []
+        for (src, targets) in v.unresolved {
+            guard let f = v.folderOf[src], let name = v.trees[f]?.nameOf[src] else { continue }
+            for t in targets { lines.append(VaultIndex.join(f, name) + "\t" + t) }
+        }
+        return lines.sorted().map { $0 + "\n" }.joined()
+    }
+}

@@ -1,0 +1,279 @@
+import Foundation
+import MarfaModel
+
+/// A link written in a note (FS-26): `[[Target]]`, `[[Target|alias]]`, `[[Target#Heading]]`,
+/// `![[embed]]`, `[text](relative/path.md)`, `![alt](../x.png)`.
+public struct VaultLink: Hashable, Sendable, Codable {
+    /// The path the link names, without its `#heading`, `^block` or `|alias`; percent-decoded for
+    /// Markdown links.
+    public var target: String
+    /// `![[…]]` and `![…](…)` embed the target; the others reference it.
+    public var embed: Bool
+    /// A Markdown link (`[text](path)`): its path is relative to the note's folder first.
+    public var markdown: Bool
+
+    public init(target: String, embed: Bool, markdown: Bool) {
+        self.target = target; self.embed = embed; self.markdown = markdown
+    }
+
+    /// The edge type the link shows under in `links/` and `backlinks/`.
+    public var edgeType: String { embed ? VaultText.embedEdge : VaultText.referenceEdge }
+}
+
+/// What a Markdown note says about the vault (FS-26): the links and tags in its text, read as
+/// Obsidian reads them. Fenced code blocks, inline code and `%%comments%%` hold neither; a
+/// heading's `# ` is not a tag. Pure.
+public enum VaultText {
+    public static let referenceEdge = "references"
+    /// The tag that places an item in a folder of the vault's tree (FS-23, FS-27).
+    public static let folderPrefix = "folder:"
+    public static let embedEdge = "embeds"
+
+    public struct Scan: Equatable, Sendable {
+        public var links: [VaultLink] = []
+        /// Front-matter tags first, then inline ones, each once (case-insensitively, the first
+        /// spelling kept).
+        public var tags: [String] = []
+    }
+
+    public static func scan(_ bytes: [UInt8]) -> Scan {
+        guard !bytes.contains(0), let text = String(validating: bytes, as: UTF8.self) else { return Scan() }
+        return scan(text)
+    }
+
+    public static func scan(_ text: String) -> Scan {
+        var out = Scan()
+        var body = text
+        if let (_, rest) = FrontMatter.split(text) {
+            body = rest
+            if let p = try? FrontMatter.parse(text) { out.tags = frontMatterTags(p.properties) }
+        }
+        forEachLine(body) { _, line, inComment in scanLine(line, inComment: &inComment, into: &out, tagAt: nil) }
+        var seen = Set<String>()
+        out.tags = out.tags.filter { seen.insert($0.lowercased()).inserted }
+        return out
+    }
+
+    /// `tags:` (or `tag:`) as a list or a string of words separated by commas or spaces; a
+    /// leading `#` is dropped.
+    static func frontMatterTags(_ props: [String: JSONValue]) -> [String] {
+        var out: [String] = []
+        for key in ["tags", "tag"] {
+            switch props[key] {
+            case .string(let s)?: out += s.split(whereSeparator: { $0 == "," || $0 == " " }).map(String.init)
+            case .array(let a)?: out += a.compactMap { v -> String? in
+                switch v { case .string(let s): return s; case .int(let i): return String(i); default: return nil }
+            }
+            default: break
+            }
+        }
+        return out.map { $0.trimmingCharacters(in: .whitespaces) }.map { $0.hasPrefix("#") ? String($0.dropFirst()) : $0 }
+            .filter(isTag)
+    }
+
+    /// A tag as Obsidian takes it: letters, digits, `_`, `-` and `/` (nesting), not only digits,
+    /// no empty level.
+    public static func isTag(_ s: String) -> Bool {
+        guard !s.isEmpty, !s.hasPrefix("/"), !s.hasSuffix("/"), !s.contains("//") else { return false }
+        var nonDigit = false
+        for c in s.unicodeScalars {
+            guard isTagScalar(c) else { return false }
+            if !("0"..."9").contains(c) && c != "/" { nonDigit = true }
+        }
+        return nonDigit
+    }
+
+    static func isTagScalar(_ c: Unicode.Scalar) -> Bool {
+        c == "_" || c == "-" || c == "/" || c.properties.isAlphabetic || c.properties.numericType != nil
+            || c.properties.generalCategory == .nonspacingMark || c.properties.isEmojiPresentation
+    }
+
+    /// Calls `body` with each line of the text outside fenced code blocks (its index among all
+    /// lines, its scalars without the line end, and whether a `%%comment%%` is open).
+    static func forEachLine(_ text: String, _ body: (Int, [Unicode.Scalar], inout Bool) -> Void) {
+        var fence: (char: Character, count: Int)?
+        var inComment = false
+        for (n, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = rawLine.hasSuffix("\r") ? rawLine.dropLast() : rawLine
+            let trimmed = line.drop { $0 == " " || $0 == "\t" }
+            if let f = fence {
+                let run = trimmed.prefix { $0 == f.char }.count
+                if run >= f.count && trimmed.dropFirst(run).allSatisfy({ $0 == " " || $0 == "\t" }) { fence = nil }
+                continue
+            }
+            if line.prefix(while: { $0 == " " }).count < 4, let c = trimmed.first, c == "`" || c == "~" {
+                let run = trimmed.prefix { $0 == c }.count
+                if run >= 3 && !(c == "`" && trimmed.dropFirst(run).contains("`")) { fence = (c, run); continue }
+            }
+            body(n, Array(line.unicodeScalars), &inComment)
+        }
+    }
+
+    /// The links and tags of one line; `tagAt` is told where each tag's `#` is.
+    static func scanLine(_ s: [Unicode.Scalar], inComment: inout Bool, into out: inout Scan, tagAt: ((Int, String) -> Void)?) {
+        var i = 0
+        func at(_ j: Int) -> Unicode.Scalar? { j < s.count ? s[j] : nil }
+        while i < s.count {
+            let c = s[i]
+            if inComment {
+                if c == "%" && at(i + 1) == "%" { inComment = false; i += 2 } else { i += 1 }
+                continue
+            }
+            switch c {
+            case "%" where at(i + 1) == "%":
+                inComment = true; i += 2
+            case "`":
+                // Inline code: up to a run of as many backticks.
+                var run = 0
+                while at(i + run) == "`" { run += 1 }
+                var j = i + run
+                var closed = false
+                while j < s.count {
+                    if s[j] == "`" {
+                        var r = 0
+                        while at(j + r) == "`" { r += 1 }
+                        if r == run { closed = true; j += r; break }
+                        j += r
+                    } else { j += 1 }
+                }
+                i = closed ? j : i + run
+            case "\\":
+                i += 2
+            case "[" where at(i + 1) == "[":
+                let embed = i > 0 && s[i - 1] == "!"
+                if let (link, end) = wikilink(s, from: i + 2) {
+                    if let link { out.links.append(VaultLink(target: link, embed: embed, markdown: false)) }
+                    i = end
+                } else { i += 2 }
+            case "[":
+                let embed = i > 0 && s[i - 1] == "!"
+                if let (link, end) = markdownLink(s, from: i + 1) {
+                    if let link { out.links.append(VaultLink(target: link, embed: embed, markdown: true)) }
+                    i = end
+                } else { i += 1 }
+            case "#":
+                let prevOK = i == 0 || s[i - 1] == " " || s[i - 1] == "\t"
+                var j = i + 1
+                while j < s.count, isTagScalar(s[j]) { j += 1 }
+                var tag = String(String.UnicodeScalarView(s[(i + 1)..<j]))
+                while tag.hasSuffix("/") { tag.removeLast() }
+                if prevOK, isTag(tag) { out.tags.append(tag); tagAt?(i, tag) }
+                i = max(j, i + 1)
+            default:
+                i += 1
+            }
+        }
+    }
+
+    /// `[[path#heading|alias]]` from just after `[[`: the path (nil for a link inside the same
+    /// note) and where the link ends.
+    static func wikilink(_ s: [Unicode.Scalar], from start: Int) -> (String?, Int)? {
+        var j = start
+        while j + 1 < s.count, !(s[j] == "]" && s[j + 1] == "]") {
+            if s[j] == "[" { return nil }
+            j += 1
+        }
+        guard j + 1 < s.count else { return nil }
+        var inner = String(String.UnicodeScalarView(s[start..<j]))
+        // `\|` inside a table cell.
+        inner = inner.replacingOccurrences(of: "\\|", with: "|")
+        if let bar = inner.firstIndex(of: "|") { inner = String(inner[..<bar]) }
+        if let hash = inner.firstIndex(of: "#") { inner = String(inner[..<hash]) }
+        let path = inner.trimmingCharacters(in: .whitespaces)
+        return (path.isEmpty ? nil : path, j + 2)
+    }
+
+    /// `[text](destination "title")` from just after `[`: the local path it names (nil for a URL,
+    /// an anchor or an email) and where the link ends; nil when this `[` starts no link.
+    static func markdownLink(_ s: [Unicode.Scalar], from start: Int) -> (String?, Int)? {
+        var j = start, depth = 0
+        while j < s.count {
+            if s[j] == "\\" { j += 2; continue }
+            if s[j] == "[" { depth += 1 }
+            if s[j] == "]" { if depth == 0 { break }; depth -= 1 }
+            j += 1
+        }
+        guard j + 1 < s.count, s[j + 1] == "(" else { return nil }
+        var k = j + 2
+        var dest: String
+        if k < s.count, s[k] == "<" {
+            let open = k + 1
+            while k < s.count, s[k] != ">" { k += 1 }
+            guard k < s.count else { return nil }
+            dest = String(String.UnicodeScalarView(s[open..<k]))
+            while k < s.count, s[k] != ")" { k += 1 }
+        } else {
+            let open = k
+            var parens = 0
+            while k < s.count {
+                if s[k] == "(" { parens += 1 }
+                if s[k] == ")" { if parens == 0 { break }; parens -= 1 }
+                if s[k] == " " { break }
+                k += 1
+            }
+            dest = String(String.UnicodeScalarView(s[open..<k]))
+            while k < s.count, s[k] != ")" { k += 1 }
+        }
+        guard k < s.count else { return nil }
+        let end = k + 1
+        if let hash = dest.firstIndex(of: "#") { dest = String(dest[..<hash]) }
+        if dest.isEmpty || isURL(dest) { return (nil, end) }
+        return ((dest.removingPercentEncoding ?? dest), end)
+    }
+
+    /// `https://…`, `mailto:…`, `obsidian://…`: a scheme of letters before a colon.
+    static func isURL(_ s: String) -> Bool {
+        guard let colon = s.firstIndex(of: ":") else { return false }
+        let scheme = s[..<colon]
+        return scheme.count >= 2 && scheme.allSatisfy { $0.isLetter || $0 == "+" || $0 == "-" || $0 == "." }
+    }
+}
+
+extension VaultText {
+    /// The links of a text item: its body's, then those in front-matter values (`related: "[[X]]"`).
+    public static func links(properties: [String: JSONValue], bodyField: String) -> [VaultLink] {
+        var out: [VaultLink] = []
+        if case .string(let body)? = properties[bodyField] { out = scan(body).links }
+        for (k, v) in properties.sorted(by: { $0.key < $1.key }) where k != bodyField {
+            let strings: [String]
+            switch v {
+            case .string(let s): strings = [s]
+            case .array(let a): strings = a.compactMap(\.stringValue)
+            default: strings = []
+            }
+            for s in strings where s.contains("[[") {
+                var scratch = Scan(), inComment = false
+                scanLine(Array(s.unicodeScalars), inComment: &inComment, into: &scratch, tagAt: nil)
+                out += scratch.links.filter { !$0.markdown }
+            }
+        }
+        return out
+    }
+
+    /// The tags a text item's properties hold: front matter's, then its body's inline ones.
+    public static func tags(properties: [String: JSONValue], bodyField: String) -> [String] {
+        var s = Scan()
+        s.tags = frontMatterTags(properties)
+        if case .string(let body)? = properties[bodyField] {
+            forEachLine(body) { _, line, inComment in scanLine(line, inComment: &inComment, into: &s, tagAt: nil) }
+        }
+        var seen = Set<String>()
+        return s.tags.filter { seen.insert($0.lowercased()).inserted }
+    }
+}
+
+/// Links as the store keeps them: one per line, `<embed 0|1><markdown 0|1><target>` (a target
+/// never holds a line end: links are read line by line).
+public enum VaultLinks {
+    public static func encode(_ links: [VaultLink]) -> String {
+        links.map { ($0.embed ? "1" : "0") + ($0.markdown ? "1" : "0") + $0.target }.joined(separator: "\n")
+    }
+
+    public static func decode(_ text: String) -> [VaultLink] {
+        text.split(separator: "\n").compactMap { l in
+            guard l.count > 2 else { return nil }
+            let u = Array(l.utf8)
+            return VaultLink(target: String(l.dropFirst(2)), embed: u[0] == UInt8(ascii: "1"), markdown: u[1] == UInt8(ascii: "1"))
+        }
+    }
+}

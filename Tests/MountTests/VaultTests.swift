@@ -1,0 +1,177 @@
+import Foundation
+import MarfaModel
+import MarfaTestSupport
+import Testing
+
+/// A Markdown vault, alive in the mount (FS-26, FS-27): links and tags come from the notes' text
+/// and show in `links/`, `backlinks/` and `tags/`; the vault's folders are real directories in
+/// `vault/`, which `rsync -a` fills and empties and `marfafs export` writes back.
+@Suite struct VaultTests {
+    /// A vault with every form of link, tag styles, code that holds neither, names used twice.
+    static let vaultScript = #"""
+    mkdir -p Projects/Atlas Old Daily Attachments
+    cat > Home.md <<'EOF'
+    ---
+    tags: [home, "#index"]
+    ---
+    # Home
+    Plans: [[Atlas Plan]] and [[Projects/Atlas/Atlas Plan|the real plan]], also [[Atlas Plan#Goals]].
+    Relative: [the plan](Projects/Atlas/Atlas%20Plan.md). Web: [site](https://example.com/x.md).
+    ![[diagram.png]] and [[Missing Note]] and [[Daily/Sibling#^block|a block]].
+    Inline `[[not-a-link]] #not-a-tag` and:
+    ```
+    [[not-a-link-either]] #nor-this
+    ```
+    EOF
+    cat > "Projects/Atlas/Atlas Plan.md" <<'EOF'
+    Back to [[Home]]; see ![img](../../Attachments/diagram.png). #projects/atlas
+    EOF
+    printf 'An older plan.\n' > "Old/Atlas Plan.md"
+    printf 'Up: [[Home]]. Next to me: [[./Sibling]].\n' > Daily/Home.md
+    printf -- '---\ntags:\n  - daily\n---\nA sibling. #Daily\n' > Daily/Sibling.md
+    head -c 3000 /dev/urandom > Attachments/diagram.png
+    printf 'body { color: red }\n' > Attachments/style.css
+    """#
+
+    /// The inode a path (a file, or what a symlink names) has.
+    func ino(_ m: MountHarness, _ path: String) -> String { m.sh("stat -L -c %i '\(path)'").out }
+
+    /// The name a file of the vault has in `types/<type>/` (and so in `links/` and `backlinks/`).
+    func typesPath(_ m: MountHarness, _ vaultPath: String) -> String {
+        let id = m.sh("getfattr --only-values -n user.marfa.id 'vault/\(vaultPath)'").out
+        return String(m.sh("readlink by-id/\(id)").out.dropFirst(3))   // ../types/T/N → types/T/N
+    }
+
+    /// The vault paths of the entries of a `links/` or `backlinks/` directory, found by inode.
+    func far(_ m: MountHarness, _ view: String, _ vaultPath: String, _ edgeType: String) -> Set<String> {
+        let dir = view + "/" + typesPath(m, vaultPath).dropFirst("types/".count) + "/" + edgeType
+        let all = m.sh("cd vault && find . -type f | sed 's|^./||'").out.split(separator: "\n").map(String.init)
+        let byIno = Dictionary(all.map { (ino(m, "vault/" + $0), $0) }, uniquingKeysWith: { a, _ in a })
+        let entries = m.sh("ls '\(dir)'").out.split(separator: "\n").map(String.init)
+        return Set(entries.map { byIno[ino(m, dir + "/" + $0)] ?? "?\($0)" })
+    }
+
+    @Test func FS26_linksAndBacklinksResolveAsObsidianDoes() throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        _ = try h.importFolder(Self.vaultScript)
+        try h.mount()
+        // A bare name: the shortest path wins (Old/ over Projects/Atlas/); a path picks its file;
+        // a Markdown link is relative to the note; a heading or block changes nothing.
+        #expect(far(h, "links", "Home.md", "references") == ["Old/Atlas Plan.md", "Projects/Atlas/Atlas Plan.md", "Daily/Sibling.md"])
+        #expect(far(h, "links", "Home.md", "embeds") == ["Attachments/diagram.png"])
+        #expect(far(h, "links", "Projects/Atlas/Atlas Plan.md", "references") == ["Home.md"], "[[Home]] is the top-level one")
+        #expect(far(h, "links", "Projects/Atlas/Atlas Plan.md", "embeds") == ["Attachments/diagram.png"])
+        #expect(far(h, "links", "Daily/Home.md", "references") == ["Home.md", "Daily/Sibling.md"])
+        #expect(far(h, "backlinks", "Attachments/diagram.png", "embeds") == ["Home.md", "Projects/Atlas/Atlas Plan.md"])
+        #expect(far(h, "backlinks", "Home.md", "references") == ["Projects/Atlas/Atlas Plan.md", "Daily/Home.md"])
+        // What resolves to nothing is listed; code and URLs are not links.
+        #expect(h.sh("cat .marfafs/unresolved").out == "Home.md\tMissing Note")
+        // Edges from the text are the text's: removing one is refused, editing the text moves it.
+        let entry = "links/\(typesPath(h, "Home.md").dropFirst(6))/embeds/diagram.png"
+        #expect(h.sh("rm '\(entry)'").status != 0)
+        #expect(h.sh("test -L '\(entry)'").status == 0)
+        #expect(h.sh("printf 'Now [[Sibling]] too.\\n' >> 'vault/Old/Atlas Plan.md'").status == 0)
+        #expect(MountHarness.eventually { far(h, "backlinks", "Daily/Sibling.md", "references") == ["Home.md", "Daily/Home.md", "Old/Atlas Plan.md"] })
+        // A note made later resolves the links that named it.
+        #expect(h.sh("printf 'here\\n' > 'vault/Missing Note.md'").status == 0)
+        #expect(MountHarness.eventually { h.sh("cat .marfafs/unresolved").out.isEmpty })
+        #expect(far(h, "backlinks", "Missing Note.md", "references") == ["Home.md"])
+        // Renamed away, the name resolves to nothing again.
+        #expect(h.sh("mv 'vault/Missing Note.md' 'vault/Found.md'").status == 0)
+        #expect(h.sh("cat .marfafs/unresolved").out == "Home.md\tMissing Note")
+    }
+
+    @Test func FS26_tagsComeFromTheTextAndGoBackIntoIt() throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        _ = try h.importFolder(Self.vaultScript)
+        try h.mount()
+        // Front matter (flow list, `#` dropped, block list), inline, nested; not from code.
+        #expect(h.sh("ls tags").out.split(separator: "\n") == ["daily", "folder:Attachments", "folder:Daily", "folder:Old", "folder:Projects", "home", "index", "projects"])
+        #expect(h.sh("ls tags/projects").out == "atlas")
+        #expect(h.sh("ls tags/projects/atlas").out == "Atlas Plan.md")
+        #expect(h.sh("readlink 'tags/projects/atlas/Atlas Plan.md'").out.hasPrefix("../../../types/core.note/"))
+        #expect(h.sh("cat 'tags/projects/atlas/Atlas Plan.md'").out.hasPrefix("Back to [[Home]]"))
+        #expect(h.sh("ls tags/folder:Projects/Atlas").out == "Atlas Plan.md")
+        #expect(h.sh("ls tags/daily").out == "Sibling.md", "#Daily and daily are one tag")
+        // Tagging writes the tag into the front matter in its style; untagging takes it out.
+        let home = typesPath(h, "Home.md")
+        #expect(h.sh("mkdir tags/later && ln -s '../../\(home)' tags/later/").status == 0)
+        #expect(h.sh("head -3 vault/Home.md").out == "---\ntags: [home, \"#index\", later]\n---")
+        #expect(h.sh("rm tags/index/*").status == 0)
+        #expect(h.sh("head -3 vault/Home.md").out == "---\ntags: [home, later]\n---")
+        // A note with no front matter gets one; nested tags are typed as paths.
+        #expect(h.sh("mkdir -p tags/area/health && ln -s '../../../\(typesPath(h, "Old/Atlas Plan.md"))' tags/area/health/").status == 0)
+        #expect(h.sh("cat 'vault/Old/Atlas Plan.md'").out == "---\ntags:\n  - area/health\n---\nAn older plan.")
+        // An inline tag removed loses its `#`, nothing else.
+        #expect(h.sh("rm 'tags/projects/atlas/Atlas Plan.md'").status == 0)
+        #expect(h.sh("cat 'vault/Projects/Atlas/Atlas Plan.md'").out == "Back to [[Home]]; see ![img](../../Attachments/diagram.png). projects/atlas")
+        #expect(h.sh("ls tags").out.split(separator: "\n").contains("projects") == false)
+        // A tag renamed with its nested tags follows into the text; `user.marfa.tags` agrees.
+        #expect(h.sh("mv tags/area tags/life").status == 0)
+        #expect(h.sh("ls tags/life/health").out == "Atlas Plan.md")
+        #expect(h.sh("sed -n 3p 'vault/Old/Atlas Plan.md'").out == "- life/health")
+        #expect(h.sh("getfattr --only-values -n user.marfa.tags 'vault/Old/Atlas Plan.md'").out == "folder:Old,life/health")
+        // Written in the text by an editor: the tags follow the text.
+        #expect(h.sh("printf 'Now #fresh only.\\n' > vault/Daily/Sibling.md").status == 0)
+        #expect(MountHarness.eventually { h.sh("getfattr --only-values -n user.marfa.tags vault/Daily/Sibling.md").out == "folder:Daily,fresh" })
+        #expect(h.sh("ls tags/daily 2>&1; ls tags/fresh").out.hasSuffix("Sibling.md"))
+    }
+
+    @Test func FS27_theTreeTakesRsyncTwiceGivesItBackAndExportsIt() throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        try h.mount()
+        let src = h.root + "/src", out = h.root + "/out", exported = h.root + "/exported"
+        let made = Shell.run(["/bin/bash", "-c", "set -e; mkdir -p '\(src)' && cd '\(src)' && " + Self.vaultScript + """
+
+            mkdir -p .obsidian "Deep/er/est" Empty
+            printf '{"theme":"dark"}' > .obsidian/app.json
+            printf 'UNIQUE-MARKER deep\\n' > "Deep/er/est/Home.md"
+            head -c 5000 /dev/urandom > favicon.ico
+            printf '{"k": [1, 2]}\\n' > Deep/data.json
+            touch -d '2020-01-02 03:04:05' Home.md Deep/data.json
+            """])
+        #expect(made.status == 0, "\(made.stderr)")
+        // In, through the `vault` symlink: every folder made, every file taken, whatever its type.
+        let first = h.sh("rsync -a --stats '\(src)/' vault/")
+        #expect(first.status == 0, "\(first.stderr)")
+        let second = h.sh("rsync -a --stats '\(src)/' vault/")
+        #expect(second.status == 0 && second.stdout.contains("Number of regular files transferred: 0"), "\(second.stdout)")
+        #expect(h.sh("diff -r '\(src)' vault/ && echo same").out == "same")
+        #expect(h.sh("getfattr --only-values -n user.marfa.type vault/Deep/data.json vault/favicon.ico 'vault/Deep/er/est/Home.md'").out
+                == "core.filecore.file.imagecore.note")
+        #expect(h.sh("stat -c %y vault/Home.md").out.hasPrefix("2020-01-02 03:04:05"))
+        // Names used twice keep their folders; the whole mount shows each match once.
+        #expect(h.sh("ls types/core.note | grep -c '^Home'").out == "3")
+        #expect(h.sh("grep -r UNIQUE-MARKER . | wc -l").out == "1")
+        #expect(h.sh("find . -name 'Sibling.md' -type f").out == "./types/core.note/Sibling.md")
+        // Out again, and export writes the same tree.
+        #expect(h.sh("rsync -a vault/ '\(out)/' && diff -r '\(src)' '\(out)' && echo same").out == "same")
+        // mkdir, rename and rmdir of folders.
+        #expect(h.sh("mkdir vault/New && mv vault/Old/'Atlas Plan.md' vault/New/ && rmdir vault/Old && ls vault/New").out == "Atlas Plan.md")
+        #expect(h.sh("ls tags/folder:New").out == "Atlas Plan.md")
+        #expect(h.sh("mv vault/New vault/Renamed && ls vault/Renamed").out == "Atlas Plan.md")
+        #expect(h.sh("test -d vault/New").status != 0)
+        #expect(h.sh("rmdir vault/Renamed").status != 0, "not empty")
+        #expect(h.sh("mkdir vault/Old && mv vault/Renamed/'Atlas Plan.md' vault/Old/ && rmdir vault/Renamed").status == 0)
+        h.unmount()
+        let exp = Shell.run([MountHarness.binary, "export", exported, "--store", h.store])
+        #expect(exp.status == 0, "\(exp.stderr)")
+        #expect(Shell.run(["diff", "-r", src, exported]).status == 0, "\(Shell.run(["diff", "-r", src, exported]).stdout)")
+    }
+
+    @Test func FS26_aRemoteEditThatAddsALinkShowsInTheOtherMountsBacklinks() throws {
+        try MountPair.with { p in
+            let (a, b) = (p.a, p.b)
+            #expect(a.sh("printf 'the target\\n' > vault/target.md && printf 'no links yet\\n' > vault/source.md").status == 0)
+            #expect(MountHarness.eventually { b.sh("cat vault/source.md").out == "no links yet" })
+            #expect(b.sh("ls backlinks/core.note").out.isEmpty)
+            #expect(a.sh("printf 'now [[target]] and #shared\\n' >> vault/source.md").status == 0)
+            #expect(MountHarness.eventually { b.sh("ls backlinks/core.note/target.md/references").out == "source.md" },
+                    "\(b.sh("cat vault/source.md; ls -R backlinks").out)")
+            #expect(MountHarness.eventually { b.sh("ls tags/shared").out == "source.md" })
+        }
+    }
+}
