@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import MarfaLayout
 import MarfaModel
 
 /// The mount's first read of the whole store (its catalog): every item summary and every tag, in
@@ -55,15 +56,40 @@ extension Store {
         }
     }
 
-    /// Every text item's links as the store keeps them (`VaultLinks`), by rowid.
+    /// Every text item's links as the store keeps them (`VaultLinks`), by rowid; stale ones are
+    /// read from their properties first.
     public func allLinks() throws -> [(Int64, String)] {
-        try pool.read { db in
+        if try pool.read({ db in try db.exists("SELECT 1 FROM items WHERE links_stale = 1") }) {
+            try write { db in try freshenLinks(db, "links_stale = 1") }
+        }
+        return try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT rowid, links FROM items WHERE links IS NOT NULL").map { ($0[0], $0[1]) }
         }
     }
 
     /// One item's links (`VaultLinks`), nil when it has none.
     public func links(rowid: Int64) throws -> String? {
-        try pool.read { db in try String.fetchOne(db.cachedStatement(sql: "SELECT links FROM items WHERE rowid = ?"), arguments: [rowid]) }
+        let row = try pool.read { db in try Row.fetchOne(db.cachedStatement(sql: "SELECT links, links_stale FROM items WHERE rowid = ?"), arguments: [rowid]) }
+        guard let row else { return nil }
+        if (row["links_stale"] as Int64?) != 1 { return row["links"] }
+        return try write { db in
+            try freshenLinks(db, "rowid = \(rowid)")
+            return try String.fetchOne(db, sql: "SELECT links FROM items WHERE rowid = ?", arguments: [rowid])
+        }
+    }
+
+    /// Reads the links of the items `condition` selects from their properties (their body and
+    /// front-matter values).
+    func freshenLinks(_ db: Database, _ condition: String) throws {
+        let rows = try Row.fetchAll(db, sql: "SELECT rowid, type, properties FROM items WHERE links_stale = 1 AND \(condition)")
+        for row in rows {
+            let t = type(row["type"])
+            var links: String?
+            if case .object(let props)? = try? JSONParser.parse(row["properties"] as String) {
+                let l = VaultText.links(properties: props, bodyField: t.bodyField)
+                links = l.isEmpty ? nil : VaultLinks.encode(l)
+            }
+            try db.execute(sql: "UPDATE items SET links = ?, links_stale = 0 WHERE rowid = ?", arguments: [links, row["rowid"] as Int64])
+        }
     }
 }

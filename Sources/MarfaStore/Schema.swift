@@ -124,25 +124,20 @@ enum Schema {
             try db.execute(sql: "CREATE INDEX items_by_blob ON items(blob_ref) WHERE blob_ref IS NOT NULL")
         }
         m.registerMigration("v7-links") { db in
-            // FS-26: the links a text item's body holds (`VaultText`), kept by triggers whatever
-            // path changes its properties; the mount resolves them (`VaultIndex`).
+            // FS-26: the links a text item's body holds (`VaultText`), one per line. Any change of
+            // its properties marks them stale (a trigger, so every path counts, the sqlite3
+            // program's too); the store reads them again when asked (`Store.allLinks`).
             try db.execute(sql: """
                 ALTER TABLE items ADD COLUMN links TEXT;
+                ALTER TABLE items ADD COLUMN links_stale INTEGER NOT NULL DEFAULT 0;
                 CREATE TRIGGER items_links_insert AFTER INSERT ON items WHEN NEW.type NOT LIKE 'core.file%'
-                BEGIN UPDATE items SET links = marfa_links(NEW.properties) WHERE rowid = NEW.rowid; END;
+                BEGIN UPDATE items SET links_stale = 1 WHERE rowid = NEW.rowid; END;
                 CREATE TRIGGER items_links_update AFTER UPDATE OF properties ON items WHEN NEW.type NOT LIKE 'core.file%'
-                BEGIN UPDATE items SET links = marfa_links(NEW.properties) WHERE rowid = NEW.rowid; END;
-                UPDATE items SET links = marfa_links(properties) WHERE type NOT LIKE 'core.file%';
+                BEGIN UPDATE items SET links_stale = 1 WHERE rowid = NEW.rowid; END;
+                CREATE INDEX items_links_stale ON items(rowid) WHERE links_stale = 1;
+                UPDATE items SET links_stale = 1 WHERE type NOT LIKE 'core.file%';
                 """)
         }
         return m
-    }
-
-    /// `marfa_links(properties)`: the links of a text item's body, one per line (`VaultLinks`), or
-    /// NULL when it has none.
-    static let linksFunction = DatabaseFunction("marfa_links", argumentCount: 1, pure: true) { values in
-        guard let json = String.fromDatabaseValue(values[0]), case .object(let props)? = try? JSONParser.parse(json) else { return nil }
-        let links = VaultText.links(properties: props, bodyField: "body")
-        return links.isEmpty ? nil : VaultLinks.encode(links)
     }
 }

@@ -64,7 +64,6 @@ public final class Store: Sendable {
         config.busyMode = .timeout(10)
         config.maximumReaderCount = 6
         config.prepareDatabase { db in
-            db.add(function: Schema.linksFunction)
             try db.run("PRAGMA synchronous = NORMAL")
             // The WAL shrinks back after a large transaction (a blob entering the cache).
             try db.run("PRAGMA journal_size_limit = 16777216")

@@ -59,7 +59,7 @@ final class TempStore {
         #expect(q[0].payload["properties"]?.objectValue?["body"] == "v5")
         #expect(q[0].payload["base_version"] == .int(1))
         // A tag change in between starts a new mutation; the next update does not fold into the old one.
-        try t.store.setTags(rowid: a.rowid, ["x"])
+        try t.store.setTags(rowid: a.rowid, ["k:x"])
         _ = try t.store.writeContent(rowid: a.rowid, bytes: Array("v6".utf8))
         #expect(try t.store.mutations().map(\.kind) == [.update, .setTags, .update])
     }
@@ -115,7 +115,7 @@ final class TempStore {
     @Test func store_reopensAfterAnUncleanClose() throws {
         let t = try TempStore()
         let a = try t.store.createItem(NewItem(type: "core.note", fileName: "a.md", content: Array("kept".utf8)))
-        try t.store.setTags(rowid: a.rowid, ["t"])
+        try t.store.setTags(rowid: a.rowid, ["k:t"])
         // Copy the database and its WAL while the store is still open, as a crash would leave them.
         let copy = t.dir + "/crash.sqlite"
         for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: t.store.path + suffix) {
@@ -123,7 +123,7 @@ final class TempStore {
         }
         let reopened = try Store(path: copy)
         #expect(try reopened.textContent(rowid: a.rowid) == Array("kept".utf8))
-        #expect(try reopened.tags(itemID: a.item.id) == ["t"])
+        #expect(try reopened.tags(itemID: a.item.id) == ["k:t"])
         #expect(try reopened.mutations().map(\.idempotencyKey) == (try t.store.mutations()).map(\.idempotencyKey))
     }
 

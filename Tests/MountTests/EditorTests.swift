@@ -56,7 +56,7 @@ extension MountTests {
         try MountHarness.with { m in
             let setup = """
                 printf '\(SaveCase.original.replacingOccurrences(of: "\n", with: "\\n"))' > types/core.note/n.md && echo o > types/core.note/other.md \
-                && mkdir tags/k && ln -s ../../types/core.note/n.md tags/k/ \
+                && mkdir tags/ref:k && ln -s ../../types/core.note/n.md tags/ref:k/ \
                 && mkdir -p links/core.note/n.md/related && ln -s ../../../../types/core.note/other.md links/core.note/n.md/related/ \
                 && setfattr -n user.c -v 1 types/core.note/n.md
                 """
@@ -75,9 +75,9 @@ extension MountTests {
             #expect(m.sh("cat types/core.note/n.md").stdout == c.expected)
             #expect(id(m, "types/core.note/n.md") == before)
             #expect(m.sh("stat -c %i types/core.note/n.md").out == ino)
-            #expect(m.sh("getfattr --only-values -n user.marfa.tags types/core.note/n.md").out == "k")
+            #expect(m.sh("getfattr --only-values -n user.marfa.tags types/core.note/n.md").out == "ref:k")
             #expect(m.sh("getfattr --only-values -n user.c types/core.note/n.md").out == "1")
-            #expect(m.sh("ls links/core.note/n.md/related; readlink tags/k/n.md").out == "other.md\n../../types/core.note/n.md")
+            #expect(m.sh("ls links/core.note/n.md/related; readlink tags/ref:k/n.md").out == "other.md\n../../types/core.note/n.md")
             #expect(m.sql("SELECT kind || ' ' || item_id FROM mutations WHERE state = 'pending'") == "update \(before)")
             #expect(m.sql("SELECT count(*) FROM items") == "2", "no item made for a temporary name")
             let listed = Set(m.sh("ls -A types/core.note").out.split(separator: "\n").map(String.init))

@@ -28,7 +28,9 @@ import Testing
             #expect(m.sh("readlink backlinks/core.note/a.md/references/b.md").out == "../../../../types/core.note/b.md")
             let aid = id(m, "types/core.note/a.md")
             #expect(m.sh("readlink by-id/\(aid)").out == "../types/core.note/a.md")
-            #expect(m.sh("cat tags/reading/a.md by-id/\(aid)").out == "alpha zettelkasten\nalpha zettelkasten")
+            // FS-26: the tag is written into the note's front matter.
+            let tagged = "---\ntags:\n  - reading\n---\nalpha zettelkasten"
+            #expect(m.sh("cat tags/reading/a.md by-id/\(aid)").out == "\(tagged)\n\(tagged)")
         }
     }
 
@@ -147,10 +149,10 @@ import Testing
 
     @Test func FS12_statShowsSizeModesAndOwner() throws {
         try MountHarness.with { m in
-            #expect(m.sh("printf 'four' > types/core.note/s.md && mkdir tags/t && ln -s ../../types/core.note/s.md tags/t/").status == 0)
+            #expect(m.sh("printf 'four' > types/core.note/s.md && mkdir tags/x:t && ln -s ../../types/core.note/s.md tags/x:t/").status == 0)
             #expect(m.sh("stat -c '%s %a %U %F' types/core.note/s.md").out == "4 644 \(NSUserName()) regular file")
             #expect(m.sh("stat -c '%a %F' types").out == "755 directory")
-            #expect(m.sh("stat -c '%a %F' tags/t/s.md").out == "777 symbolic link")
+            #expect(m.sh("stat -c '%a %F' tags/x:t/s.md").out == "777 symbolic link")
             let mtime = m.sh("stat -c %Y types/core.note/s.md").out
             let updated = m.sh("getfattr --only-values -n user.marfa.updated_at types/core.note/s.md").out
             #expect(Int(mtime).map { abs(Double($0) - (ISO8601DateFormatter.fractional.date(from: updated)?.timeIntervalSince1970 ?? 0)) < 2 } == true)
@@ -196,7 +198,7 @@ import Testing
 
     @Test func FS13_renameOntoAnItemKeepsTheTargetsIdentity() throws {
         try MountHarness.with { m in
-            #expect(m.sh("echo v1 > types/core.note/note.md && mkdir tags/keep && ln -s ../../types/core.note/note.md tags/keep/ && setfattr -n user.color -v blue types/core.note/note.md").status == 0)
+            #expect(m.sh("echo v1 > types/core.note/note.md && mkdir tags/ref:keep && ln -s ../../types/core.note/note.md tags/ref:keep/ && setfattr -n user.color -v blue types/core.note/note.md").status == 0)
             #expect(m.markQueueSent())
             let before = id(m, "types/core.note/note.md")
             let ino = m.sh("stat -c %i types/core.note/note.md").out
@@ -205,7 +207,7 @@ import Testing
             #expect(id(m, "types/core.note/note.md") == before)
             #expect(m.sh("stat -c %i types/core.note/note.md").out == ino)
             #expect(m.sh("ls types/core.note").out == "note.md")
-            #expect(m.sh("getfattr --only-values -n user.marfa.tags types/core.note/note.md").out == "keep")
+            #expect(m.sh("getfattr --only-values -n user.marfa.tags types/core.note/note.md").out == "ref:keep")
             #expect(m.sh("getfattr --only-values -n user.color types/core.note/note.md").out == "blue")
             #expect(m.sql("SELECT kind || ' ' || item_id FROM mutations WHERE state = 'pending'") == "update \(before)")
             #expect(m.sh("ls trash/core.note").out == "", "the temporary file never reached the server, so nothing is trashed")
@@ -236,7 +238,7 @@ import Testing
 
     @Test func FS13_backupRenameThenNewFileReattachesTheItem() throws {
         try MountHarness.with { m in
-            #expect(m.sh("echo v1 > types/core.note/n.md && mkdir tags/k && ln -s ../../types/core.note/n.md tags/k/ && setfattr -n user.c -v 1 types/core.note/n.md").status == 0)
+            #expect(m.sh("echo v1 > types/core.note/n.md && mkdir tags/ref:k && ln -s ../../types/core.note/n.md tags/ref:k/ && setfattr -n user.c -v 1 types/core.note/n.md").status == 0)
             #expect(m.markQueueSent())
             let before = id(m, "types/core.note/n.md"), ino = m.sh("stat -c %i types/core.note/n.md").out
             // vim with backupcopy=no: rename to the backup, write a new file, remove the backup.
@@ -246,7 +248,7 @@ import Testing
             #expect(m.sh("cat types/core.note/n.md && ls -a types/core.note | grep -v '^\\.'").out == "v2\nn.md")
             #expect(id(m, "types/core.note/n.md") == before)
             #expect(m.sh("stat -c %i types/core.note/n.md").out == ino)
-            #expect(m.sh("getfattr --only-values -n user.marfa.tags types/core.note/n.md; echo; getfattr --only-values -n user.c types/core.note/n.md").out == "k\n1")
+            #expect(m.sh("getfattr --only-values -n user.marfa.tags types/core.note/n.md; echo; getfattr --only-values -n user.c types/core.note/n.md").out == "ref:k\n1")
             #expect(m.sql("SELECT kind || ' ' || item_id FROM mutations WHERE state = 'pending'") == "update \(before)")
             // Renaming to a backup name and removing it deletes the item (to the trash).
             #expect(m.sh("mv types/core.note/n.md types/core.note/n.md~ && rm types/core.note/n.md~ && ls trash/core.note").out == "n.md")
@@ -281,14 +283,14 @@ import Testing
 
     @Test func ops_tagsByLnRmMkdirRmdirMv() throws {
         try MountHarness.with(bound: true) { m in
-            #expect(m.sh("echo a > types/core.note/a.md && echo b > types/core.note/b.md && mkdir tags/red").status == 0)
+            #expect(m.sh("echo a > types/core.note/a.md && echo b > types/core.note/b.md && mkdir tags/c:red").status == 0)
             #expect(m.markQueueSent())
-            #expect(m.sh("ln -s ../../types/core.note/a.md tags/red/ && ln types/core.note/b.md tags/red/b.md && ls tags/red").out == "a.md\nb.md")
-            #expect(m.sh("stat -c %F tags/red/b.md").out == "symbolic link", "a hard-linked tag shows as a symlink afterwards")
-            #expect(m.sh("rmdir tags/red 2>&1").out.contains("Directory not empty"))
-            #expect(m.sh("rm tags/red/a.md && ls tags/red && cat types/core.note/a.md").out == "b.md\na")
-            #expect(m.sh("mv tags/red tags/blue && ls tags && getfattr --only-values -n user.marfa.tags types/core.note/b.md").out == "blue\nblue")
-            #expect(m.sh("rm tags/blue/b.md && rmdir tags/blue && ls tags").out == "")
+            #expect(m.sh("ln -s ../../types/core.note/a.md tags/c:red/ && ln types/core.note/b.md tags/c:red/b.md && ls tags/c:red").out == "a.md\nb.md")
+            #expect(m.sh("stat -c %F tags/c:red/b.md").out == "symbolic link", "a hard-linked tag shows as a symlink afterwards")
+            #expect(m.sh("rmdir tags/c:red 2>&1").out.contains("Directory not empty"))
+            #expect(m.sh("rm tags/c:red/a.md && ls tags/c:red && cat types/core.note/a.md").out == "b.md\na")
+            #expect(m.sh("mv tags/c:red tags/c:blue && ls tags && getfattr --only-values -n user.marfa.tags types/core.note/b.md").out == "c:blue\nc:blue")
+            #expect(m.sh("rm tags/c:blue/b.md && rmdir tags/c:blue && ls tags").out == "")
             let kinds = m.sql("SELECT kind || ' ' || json_extract(payload, '$.tags') FROM mutations WHERE state = 'pending' ORDER BY seq")
             #expect(kinds == "set_tags []\nset_tags []", "coalesced per item: a ends with no tags, b with none after its last change")
         }

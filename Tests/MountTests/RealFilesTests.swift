@@ -117,7 +117,7 @@ import Testing
     static let commented = "---\nstatus: draft  # TODO\n# reviewed by Ann\nzeta: 1\nalpha: two\n---\nBody text\n"
 
     func makeNote(_ m: MountHarness) {
-        #expect(m.sh("printf '%s' '\(Self.commented)' > types/core.note/X.md && setfattr -n user.marfa.tags -v a,b types/core.note/X.md").status == 0)
+        #expect(m.sh("printf '%s' '\(Self.commented)' > types/core.note/X.md && setfattr -n user.marfa.tags -v x:a,x:b types/core.note/X.md").status == 0)
         m.settle()
     }
 
@@ -136,7 +136,7 @@ import Testing
             let tar = m.sh("tar --xattrs -cf '\(out)/x.tar' -C types/core.note X.md && tar --xattrs --overwrite -xf '\(out)/x.tar' -C types/core.note 2>&1")
             #expect(tar.status == 0 && tar.out.isEmpty, "\(tar.out)")
             #expect(m.sh("cat types/core.note/X.md").stdout == Self.commented)
-            #expect(m.sh("getfattr --only-values -n user.marfa.tags types/core.note/X.md").out == "a,b")
+            #expect(m.sh("getfattr --only-values -n user.marfa.tags types/core.note/X.md").out == "x:a,x:b")
             #expect(m.sh("getfattr --only-values -n user.marfa.version types/core.note/X.md").out == version)
             #expect(m.sql("SELECT count(*) FROM mutations") == "0", "a round trip queues nothing")
             // A changed copy coming back through rsync's temporary file: its attributes are taken
@@ -154,7 +154,7 @@ import Testing
             m.markQueueSent()
             let f = "types/core.note/X.md"
             let stat = m.sh("stat -c '%s %Y' \(f)").out
-            for (name, value) in [("user.marfa.prop.status", "\"draft\""), ("user.marfa.prop.zeta", "1"), ("user.marfa.tags", "a,b"),
+            for (name, value) in [("user.marfa.prop.status", "\"draft\""), ("user.marfa.prop.zeta", "1"), ("user.marfa.tags", "x:a,x:b"),
                                   ("user.marfa.tier", "library"), ("user.marfa.state", "active"), ("user.marfa.favorite", "0")] {
                 #expect(m.sh("setfattr -n \(name) -v '\(value)' \(f)").status == 0, "\(name)")
             }
@@ -298,8 +298,8 @@ import Testing
     @Test func FS28_smallerRoundTrips() throws {
         try MountHarness.with { m in
             // Writing the tags attribute keeps the folder an item was imported from.
-            #expect(m.sh("printf x > types/core.note/f.md && setfattr -n user.marfa.tags -v 'folder:projects,x' types/core.note/f.md").status == 0)
-            #expect(m.sh("setfattr -n user.marfa.tags -v y types/core.note/f.md && getfattr --only-values -n user.marfa.tags types/core.note/f.md").out == "folder:projects,y")
+            #expect(m.sh("printf x > types/core.note/f.md && setfattr -n user.marfa.tags -v 'folder:projects,k:x' types/core.note/f.md").status == 0)
+            #expect(m.sh("setfattr -n user.marfa.tags -v k:y types/core.note/f.md && getfattr --only-values -n user.marfa.tags types/core.note/f.md").out == "folder:projects,k:y")
             // Emacs' lock file: a symlink with a scratch name, local only.
             #expect(m.sh("ln -s 'root@host.123:1700000000' types/core.note/.#f.md && readlink types/core.note/.#f.md").out == "root@host.123:1700000000")
             #expect(m.sh("rm types/core.note/.#f.md && ls -a types/core.note | grep -c '#'").out == "0")
