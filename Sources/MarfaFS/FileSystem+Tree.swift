@@ -68,6 +68,8 @@ extension FileSystem {
     }
 
     func childNode(_ p: Node, _ name: String) throws -> Node? {
+        // links/ and backlinks/ show the edges the notes' text makes: the index is built first.
+        if Self.showsEdges(p) { _ = try vaultIndex() }
         if let key = dirKey(p) {
             if let parked = catalog.parked[key]?[name] { return .item(parked.item) }
             if let s = catalog.scratchByDir[key]?[name] { return .scratch(s) }
@@ -122,7 +124,15 @@ extension FileSystem {
         return out.sorted { $0.0 < $1.0 }
     }
 
+    static func showsEdges(_ n: Node) -> Bool {
+        switch n {
+        case .linksRoot, .backlinksRoot, .linkTypeDir, .linkItemDir, .linkEdgeDir: return true
+        default: return false
+        }
+    }
+
     func listedChildren(_ n: Node) throws -> [(String, Node)] {
+        if Self.showsEdges(n) { _ = try vaultIndex() }
         switch n {
         case .root: return Self.rootEntries
         case .control: return []   // §7: reachable by name, never listed

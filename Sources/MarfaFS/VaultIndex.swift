@@ -142,7 +142,7 @@ extension Catalog {
     /// added and removed (for invalidations: a removed edge is still in `edges` until the caller
     /// drops it with `removeEdge`).
     mutating func resolveLinks(of source: Int64) -> (added: [EdgeRecord], removed: [EdgeRecord]) {
-        guard var v = vault else { return ([], []) }
+        guard let v = vault else { return ([], []) }
         var want: [VaultIndex.Derived: Int64] = [:]
         var missing: [String] = []
         // An edge made by hand between the same items, of the same type, shows instead.
@@ -157,15 +157,16 @@ extension Catalog {
                 let d = VaultIndex.Derived(target: t, edgeType: link.edgeType)
                 if want[d] != nil || real.contains(d) { continue }
                 let key = VaultIndex.DerivedKey(source: source, target: t, edgeType: link.edgeType)
-                if let id = v.derivedRowids[key] { want[d] = id } else {
-                    want[d] = v.nextRowid; v.derivedRowids[key] = v.nextRowid; v.nextRowid -= 1
+                if let id = vault!.derivedRowids[key] { want[d] = id } else {
+                    let id = vault!.nextRowid
+                    want[d] = id; vault!.derivedRowids[key] = id; vault!.nextRowid -= 1
                 }
             }
         }
-        v.unresolved[source] = missing.isEmpty ? nil : missing
-        let had = v.derivedOut[source] ?? [:]
-        v.derivedOut[source] = want.isEmpty ? nil : want
-        vault = v
+        // Changed in place: a copy of the index would copy every table (copy on write).
+        vault!.unresolved[source] = missing.isEmpty ? nil : missing
+        let had = vault!.derivedOut[source] ?? [:]
+        vault!.derivedOut[source] = want.isEmpty ? nil : want
         var added: [EdgeRecord] = [], removed: [EdgeRecord] = []
         for (d, id) in had where want[d] == nil { if let rec = edges[id] { removed.append(rec) } }
         guard let s = items[source] else { return (added, removed) }
@@ -217,7 +218,9 @@ extension FileSystem {
     /// that names it, before or after. `folder`, `key`: where it was and what it was called.
     /// Returns what the kernel must forget. Call with the lock held.
     func refreshVault(_ r: Int64, folder old: String?, key oldKey: String?, removed: Bool) throws -> [Invalidation] {
+        // Taken out while it changes, so its tables are changed in place, not copied.
         guard var v = catalog.vault else { return [] }
+        catalog.vault = nil
         var dirs: [Node: Set<String>] = [:]
         let s = catalog.items[r]
         let active = s?.state == .active
@@ -235,8 +238,11 @@ extension FileSystem {
         }
         // Its own links, as the store now has them.
         let before = v.linksOf[r] ?? []
-        let after: [VaultLink] = (removed || s.map { TypeSchema.isBlobType($0.type) } ?? true) ? []
-            : try wrap { try store.links(rowid: r) }.map(VaultLinks.decode) ?? []
+        let after: [VaultLink]
+        do {
+            after = (removed || s.map { TypeSchema.isBlobType($0.type) } ?? true) ? []
+                : try wrap { try store.links(rowid: r) }.map(VaultLinks.decode) ?? []
+        } catch { catalog.vault = v; throw error }
         if before != after {
             for l in before { v.linkers[VaultIndex.nameKey(VaultIndex.lastComponent(l.target))]?.remove(r) }
             for l in after { v.linkers[VaultIndex.nameKey(VaultIndex.lastComponent(l.target)), default: []].insert(r) }

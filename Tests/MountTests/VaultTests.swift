@@ -56,6 +56,8 @@ import Testing
         defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
         _ = try h.importFolder(Self.vaultScript)
         try h.mount()
+        // The first look at backlinks/ on a fresh mount shows the notes' links.
+        #expect(h.sh("ls backlinks/core.file.image/diagram.png/embeds | wc -l").out == "2")
         // A bare name: the shortest path wins (Old/ over Projects/Atlas/); a path picks its file;
         // a Markdown link is relative to the note; a heading or block changes nothing.
         #expect(far(h, "links", "Home.md", "references") == ["Old/Atlas Plan.md", "Projects/Atlas/Atlas Plan.md", "Daily/Sibling.md"])
