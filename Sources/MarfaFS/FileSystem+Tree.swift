@@ -52,8 +52,11 @@ extension FileSystem {
     func vaultIndex() throws -> VaultIndex {
         if let v = catalog.vault { return v }
         let start = Date()
-        let n = catalog.buildVault(links: try wrap { try store.allLinks() })
-        log.info("vault index built", metadata: ["links": "\(n)", "ms": "\(Int(Date().timeIntervalSince(start) * 1000))"])
+        let links = try wrap { try store.allLinks() }
+        let read = Date()
+        let n = catalog.buildVault(links: links)
+        log.info("vault index built", metadata: ["links": "\(n)", "ms": "\(Int(Date().timeIntervalSince(start) * 1000))",
+                                                 "read_ms": "\(Int(read.timeIntervalSince(start) * 1000))"])
         return catalog.vault!
     }
 

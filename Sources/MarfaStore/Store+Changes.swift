@@ -92,6 +92,7 @@ extension Store {
             ], coalesce: false)
         }
         if sync != .invalid && !unsettled { try enqueue(db, kind: .create, itemID: id, payload: Self.createPayload(item, tags: sortedTags), coalesce: false) }
+        if !isBlob && !unsettled { try storeLinks(db, row, t, props) }
         return try Self.fetchItem(db, rowid: row)!
     }
 
@@ -186,6 +187,7 @@ extension Store {
                            [JSONCoding.encode(cur.item.properties), raw, head, bytes.count, stem, ext, ts, cur.mtimeNs, cur.rowid])
             try enqueueItemChange(db, cur.item)
             try followTextTags(db, cur, before: before)
+            try storeLinks(db, cur.rowid, t, cur.item.properties)
         } catch let e as FrontMatterError {
             // FS-10: kept byte for byte, marked invalid, not queued until it parses again.
             cur.sync = .invalid; cur.syncError = e.description

@@ -33,6 +33,14 @@ extension Store {
         if next != current { try setTags(db, cur, next) }
     }
 
+    /// Stores the links of properties just written (their trigger marked them stale): a local
+    /// write parsed them already, so the mount need not parse them again.
+    func storeLinks(_ db: Database, _ rowid: Int64, _ t: TypeSchema, _ properties: [String: JSONValue]) throws {
+        let links = VaultText.links(properties: properties, bodyField: t.bodyField)
+        try db.execute(sql: "UPDATE items SET links = ?, links_stale = 0 WHERE rowid = ?",
+                       arguments: [links.isEmpty ? nil : VaultLinks.encode(links), rowid])
+    }
+
     /// Sets an item's tags; for a note, the tags added are written into its front matter (in its
     /// style) and the tags removed are taken out of its text, then the set is stored.
     func setTagsFollowingText(_ db: Database, _ cur: StoredItem, _ tags: Set<String>) throws {
