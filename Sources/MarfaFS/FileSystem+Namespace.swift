@@ -242,7 +242,7 @@ extension FileSystem {
                 catalog.localTags.remove(tag)
             case .treeDir(let f):
                 let tag = VaultText.folderPrefix + f
-                let files = try vaultIndex().trees[f]?.count ?? 0
+                let files = try treeTable(f)?.count ?? 0
                 if !catalog.subfolders(f).isEmpty || files > 0 || !(catalog.tagMembers[tag] ?? []).isEmpty {
                     throw FSError(.notEmpty, "folder \(f) is not empty")
                 }
@@ -352,7 +352,7 @@ extension FileSystem {
         var next = tags.filter { !$0.hasPrefix(VaultText.folderPrefix) }
         if !folder.isEmpty { next.insert(VaultText.folderPrefix + folder) }
         if next != tags { try wrap { try store.setTags(rowid: r, next) } }
-        let shown = try vaultIndex().trees[catalog.folder(of: r)]?.nameOf[r] ?? catalog.name(of: r)
+        let shown = try treeTable(catalog.folder(of: r))?.nameOf[r] ?? catalog.name(of: r)
         if newName != shown { _ = try wrap { try store.rename(rowid: r, to: newName) } }
         return try refreshItem(r)
     }
@@ -488,7 +488,7 @@ extension FileSystem {
         // A path in the vault's tree: `…/vault/<folder…>/<name>`.
         if let at = comps.lastIndex(of: Self.treeName), at + 1 < comps.count {
             let folder = comps[(at + 1)..<(comps.count - 1)].joined(separator: "/")
-            if let r = try vaultIndex().trees[folder]?.keyOf[comps[comps.count - 1]] { return r }
+            if let r = try treeTable(folder)?.keyOf[comps[comps.count - 1]] { return r }
         }
         throw FSError(.notFound, "\(target) does not name an item of this mount")
     }

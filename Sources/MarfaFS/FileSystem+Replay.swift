@@ -18,7 +18,6 @@ struct Placement {
         switch d {
         case .typeDir(let v, let t): return "\(v.rawValue)/\(t)"
         case .tagDir(let tag): return "tags/" + tag
-        case .treeDir(let f): return f.isEmpty ? FileSystem.vaultLinkTarget : FileSystem.vaultLinkTarget + "/" + f
         case .tagsRoot: return "tags"
         default: preconditionFailure("no replays in \(d)")
         }

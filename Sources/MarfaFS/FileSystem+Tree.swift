@@ -48,16 +48,29 @@ extension FileSystem {
         return out
     }
 
-    /// The vault's index, built now if it was not.
-    func vaultIndex() throws -> VaultIndex {
-        if let v = catalog.vault { return v }
+    /// Builds the vault's index if it is not built yet (it is then kept current in place).
+    func ensureVault() throws {
+        if catalog.vault != nil { return }
         let start = Date()
         let links = try wrap { try store.allLinks() }
         let read = Date()
         let n = catalog.buildVault(links: links)
         log.info("vault index built", metadata: ["links": "\(n)", "ms": "\(Int(Date().timeIntervalSince(start) * 1000))",
                                                  "read_ms": "\(Int(read.timeIntervalSince(start) * 1000))"])
-        return catalog.vault!
+    }
+
+    /// The names of a folder of the vault's tree (nil: it holds no item).
+    func treeTable(_ folder: String) throws -> NameTable? {
+        try ensureVault()
+        return catalog.vault?.trees[folder]
+    }
+
+    /// A listing of a directory that holds sub-directories and entries (`tags/<tag>/`, a folder of
+    /// the tree): a sub-directory wins over an entry of the same name.
+    static func dirsThenEntries(_ subs: Set<String>, _ dir: (String) -> Node, _ table: NameTable?, _ entry: (Int64) -> Node) -> [(String, Node)] {
+        var out = subs.map { ($0, dir($0)) }
+        if let table { out += table.sorted().filter { !subs.contains($0) }.map { ($0, entry(table.keyOf[$0]!)) } }
+        return out.sorted { $0.0 < $1.0 }
     }
 
     /// Directories that hold scratch files and parked names (FS-13, FS-14), by a stable key.
@@ -72,7 +85,7 @@ extension FileSystem {
 
     func childNode(_ p: Node, _ name: String) throws -> Node? {
         // links/ and backlinks/ show the edges the notes' text makes: the index is built first.
-        if Self.showsEdges(p) { _ = try vaultIndex() }
+        if Self.showsEdges(p) { try ensureVault() }
         if let key = dirKey(p) {
             if let parked = catalog.parked[key]?[name] { return .item(parked.item) }
             if let s = catalog.scratchByDir[key]?[name] { return .scratch(s) }
@@ -87,7 +100,7 @@ extension FileSystem {
             return ControlFile(rawValue: name).map { .controlFile($0.rawValue) }
         case .treeDir(let f):
             if catalog.subfolders(f).contains(name) { return .treeDir(VaultIndex.join(f, name)) }
-            return try vaultIndex().trees[f]?.keyOf[name].map { .item($0) }
+            return try treeTable(f)?.keyOf[name].map { .item($0) }
         case .viewRoot(let v):
             return catalog.typesIn(v).contains(name) ? .typeDir(v, name) : nil
         case .typeDir(let v, let t):
@@ -135,7 +148,7 @@ extension FileSystem {
     }
 
     func listedChildren(_ n: Node) throws -> [(String, Node)] {
-        if Self.showsEdges(n) { _ = try vaultIndex() }
+        if Self.showsEdges(n) { try ensureVault() }
         switch n {
         case .root: return Self.rootEntries
         case .control: return []   // §7: reachable by name, never listed
@@ -146,15 +159,9 @@ extension FileSystem {
         case .tagsRoot:
             return catalog.tagChildren("").sorted().map { ($0, Node.tagDir($0)) }
         case .tagDir(let tag):
-            let table = catalog.tagTable(tag)
-            let subs = catalog.tagChildren(tag)
-            let dirs = subs.map { ($0, Node.tagDir(Self.tagPath(tag, $0))) }
-            return (dirs + table.sorted().filter { !subs.contains($0) }.map { ($0, .tagEntry(tag, table.keyOf[$0]!)) }).sorted { $0.0 < $1.0 }
+            return Self.dirsThenEntries(catalog.tagChildren(tag), { .tagDir(Self.tagPath(tag, $0)) }, catalog.tagTable(tag), { .tagEntry(tag, $0) })
         case .treeDir(let f):
-            let subs = catalog.subfolders(f)
-            let dirs = subs.map { ($0, Node.treeDir(VaultIndex.join(f, $0))) }
-            guard let table = try vaultIndex().trees[f] else { return dirs.sorted { $0.0 < $1.0 } }
-            return (dirs + table.sorted().filter { !subs.contains($0) }.map { ($0, .item(table.keyOf[$0]!)) }).sorted { $0.0 < $1.0 }
+            return Self.dirsThenEntries(catalog.subfolders(f), { .treeDir(VaultIndex.join(f, $0)) }, try treeTable(f), { .item($0) })
         case .linksRoot, .backlinksRoot:
             let back = n == .backlinksRoot
             var types = Set<String>()

@@ -276,7 +276,7 @@ extension FileSystem {
     /// `.marfafs/unresolved`: one line per link that names no item: the note's path in the vault,
     /// a tab, the link as written.
     func unresolvedText() -> String {
-        guard let v = try? vaultIndex() else { return "" }
+        guard (try? ensureVault()) != nil, let v = catalog.vault else { return "" }
         var lines: [String] = []
         for (src, targets) in v.unresolved {
             guard let f = v.folderOf[src], let name = v.trees[f]?.nameOf[src] else { continue }

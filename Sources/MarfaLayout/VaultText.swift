@@ -3,7 +3,7 @@ import MarfaModel
 
 /// A link written in a note (FS-26): `[[Target]]`, `[[Target|alias]]`, `[[Target#Heading]]`,
 /// `![[embed]]`, `[text](relative/path.md)`, `![alt](../x.png)`.
-public struct VaultLink: Hashable, Sendable, Codable {
+public struct VaultLink: Hashable, Sendable {
     /// The path the link names, without its `#heading`, `^block` or `|alias`; percent-decoded for
     /// Markdown links.
     public var target: String
@@ -49,8 +49,7 @@ public enum VaultText {
             if let p = try? FrontMatter.parse(text) { out.tags = frontMatterTags(p.properties) }
         }
         forEachLine(body) { _, line, inComment in scanLine(line, inComment: &inComment, into: &out, tagAt: nil) }
-        var seen = Set<String>()
-        out.tags = out.tags.filter { seen.insert($0.lowercased()).inserted }
+        out.tags = distinctTags(out.tags)
         return out
     }
 
@@ -139,18 +138,14 @@ public enum VaultText {
                 i = closed ? j : i + run
             case "\\":
                 i += 2
-            case "[" where at(i + 1) == "[":
-                let embed = i > 0 && s[i - 1] == "!"
-                if let (link, end) = wikilink(s, from: i + 2) {
-                    if let link { out.links.append(VaultLink(target: link, embed: embed, markdown: false)) }
-                    i = end
-                } else { i += 2 }
             case "[":
-                let embed = i > 0 && s[i - 1] == "!"
-                if let (link, end) = markdownLink(s, from: i + 1) {
-                    if let link { out.links.append(VaultLink(target: link, embed: embed, markdown: true)) }
+                // `[[wikilink]]` or `[text](path)`, either one an embed after `!`.
+                let wiki = at(i + 1) == "["
+                let start = i + (wiki ? 2 : 1)
+                if let (link, end) = wiki ? wikilink(s, from: start) : markdownLink(s, from: start) {
+                    if let link { out.links.append(VaultLink(target: link, embed: i > 0 && s[i - 1] == "!", markdown: !wiki)) }
                     i = end
-                } else { i += 1 }
+                } else { i = start }
             case "#":
                 let prevOK = i == 0 || s[i - 1] == " " || s[i - 1] == "\t"
                 var j = i + 1
@@ -230,10 +225,15 @@ public enum VaultText {
 }
 
 extension VaultText {
-    /// The links of a text item: its body's, then those in front-matter values (`related: "[[X]]"`).
-    public static func links(properties: [String: JSONValue], bodyField: String) -> [VaultLink] {
-        var out: [VaultLink] = []
-        if case .string(let body)? = properties[bodyField] { out = scan(body).links }
+    /// What a text item's properties say, in one reading: the tags of its front matter, then its
+    /// body's links and inline tags, then the wikilinks in its front-matter values
+    /// (`related: "[[X]]"`).
+    public static func read(properties: [String: JSONValue], bodyField: String) -> Scan {
+        var out = Scan()
+        out.tags = frontMatterTags(properties)
+        if case .string(let body)? = properties[bodyField] {
+            forEachLine(body) { _, line, inComment in scanLine(line, inComment: &inComment, into: &out, tagAt: nil) }
+        }
         for (k, v) in properties.sorted(by: { $0.key < $1.key }) where k != bodyField {
             let strings: [String]
             switch v {
@@ -244,21 +244,17 @@ extension VaultText {
             for s in strings where s.contains("[[") {
                 var scratch = Scan(), inComment = false
                 scanLine(Array(s.unicodeScalars), inComment: &inComment, into: &scratch, tagAt: nil)
-                out += scratch.links.filter { !$0.markdown }
+                out.links += scratch.links.filter { !$0.markdown }
             }
         }
+        out.tags = distinctTags(out.tags)
         return out
     }
 
-    /// The tags a text item's properties hold: front matter's, then its body's inline ones.
-    public static func tags(properties: [String: JSONValue], bodyField: String) -> [String] {
-        var s = Scan()
-        s.tags = frontMatterTags(properties)
-        if case .string(let body)? = properties[bodyField] {
-            forEachLine(body) { _, line, inComment in scanLine(line, inComment: &inComment, into: &s, tagAt: nil) }
-        }
+    /// Each tag once, case-insensitively, the first spelling kept.
+    static func distinctTags(_ tags: [String]) -> [String] {
         var seen = Set<String>()
-        return s.tags.filter { seen.insert($0.lowercased()).inserted }
+        return tags.filter { seen.insert($0.lowercased()).inserted }
     }
 }
 

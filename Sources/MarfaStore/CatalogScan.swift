@@ -84,12 +84,11 @@ extension Store {
         let rows = try Row.fetchAll(db, sql: "SELECT rowid, type, properties FROM items WHERE links_stale = 1 AND \(condition)")
         for row in rows {
             let t = type(row["type"])
-            var links: String?
+            var links: [VaultLink] = []
             if case .object(let props)? = try? JSONParser.parse(row["properties"] as String) {
-                let l = VaultText.links(properties: props, bodyField: t.bodyField)
-                links = l.isEmpty ? nil : VaultLinks.encode(l)
+                links = VaultText.read(properties: props, bodyField: t.bodyField).links
             }
-            try db.execute(sql: "UPDATE items SET links = ?, links_stale = 0 WHERE rowid = ?", arguments: [links, row["rowid"] as Int64])
+            try storeLinks(db, row["rowid"], links)
         }
     }
 }

@@ -1,6 +1,5 @@
 import Foundation
 import GRDB
-import MarfaLayout
 import MarfaModel
 
 /// Schema and migrations of the local store. The `items.rowid` is the item's inode number (FS-3).

@@ -77,12 +77,9 @@ extension Store {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'library', ?, ?, ?)
             """, [row, id, n.type, JSONCoding.encode(props), raw, head, n.fileName, stem, ext,
                   n.content.count, n.sourceID, ts, ts, ts, mtimeNs, n.state.rawValue, sync.rawValue, syncError, unsettled])
-        var tags = Set(n.tags)
-        if sync != .invalid && !unsettled {
-            // FS-26: a note's tags are also those its text holds.
-            var lower = Set(tags.map { $0.lowercased() })
-            for tag in textTags(t, props) where lower.insert(tag.lowercased()).inserted { tags.insert(tag) }
-        }
+        // FS-26: what a text says, read once: a note's tags are also those its text holds.
+        let said = !isBlob && !unsettled && sync != .invalid ? VaultText.read(properties: props, bodyField: t.bodyField) : nil
+        let tags = Self.tagsFollowText(t.id) ? Self.adding(said?.tags ?? [], to: Set(n.tags)) : Set(n.tags)
         let sortedTags = tags.sorted()
         for tag in sortedTags { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [id, tag]) }
         if let hash {
@@ -92,7 +89,7 @@ extension Store {
             ], coalesce: false)
         }
         if sync != .invalid && !unsettled { try enqueue(db, kind: .create, itemID: id, payload: Self.createPayload(item, tags: sortedTags), coalesce: false) }
-        if !isBlob && !unsettled { try storeLinks(db, row, t, props) }
+        if let said { try storeLinks(db, row, said.links) }
         return try Self.fetchItem(db, rowid: row)!
     }
 
@@ -186,8 +183,7 @@ extension Store {
             try db.run("UPDATE items SET properties = ?, raw = ?, raw_head = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
                            [JSONCoding.encode(cur.item.properties), raw, head, bytes.count, stem, ext, ts, cur.mtimeNs, cur.rowid])
             try enqueueItemChange(db, cur.item)
-            try followTextTags(db, cur, before: before)
-            try storeLinks(db, cur.rowid, t, cur.item.properties)
+            try followText(db, cur, before: before, said: VaultText.read(properties: cur.item.properties, bodyField: t.bodyField))
         } catch let e as FrontMatterError {
             // FS-10: kept byte for byte, marked invalid, not queued until it parses again.
             cur.sync = .invalid; cur.syncError = e.description

@@ -15,28 +15,30 @@ extension Store {
     /// Whether an item type's tags follow its text: notes.
     public static func tagsFollowText(_ type: String) -> Bool { type == "core.note" }
 
-    /// The tags a note's properties hold in their text (front matter and body).
-    func textTags(_ t: TypeSchema, _ properties: [String: JSONValue]) -> [String] {
-        Self.tagsFollowText(t.id) ? VaultText.tags(properties: properties, bodyField: t.bodyField) : []
+    /// `tags` with the tags a note's text holds added (case-insensitively new ones only).
+    static func adding(_ textTags: [String], to tags: Set<String>) -> Set<String> {
+        var out = tags
+        var lower = Set(tags.map { $0.lowercased() })
+        for tag in textTags where lower.insert(tag.lowercased()).inserted { out.insert(tag) }
+        return out
     }
 
-    /// After a local change of a note's properties from `before` to the item's: the tags its old
-    /// text gave are replaced by those its new text gives; the others stay.
-    func followTextTags(_ db: Database, _ cur: StoredItem, before: [String: JSONValue]) throws {
+    /// After a local write of a text item's properties (`said`: what they say, read once):
+    /// for a note, the tags its old text (`before`) gave are replaced by those its new text
+    /// gives, the others staying; for every text item, its links are stored (the trigger marked
+    /// them stale; a local write has read them already, so the mount need not).
+    func followText(_ db: Database, _ cur: StoredItem, before: [String: JSONValue]?, said: VaultText.Scan) throws {
+        try storeLinks(db, cur.rowid, said.links)
         let t = type(cur.item.type)
-        guard Self.tagsFollowText(t.id) else { return }
-        let old = Set(textTags(t, before).map { $0.lowercased() })
+        guard Self.tagsFollowText(t.id), let before else { return }
+        let old = Set(VaultText.read(properties: before, bodyField: t.bodyField).tags.map { $0.lowercased() })
         let current = Set(try Self.tags(db, cur.item.id))
-        var next = current.filter { Self.tagStaysMetadata($0) || !old.contains($0.lowercased()) }
-        var lower = Set(next.map { $0.lowercased() })
-        for tag in textTags(t, cur.item.properties) where lower.insert(tag.lowercased()).inserted { next.insert(tag) }
+        let next = Self.adding(said.tags, to: current.filter { Self.tagStaysMetadata($0) || !old.contains($0.lowercased()) })
         if next != current { try setTags(db, cur, next) }
     }
 
-    /// Stores the links of properties just written (their trigger marked them stale): a local
-    /// write parsed them already, so the mount need not parse them again.
-    func storeLinks(_ db: Database, _ rowid: Int64, _ t: TypeSchema, _ properties: [String: JSONValue]) throws {
-        let links = VaultText.links(properties: properties, bodyField: t.bodyField)
+    /// Stores a text item's links, read from the properties just written.
+    func storeLinks(_ db: Database, _ rowid: Int64, _ links: [VaultLink]) throws {
         try db.execute(sql: "UPDATE items SET links = ?, links_stale = 0 WHERE rowid = ?",
                        arguments: [links.isEmpty ? nil : VaultLinks.encode(links), rowid])
     }
@@ -45,7 +47,9 @@ extension Store {
     /// style) and the tags removed are taken out of its text, then the set is stored.
     func setTagsFollowingText(_ db: Database, _ cur: StoredItem, _ tags: Set<String>) throws {
         var cur = cur
-        if Self.tagsFollowText(cur.item.type), cur.sync != .invalid {
+        // Only tags a text can hold send the text through an edit.
+        let textual = tags.symmetricDifference(Set(try Self.tags(db, cur.item.id))).contains { !Self.tagStaysMetadata($0) }
+        if textual, Self.tagsFollowText(cur.item.type), cur.sync != .invalid {
             let current = Set(try Self.tags(db, cur.item.id))
             let bytes = try currentBytes(db, cur)
             if var text = String(validating: bytes, as: UTF8.self) {

@@ -6,7 +6,10 @@ import MarfaStore
 
 /// FS-23: a folder of Markdown (an Obsidian vault, say) in and out of a store.
 enum Vault {
-    static let folderPrefix = VaultText.folderPrefix
+    /// A folder path from a `folder:` tag, with no `.` or `..` that could leave the export's folder.
+    static func safeFolder(_ tag: String) -> String {
+        tag.dropFirst(VaultText.folderPrefix.count).split(separator: "/").filter { $0 != ".." && $0 != "." }.joined(separator: "/")
+    }
 
     /// Files under `dir`, relative, sorted; hidden files and folders (`.obsidian`, `.git`) are skipped.
     static func files(in dir: String) throws -> [String] {
@@ -70,7 +73,7 @@ struct ImportCommand: ParsableCommand {
                 }
                 let ext = Names.split(name).ext.lowercased()
                 let type = ext == ".md" ? "core.note" : Names.fileType(forMime: Names.mimeType(forExtension: ext))
-                let tags = folder.isEmpty ? [] : [Vault.folderPrefix + folder]
+                let tags = folder.isEmpty ? [] : [VaultText.folderPrefix + folder]
                 _ = try store.createItem(NewItem(type: type, fileName: name, content: bytes, tags: tags, sourceID: sourceID))
                 created += 1
             } catch {
@@ -114,8 +117,8 @@ struct ExportCommand: ParsableCommand {
         for (i, s) in items.enumerated() {
             defer { progress.update(i + 1) }
             guard let full = try store.item(rowid: s.rowid) else { continue }
-            let folder = try store.tags(itemID: s.id).first { $0.hasPrefix(Vault.folderPrefix) }.map { String($0.dropFirst(Vault.folderPrefix.count)) } ?? ""
-            let safeFolder = folder.split(separator: "/").filter { $0 != ".." && $0 != "." }.joined(separator: "/")
+            // The first `folder:` tag in order, as the mount's tree places the item.
+            let safeFolder = try store.tags(itemID: s.id).filter { $0.hasPrefix(VaultText.folderPrefix) }.min().map(Vault.safeFolder) ?? ""
             var name = full.fileName ?? Names.compose(stem: s.stem, ext: s.ext)
             var path = safeFolder.isEmpty ? name : safeFolder + "/" + name
             if used.contains(path) {   // FS-7 across types: the younger item takes the id suffix
@@ -150,8 +153,8 @@ struct ExportCommand: ParsableCommand {
             }
         }
         // Folders made in the vault's tree and still empty (FS-27).
-        for tag in try store.localTags() where tag.hasPrefix(Vault.folderPrefix) {
-            let folder = tag.dropFirst(Vault.folderPrefix.count).split(separator: "/").filter { $0 != ".." && $0 != "." }.joined(separator: "/")
+        for tag in try store.localTags() where tag.hasPrefix(VaultText.folderPrefix) {
+            let folder = Vault.safeFolder(tag)
             if !folder.isEmpty { try FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true) }
         }
         print("exported \(items.count - failed) items to \(root)\(failed > 0 ? " (\(failed) failed)" : "")")
