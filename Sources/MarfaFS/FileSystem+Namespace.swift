@@ -285,17 +285,17 @@ extension FileSystem {
                 if t1 != t2 { throw FSError(.crossView, "changing an item's type is a copy and a delete") }
                 return try moveItem(r, to: v2, newName: newName, over: dst)
             case (.tagDir, .tagEntry(_, let r), .tagDir(let tag2)):
-                if case .tagEntry(_, let t)? = dst { return try absorb(r, into: t) }
+                if case .tagEntry(_, let t)? = dst { return try saveOver(t, from: .item(r)) }
                 guard case .tagDir(let tag1) = p else { return [] }
                 var tags = catalog.tagsOf[r] ?? []
                 if tag1 != tag2 { tags.remove(tag1); tags.insert(tag2); try wrap { try store.setTags(rowid: r, tags) } }
                 if newName != name { _ = try wrap { try store.rename(rowid: r, to: newName) } }
                 return try refreshItemAfterTags(r)
             case (.tagDir, .tagEntry(_, let r), .typeDir(.types, _)):
-                if case .item(let t)? = dst { return try absorb(r, into: t) }
+                if case .item(let t)? = dst { return try saveOver(t, from: .item(r)) }
                 throw FSError(.notPermitted, "moving a tag entry into types/ is not an operation")
             case (.typeDir(.types, _), .item(let r), .tagDir):
-                if case .tagEntry(_, let t)? = dst { return try absorb(r, into: t) }
+                if case .tagEntry(_, let t)? = dst { return try saveOver(t, from: .item(r)) }
                 throw FSError(.notPermitted, "use ln -s to tag an item")
             case (.tagsRoot, .tagDir(let from), .tagsRoot), (.tagDir, .tagDir(let from), .tagsRoot),
                  (.tagsRoot, .tagDir(let from), .tagDir), (.tagDir, .tagDir(let from), .tagDir):
@@ -311,8 +311,8 @@ extension FileSystem {
             case (.treeDir, .item(let r), .treeDir(let f2)), (.typeDir(.types, _), .item(let r), .treeDir(let f2)):
                 return try moveInTree(r, to: f2, newName: newName, over: dst)
             case (.treeDir, .item(let r), .typeDir(.types, _)), (.treeDir, .item(let r), .tagDir):
-                if case .item(let t)? = dst { return try absorb(r, into: t) }
-                if case .tagEntry(_, let t)? = dst { return try absorb(r, into: t) }
+                if case .item(let t)? = dst { return try saveOver(t, from: .item(r)) }
+                if case .tagEntry(_, let t)? = dst { return try saveOver(t, from: .item(r)) }
                 throw FSError(.notPermitted, "an item leaves the vault's tree by a move to another folder of it")
             default:
                 throw readOnlyOrNotPermitted(p == np ? p : np)
@@ -346,7 +346,7 @@ extension FileSystem {
     /// An item moved into a folder of the vault's tree (FS-27): its `folder:` tag names the new
     /// folder, its name the new name. Onto another item: an editor's save (FS-13).
     func moveInTree(_ r: Int64, to folder: String, newName: String, over dst: Node?) throws -> [Invalidation] {
-        if case .item(let t)? = dst { return try absorb(r, into: t) }
+        if case .item(let t)? = dst { return try saveOver(t, from: .item(r)) }
         guard catalog.items[r] != nil else { throw FSError(.notFound, "item \(r)") }
         let tags = catalog.tagsOf[r] ?? []
         var next = tags.filter { !$0.hasPrefix(VaultText.folderPrefix) }
@@ -383,16 +383,8 @@ extension FileSystem {
             let target: Int64
             var inv: [Invalidation]
             if case .item(let t)? = dst ?? nil {
-                // An editor's save through a scratch name: the item takes the bytes (FS-13). A
-                // staged scratch file never gets a row: the item takes its bytes as they are, and
-                // settles later.
-                if let k = stagedKey(src) {
-                    inv = try absorbStaged(k, into: t)
-                } else {
-                    try commitIfStaged(.item(t))
-                    _ = try wrap { try store.absorbScratch(sid, into: t) }
-                    inv = try refreshItem(t, contentChanged: true) + absorbStoreChanges(store.takeAnnouncements())
-                }
+                // An editor's save through a scratch name: the item takes the bytes (FS-13).
+                inv = try saveOver(t, from: .scratch(sid))
                 target = t
             } else {
                 let new = try newItem(in: np, named: newName)
@@ -414,25 +406,17 @@ extension FileSystem {
     }
 
     func moveItem(_ r: Int64, to v2: StateView, newName: String, over dst: Node?) throws -> [Invalidation] {
-        if case .item(let t)? = dst { return try absorb(r, into: t) }
+        if case .item(let t)? = dst { return try saveOver(t, from: .item(r)) }
         guard let s = catalog.items[r] else { throw FSError(.notFound, "item \(r)") }
         if StateView.of(s.state) != v2 { _ = try wrap { try store.setState(rowid: r, v2.state) } }
         if newName != catalog.name(of: r) { _ = try wrap { try store.rename(rowid: r, to: newName) } }
         return try refreshItem(r)
     }
 
-    /// Item `t` takes the bytes of staged file `k` (an editor's save, FS-13), which never gets a
-    /// row; returns what the kernel must forget about `t`.
-    func absorbStaged(_ k: Staging.Key, into t: Int64) throws -> [Invalidation] {
-        let f = try wrap { try store.staging.absorb(k, into: t) }
-        wroteUnsettled(t, size: f.size, mtimeNs: f.mtimeNs)
-        return knownIno(.item(t)).map { [.inode($0)] } ?? []
-    }
-
     /// Removes a scratch file: from the journal if it never left it (an editor's swap file), else
     /// from the store.
     func forgetScratch(_ s: Int64) throws {
-        if let k = stagedKey(.scratch(s)) { try wrap { try store.staging.drop(k) } } else { try wrap { try store.deleteScratch(s) } }
+        if let k = stagedKey(.scratch(s)) { try wrap { try store.dropStaged(k) } } else { try wrap { try store.deleteScratch(s) } }
         catalog.removeScratch(s)
     }
 
@@ -448,18 +432,24 @@ extension FileSystem {
         }
     }
 
-    func absorb(_ r: Int64, into t: Int64) throws -> [Invalidation] {
-        var inv: [Invalidation]
-        if let k = stagedKey(.item(r)), store.staging.isNew(k) {
-            // A staged file saved over an item: it never gets a row of its own, and the item's
-            // names, tags and state stay as they are until it settles.
-            inv = try refreshItem(r, removed: true) + absorbStaged(k, into: t)
-        } else {
-            try commitIfStaged(.item(r), .item(t))
-            try wrap { try store.absorbUnsettled(source: r, into: t) }
+    /// An editor's save (FS-13): item `t` takes the bytes of `source` and keeps its identity
+    /// (where the bytes go is the store's business: `Store.saveOver`); returns what the kernel
+    /// must forget.
+    func saveOver(_ t: Int64, from source: Store.SaveSource) throws -> [Invalidation] {
+        var inv: [Invalidation] = []
+        if let f = try wrap({ try store.saveOver(t, from: source) }) {
+            // A new file saved over the item never gets a row of its own, and the item's names,
+            // tags and state stay as they are until it settles.
+            if case .item(let r) = source { inv += try refreshItem(r, removed: true) }
+            wroteUnsettled(t, size: f.size, mtimeNs: f.mtimeNs)
+            inv += knownIno(.item(t)).map { [.inode($0)] } ?? []
+        } else if case .item(let r) = source {
             settler.noteWrite()
-            inv = try refreshItem(r) + refreshItem(t, contentChanged: true)
+            inv += try refreshItem(r) + refreshItem(t, contentChanged: true)
+        } else {
+            inv += try refreshItem(t, contentChanged: true) + followStore(store.takeAnnouncements())
         }
+        guard case .item(let r) = source else { return inv }
         if catalog.items[r] == nil { catalog.aliases[r] = t }
         // The kernel moved the source's dentry onto the target's name: make it look the name up again.
         if let (dir, name) = parentAndName(.item(t)), let p = knownIno(dir) { inv.append(.entry(parent: p, name: name)) }

@@ -16,7 +16,7 @@ extension FileSystem {
         let old = catalog.items[r]
         var new = removed ? nil : try known.map(\.0) ?? store.summary(rowid: r)
         // Staged new bytes of the item (a save over it) are its file until they are committed.
-        if new != nil, let f = store.staging.file(Staging.Key(.item, r)), case .overlay = f.origin {
+        if new != nil, let f = store.stagedOverlay(r) {
             new!.size = f.size; new!.mtimeNs = f.mtimeNs; new!.blobRef = nil
         }
         var dirs: [Node: Set<String>] = [:]
@@ -129,12 +129,12 @@ extension FileSystem {
     /// a `cat` shows the new bytes and listings the new names (FS-19).
     public func storeChanged(_ c: StoreChanges) {
         if c.isEmpty { return }
-        notify(locked { absorbStoreChanges(c) })
+        notify(locked { followStore(c) })
     }
 
     /// Brings the catalog up to date with changes the store made, and returns what the kernel
     /// must forget, then the replays that make watchers see the changes. Call with the lock held.
-    func absorbStoreChanges(_ c: StoreChanges) -> [Invalidation] {
+    func followStore(_ c: StoreChanges) -> [Invalidation] {
         if c.isEmpty { return [] }
         for (copy, original) in c.staleSaveCopies {
             log.warning("a save from a buffer that missed a remote change overlapped it: the item keeps the remote text, the save is kept as a conflicted copy",

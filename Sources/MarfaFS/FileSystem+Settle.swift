@@ -28,7 +28,7 @@ extension FileSystem {
         settler.settledAll()
         var inv: [Invalidation] = []
         for r in rows + spooled { inv += try refreshItem(r) }
-        inv += absorbStoreChanges(store.takeAnnouncements())
+        inv += followStore(store.takeAnnouncements())
         notify(inv)
     }
 
@@ -89,8 +89,8 @@ extension FileSystem {
             let inv: [Invalidation] = try locked {
                 var inv: [Invalidation] = []
                 for r in rows { inv += try refreshItem(r) }
-                inv += absorbStoreChanges(store.takeAnnouncements())
-                if rows.count < batch, store.staging.isEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty { settler.settledAll() }
+                inv += followStore(store.takeAnnouncements())
+                if rows.count < batch, store.stagingIsEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty { settler.settledAll() }
                 return inv
             }
             notify(inv)

@@ -205,7 +205,7 @@ public final class FileSystem: @unchecked Sendable {
         let (n, summary, staged): (Node, ItemSummary?, [UInt8]?) = try locked {
             let n = try node(ino)
             // A staged file is read from memory, a spooled blob from its spool file (FS-28).
-            if let k = stagedKey(n) { return (n, nil, Self.slice(store.staging.file(k)?.bytes ?? [], offset: offset, size: size)) }
+            if let k = stagedKey(n) { return (n, nil, Self.slice(store.stagedFile(k)?.bytes ?? [], offset: offset, size: size)) }
             if case .item(let r) = n, store.spool.has(r) { return (n, nil, try wrap { try store.spool.read(r, offset: offset, count: size) }) }
             if case .item(let r) = n { return (n, catalog.items[r], nil) }
             return (n, nil, nil)
@@ -254,7 +254,7 @@ public final class FileSystem: @unchecked Sendable {
         try changeFile(ino, reaching: offset + Int64(data.count),
                        item: { r in try self.store.writeUnsettled(rowid: r, offset: offset, data: data, type: self.catalog.items[r]?.type) },
                        scratch: { bytes in bytes.put(data, at: Int(offset)) },
-                       staged: { s, k in try s.write(k, offset: offset, data: data) })
+                       staged: .write(offset: offset, data: data))
         return data.count
     }
 
@@ -268,7 +268,7 @@ public final class FileSystem: @unchecked Sendable {
             try changeFile(ino, reaching: size,
                            item: { r in try self.store.truncateUnsettled(rowid: r, size: size, type: self.catalog.items[r]?.type) },
                            scratch: { bytes in bytes.resize(to: Int(size)) },
-                           staged: { s, k in try s.truncate(k, size: size) })
+                           staged: .truncate(size: size))
         }
         if let mtimeNs { try setMtime(ino, mtimeNs) }
         return try getattr(ino)
@@ -277,8 +277,7 @@ public final class FileSystem: @unchecked Sendable {
     func setMtime(_ ino: UInt64, _ ns: Int64) throws {
         try locked {
             let n = try node(ino)
-            if let k = stagedKey(n) {
-                let f = try wrap { try store.staging.setMtime(k, ns: ns) }
+            if let k = stagedKey(n), let f = try wrap({ try store.changeStaged(k, .mtime(ns: ns)) }) {
                 if k.kind == .item { catalog.items[k.rowid]?.mtimeNs = f.mtimeNs } else if let s = store.scratchFile(ofStaged: f) { catalog.addScratch(s) }
                 return
             }
@@ -302,7 +301,7 @@ public final class FileSystem: @unchecked Sendable {
     /// checking that the file may grow to `end` bytes: a text item to a note's limit, a blob item or
     /// a scratch file to one cached blob's.
     func changeFile(_ ino: UInt64, reaching end: Int64, item: (Int64) throws -> (size: Int64, mtimeNs: Int64),
-                    scratch: @escaping (inout [UInt8]) throws -> Void, staged: (Staging, Staging.Key) throws -> Staging.File) throws {
+                    scratch: @escaping (inout [UInt8]) throws -> Void, staged: Store.StagedChange) throws {
         try locked {
             let n = try node(ino)
             let limit: Int64
@@ -313,16 +312,12 @@ public final class FileSystem: @unchecked Sendable {
             default: throw FSError(.isDirectory, "not a file")
             }
             guard end <= limit else { throw FSError(.tooLarge, "\(end) bytes is past the limit of \(limit) bytes") }
-            if let k = stagedKey(n) {
-                if end <= Int64(Staging.maxFileBytes) {
-                    let f = try wrap { try staged(store.staging, k) }
-                    if k.kind == .item { wroteUnsettled(k.rowid, size: f.size, mtimeNs: f.mtimeNs) }
-                    else if let s = store.scratchFile(ofStaged: f) { catalog.addScratch(s); settler.noteWrite() }
-                    if store.staging.totalBytes > Staging.maxTotalBytes { try wrap { try store.commitStaged() } }
-                    return
-                }
-                // Grown past what is kept in memory: committed, then written on in the store.
-                try wrap { try store.commitStaged() }
+            // A staged file stays in memory while it is small (grown past that, the store has
+            // committed it, and it is written on there).
+            if let k = stagedKey(n), let f = try wrap({ try store.changeStaged(k, staged) }) {
+                if k.kind == .item { wroteUnsettled(k.rowid, size: f.size, mtimeNs: f.mtimeNs) }
+                else if let s = store.scratchFile(ofStaged: f) { catalog.addScratch(s); settler.noteWrite() }
+                return
             }
             if case .item(let r) = n {
                 let (size, mtime) = try wrap { try item(r) }
@@ -336,33 +331,27 @@ public final class FileSystem: @unchecked Sendable {
     /// `fsync` returns once the file's bytes are durable (FS-15): a staged file's journal, else
     /// the store; for a directory (the names in it), both.
     public func fsync(_ ino: UInt64) throws {
-        let (generation, isDir, spooled): (Int64?, Bool, Int64?) = locked {
-            let n = try? node(ino)
-            var spooled: Int64?
-            if case .item(let r)? = n, store.spool.has(r) { spooled = r }
-            return (n.flatMap(stagedKey) != nil ? store.staging.generation : nil, n?.kind == .directory, spooled)
-        }
+        let n = locked { try? node(ino) }
         do {
-            if let r = spooled { try store.spool.sync(r); return }
-            if isDir { try store.staging.sync() }
-            if let generation {
-                try store.staging.sync()
-                // Committed meanwhile (the journal started over): the bytes are in the store now.
-                if locked({ store.staging.generation }) == generation { return }
+            switch n {
+            case .item(let r)?:
+                if store.spool.has(r) { try store.spool.sync(r) } else { try store.syncFile(StagedKey(.item, r)) }
+            case .scratch(let s)?: try store.syncFile(StagedKey(.scratch, s))
+            case let d? where d.kind == .directory: try store.syncNames()
+            default: try store.syncDurably()
             }
-            try store.syncDurably()
         } catch { throw FSError.from(error) }
     }
 
     /// The staging key of a file that is staged (not yet in the store).
-    func stagedKey(_ n: Node) -> Staging.Key? {
-        let k: Staging.Key
+    func stagedKey(_ n: Node) -> StagedKey? {
+        let k: StagedKey
         switch n {
-        case .item(let r): k = Staging.Key(.item, r)
-        case .scratch(let s): k = Staging.Key(.scratch, s)
+        case .item(let r): k = StagedKey(.item, r)
+        case .scratch(let s): k = StagedKey(.scratch, s)
         default: return nil
         }
-        return store.staging.contains(k) ? k : nil
+        return store.isStaged(k) ? k : nil
     }
 
     func notify(_ inv: [Invalidation]) {

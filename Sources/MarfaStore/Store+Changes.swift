@@ -449,18 +449,8 @@ extension Store {
 }
 
 extension Store {
-    /// An editor's atomic save (FS-13): `target` takes `source`'s bytes and keeps its identity;
-    /// `source` disappears (forgotten if the server never saw it, else trashed). One transaction.
-    public func absorb(source: Int64, into target: Int64) throws -> StoredItem {
-        try settledWrite { db in
-            guard let src = try Self.fetchItem(db, rowid: source) else { throw StoreError.notFound("item \(source)") }
-            guard let dst = try Self.fetchItem(db, rowid: target) else { throw StoreError.notFound("item \(target)") }
-            let stored = try applyContent(db, dst, bytes: try currentBytes(db, src), now: Date())
-            try forgetOrTrash(db, src)
-            return stored
-        }
-    }
-
+    /// A saved-over source item disappears (FS-13): forgotten if the server never saw it (its
+    /// queued create and everything else of it dropped), else trashed.
     func forgetOrTrash(_ db: Database, _ src: StoredItem) throws {
         let sentBefore = try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND state != 'pending'", [src.item.id])
         if src.item.version == 0 && !sentBefore {

@@ -106,15 +106,14 @@ extension Store {
         try write { db in try db.run("DELETE FROM scratch WHERE rowid = ?", [rowid]) }
     }
 
-    /// An editor's save through a scratch name (FS-13): the item takes the scratch file's bytes,
-    /// and the scratch file is gone, in one transaction.
-    public func absorbScratch(_ rowid: Int64, into target: Int64) throws -> StoredItem {
+    /// An editor's save through a scratch name (FS-13, `saveOver`): the item takes the scratch
+    /// file's bytes, and the scratch file is gone, in one transaction.
+    func saveScratch(_ target: Int64, from rowid: Int64) throws {
         try write { db in
             guard let d = try Data.fetchOne(db.cachedStatement(sql: "SELECT data FROM scratch WHERE rowid = ?"), arguments: [rowid]),
                   let dst = try Self.fetchItem(db, rowid: target) else { throw StoreError.notFound("scratch file or item") }
-            let stored = try applyContent(db, dst, bytes: [UInt8](d), now: Date())
+            _ = try applyContent(db, dst, bytes: [UInt8](d), now: Date())
             try db.run("DELETE FROM scratch WHERE rowid = ?", [rowid])
-            return stored
         }
     }
 

@@ -49,9 +49,10 @@ extension Store {
         }
     }
 
-    /// An editor's atomic save (FS-13): `target` takes `source`'s bytes (settled later) and keeps
-    /// its identity; `source` disappears (forgotten if the server never saw it, else trashed).
-    public func absorbUnsettled(source: Int64, into target: Int64) throws {
+    /// An editor's atomic save (FS-13, `saveOver`): `target` takes `source`'s bytes (settled
+    /// later) and keeps its identity; `source` disappears (forgotten if the server never saw it,
+    /// else trashed).
+    func saveUnsettled(_ target: Int64, from source: Int64) throws {
         try write { db in
             guard let src = try Self.fetchItem(db, rowid: source) else { throw StoreError.notFound("item \(source)") }
             if spool.has(source), TypeSchema.isBlobType(try Self.typeOf(db, target)) {
@@ -60,14 +61,14 @@ extension Store {
                 try spool.move(source, to: target)
                 try db.run("UPDATE items SET raw = NULL, blob_ref = NULL, size = ?, mtime_ns = ?, unsettled = 2 WHERE rowid = ?", [size, mtime, target])
             } else {
-                try absorbBytes(db, try currentBytes(db, src), into: target, mtimeNs: src.mtimeNs)
+                try putUnsettledBytes(db, try currentBytes(db, src), into: target, mtimeNs: src.mtimeNs)
             }
             try forgetOrTrash(db, src)
         }
     }
 
     /// `target` takes `bytes` as its file (unsettled: parsed and queued when it settles).
-    func absorbBytes(_ db: Database, _ bytes: [UInt8], into target: Int64, mtimeNs: Int64? = nil) throws {
+    func putUnsettledBytes(_ db: Database, _ bytes: [UInt8], into target: Int64, mtimeNs: Int64? = nil) throws {
         let t = try Self.typeOf(db, target)
         spool.remove(target)
         guard bytes.count <= Self.maxFileBytes(type: t) else { throw StoreError.tooLarge("\(bytes.count) bytes") }

@@ -58,37 +58,32 @@ extension Store {
         scratchFile(ofStaged: try staging.createScratch(dir: dir, name: name, rowid: rowids.next(.scratch, pool: pool)))!
     }
 
-    public func scratchFile(ofStaged f: Staging.File) -> ScratchFile? {
+    public func scratchFile(ofStaged f: StagedFile) -> ScratchFile? {
         guard case .scratch(let dir, let name) = f.origin else { return nil }
         return ScratchFile(rowid: f.key.rowid, dir: dir, name: name, size: f.size, mtimeNs: f.mtimeNs)
     }
 
     /// Writes every staged file to the store in one transaction: new items as unsettled rows
     /// (they settle as any written file does), scratch files as scratch rows, an item's new bytes
-    /// (a save over it) as its unsettled file; then starts a new journal generation.
+    /// (a save over it) as its unsettled file; then starts a new journal generation. Nothing can
+    /// be staged meanwhile (the staging lock is held throughout).
     public func commitStaged() throws {
-        let files = staging.all
-        if files.isEmpty { return }
-        let g = staging.generation
-        try write { db in
-            for f in files {
-                switch f.origin {
-                case .item(var n, let created):
-                    n.content = f.bytes
-                    _ = try insertItem(db, n, rowid: f.key.rowid, unsettled: true, createdNs: created, mtimeNs: f.mtimeNs)
-                case .scratch(let dir, let name):
-                    _ = try putScratch(db, dir: dir, name: name, data: f.bytes, rowid: f.key.rowid, mtimeNs: f.mtimeNs)
-                case .overlay:
-                    try absorbBytes(db, f.bytes, into: f.key.rowid, mtimeNs: f.mtimeNs)
+        try staging.commit({ files, g in
+            try write { db in
+                for f in files {
+                    switch f.origin {
+                    case .item(var n, let created):
+                        n.content = f.bytes
+                        _ = try insertItem(db, n, rowid: f.key.rowid, unsettled: true, createdNs: created, mtimeNs: f.mtimeNs)
+                    case .scratch(let dir, let name):
+                        _ = try putScratch(db, dir: dir, name: name, data: f.bytes, rowid: f.key.rowid, mtimeNs: f.mtimeNs)
+                    case .overlay:
+                        try putUnsettledBytes(db, f.bytes, into: f.key.rowid, mtimeNs: f.mtimeNs)
+                    }
                 }
+                try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('staging_generation', ?)", [String(g + 1)])
             }
-            try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('staging_generation', ?)", [String(g + 1)])
-        }
-        staging.clear()
-        // Starting the journal over drops records an fsync may have made durable: the commit
-        // that holds their files is made durable first.
-        if staging.compactsNext { try syncDurably() }
-        try staging.startGeneration(g + 1)
+        }, durable: { try syncDurably() })
     }
 
     /// Commits what a killed mount left staged (its journal), before the store is used for
@@ -111,5 +106,100 @@ extension Store {
         staging.restore(files, generation: last)
         try commitStaged()
         return files.count
+    }
+
+    // MARK: what is staged (safe from any thread: the staging has its own lock)
+
+    public func stagedFile(_ k: StagedKey) -> StagedFile? { staging.file(k) }
+    public func isStaged(_ k: StagedKey) -> Bool { staging.contains(k) }
+    /// Whether nothing is staged.
+    public var stagingIsEmpty: Bool { staging.isEmpty }
+    /// How many files are staged.
+    public var stagedFileCount: Int { staging.count }
+
+    /// New bytes staged for item `rowid` (a save over it): its file until they are committed.
+    public func stagedOverlay(_ rowid: Int64) -> StagedFile? {
+        guard let f = staging.file(StagedKey(.item, rowid)), case .overlay = f.origin else { return nil }
+        return f
+    }
+
+    /// A change to a staged file's bytes or time.
+    public enum StagedChange: Sendable {
+        case write(offset: Int64, data: [UInt8])
+        case truncate(size: Int64)
+        case mtime(ns: Int64)
+    }
+
+    /// Changes staged file `k`, appended to the journal before it returns. A file that would grow
+    /// past what is kept in memory (`Staging.maxFileBytes`) is not changed here: every staged
+    /// file is committed and nil returned, and the caller makes the change in the store. When all
+    /// staged bytes pass `Staging.maxTotalBytes`, everything staged is committed after the change.
+    public func changeStaged(_ k: StagedKey, _ change: StagedChange) throws -> StagedFile? {
+        let f: StagedFile
+        switch change {
+        case .write(let offset, let data):
+            if offset + Int64(data.count) > Int64(Staging.maxFileBytes) { try commitStaged(); return nil }
+            f = try staging.write(k, offset: offset, data: data)
+        case .truncate(let size):
+            if size > Int64(Staging.maxFileBytes) { try commitStaged(); return nil }
+            f = try staging.truncate(k, size: size)
+        case .mtime(let ns):
+            f = try staging.setMtime(k, ns: ns)
+        }
+        if staging.totalBytes > Staging.maxTotalBytes { try commitStaged() }
+        return f
+    }
+
+    /// Forgets a staged file (a scratch file removed before it was ever committed).
+    public func dropStaged(_ k: StagedKey) throws { try staging.drop(k) }
+
+    /// `fsync` of a file (FS-15): returns once its bytes are durable, by the journal while it is
+    /// staged, else (committed meanwhile, or never staged) by the store.
+    public func syncFile(_ k: StagedKey) throws {
+        if let g = staging.generation(ifStaged: k) {
+            try staging.sync()
+            // Still the same generation: the file's records are durable. Else it was committed.
+            if staging.generation == g { return }
+        }
+        try syncDurably()
+    }
+
+    /// `fsync` of a directory (FS-15): the names in it, staged and stored, are durable.
+    public func syncNames() throws {
+        try staging.sync()
+        try syncDurably()
+    }
+
+    // MARK: an editor's save over an item (FS-13)
+
+    /// What an editor saves over an item with: a file made through the mount or a scratch file.
+    public enum SaveSource: Sendable, Hashable {
+        case item(Int64)
+        case scratch(Int64)
+    }
+
+    /// An editor's save (FS-13): item `target` takes the bytes of `source` and keeps its identity
+    /// (id, names, tags); `source` is gone. Where the bytes go:
+    /// - `source` is a new staged file (never committed): it never gets a row; the bytes are staged
+    ///   as the item's until the next commit. Returns the item's staged file.
+    /// - `source` is an item in the store: the bytes are the target's unsettled file (parsed and
+    ///   queued when it settles); the source is forgotten if the server never saw it, else trashed.
+    /// - `source` is a stored scratch file: the bytes are applied now, and the scratch file deleted,
+    ///   in one transaction.
+    /// Anything else staged that either names is committed first.
+    @discardableResult
+    public func saveOver(_ target: Int64, from source: SaveSource) throws -> StagedFile? {
+        let key: StagedKey
+        switch source {
+        case .item(let r): key = StagedKey(.item, r)
+        case .scratch(let s): key = StagedKey(.scratch, s)
+        }
+        if staging.isNew(key) { return try staging.saveOver(target, from: key) }
+        if staging.contains(key) || staging.contains(StagedKey(.item, target)) { try commitStaged() }
+        switch source {
+        case .item(let r): try saveUnsettled(target, from: r)
+        case .scratch(let s): try saveScratch(target, from: s)
+        }
+        return nil
     }
 }

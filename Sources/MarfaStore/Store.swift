@@ -37,7 +37,7 @@ public final class Store: Sendable {
     let typeCache: TypeCache
     public let blobs: BlobReader
     /// Files made through the mount, not yet in the store (see `Staging`).
-    public let staging: Staging
+    let staging: Staging
     /// Blob files being written, until they settle (see `Spool`).
     public let spool: Spool
     /// Blobs copied into the cache and not yet named by their item, with how many copies hold them.

@@ -67,7 +67,7 @@ final class Core {
         let c = try Core()
         try c.write("types/core.note/a.md", "---\ntitle: Alpha\n---\nbody")
         #expect(try c.store.mutations().isEmpty, "nothing queued while the file is being written")
-        #expect(c.store.staging.count == 1, "a new file is staged")
+        #expect(c.store.stagedFileCount == 1, "a new file is staged")
         #expect(try !c.store.hasUnsettled())
         // A temporary file renamed over the note before it settles never reaches the queue.
         try c.write("types/core.note/a.md.tmp", "second")

@@ -16,14 +16,14 @@ import Testing
 
     /// Stages a new note with `text` as its bytes; returns its key.
     @discardableResult
-    static func note(_ s: Store, _ name: String, _ text: String, tags: [String] = []) throws -> Staging.Key {
-        let k = Staging.Key(.item, try s.stageItem(NewItem(type: "core.note", fileName: name, tags: tags)).rowid)
-        _ = try s.staging.write(k, offset: 0, data: Array(text.utf8))
+    static func note(_ s: Store, _ name: String, _ text: String, tags: [String] = []) throws -> StagedKey {
+        let k = StagedKey(.item, try s.stageItem(NewItem(type: "core.note", fileName: name, tags: tags)).rowid)
+        _ = try s.changeStaged(k, .write(offset: 0, data: Array(text.utf8)))
         return k
     }
 
-    static func scratch(_ s: Store, _ name: String) throws -> Staging.Key {
-        Staging.Key(.scratch, try s.stageScratch(dir: "types/core.note", name: name).rowid)
+    static func scratch(_ s: Store, _ name: String) throws -> StagedKey {
+        StagedKey(.scratch, try s.stageScratch(dir: "types/core.note", name: name).rowid)
     }
 
     @Test func FS15_stagedFilesSurviveAKill() throws {
@@ -32,14 +32,14 @@ import Testing
         let after = try Self.killed(t) { s in
             let f = try Self.note(s, "new.md", "hello world", tags: ["inbox"])
             itemRow = f.rowid
-            _ = try s.staging.truncate(f, size: 5)
-            _ = try s.staging.write(f, offset: 5, data: Array("!".utf8))
+            _ = try s.changeStaged(f, .truncate(size: 5))
+            _ = try s.changeStaged(f, .write(offset: 5, data: Array("!".utf8)))
             let sc = try Self.scratch(s, ".new.md.swp")
             scratchRow = sc.rowid
-            _ = try s.staging.write(sc, offset: 0, data: [1, 2, 3])
+            _ = try s.changeStaged(sc, .write(offset: 0, data: [1, 2, 3]))
             let gone = try Self.scratch(s, "4913")
             goneRow = gone.rowid
-            try s.staging.drop(gone)
+            try s.dropStaged(gone)
         }
         #expect(try after.recoverStaged() == 2)
         let item = try #require(try after.item(rowid: itemRow))
@@ -64,8 +64,8 @@ import Testing
         let note = try t.store.createItem(NewItem(type: "core.note", fileName: "n.md", content: Array("old\n".utf8)))
         let after = try Self.killed(t) { s in
             let tmp = try Self.note(s, "n.md.tmp", "new\n")
-            let f = try s.staging.absorb(tmp, into: note.rowid)
-            #expect(f.bytes == Array("new\n".utf8))
+            let f = try s.saveOver(note.rowid, from: .item(tmp.rowid))
+            #expect(f?.bytes == Array("new\n".utf8), "a new staged file saved over an item stays staged")
             #expect(s.staging.hasOverlay(note.rowid))
         }
         #expect(try after.recoverStaged() == 1)
@@ -81,7 +81,7 @@ import Testing
         let after = try Self.killed(t) { s in
             try Self.note(s, "a.md", "a")
             try s.commitStaged()
-            #expect(s.staging.isEmpty)
+            #expect(s.stagingIsEmpty)
             // The committed item is then removed; its old records must not bring it back.
             try s.write { db in try db.execute(sql: "DELETE FROM items") }
             try Self.note(s, "b.md", "b")
@@ -114,7 +114,7 @@ import Testing
         let t = try TempStore()
         let after = try Self.killed(t) { s in
             let f = try Self.note(s, "a.md", "kept")
-            _ = try s.staging.write(f, offset: 4, data: Array(repeating: UInt8(ascii: "x"), count: 100))
+            _ = try s.changeStaged(f, .write(offset: 4, data: Array(repeating: UInt8(ascii: "x"), count: 100)))
         }
         // The kill tore the last write: half of it reached the file.
         let path = t.store.path + "-staged"

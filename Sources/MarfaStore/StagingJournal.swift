@@ -1,0 +1,157 @@
+import Foundation
+import MarfaModel
+
+/// A file's bytes in memory, changed as a write or a truncate changes a file.
+extension Array where Element == UInt8 {
+    /// Writes `data` at `offset`; zeros fill a gap.
+    public mutating func put(_ data: [UInt8], at offset: Int) {
+        let end = offset + data.count
+        if count < end { append(contentsOf: repeatElement(0, count: end - count)) }
+        replaceSubrange(offset..<end, with: data)
+    }
+
+    /// Cuts or extends (with zeros) to `size` bytes.
+    public mutating func resize(to size: Int) {
+        if count > size { removeSubrange(size...) } else { append(contentsOf: repeatElement(0, count: size - count)) }
+    }
+}
+
+/// One journal record.
+enum Record {
+    /// Everything after this belongs to generation `g`.
+    case begin(Int64)
+    case create(StagedFile)
+    case write(StagedKey, offset: Int64, data: [UInt8], mtimeNs: Int64)
+    case truncate(StagedKey, size: Int64, mtimeNs: Int64)
+    case drop(StagedKey)
+    case saveOver(StagedKey, into: Int64, mtimeNs: Int64)
+
+    /// The staged file the record changes, which must exist (none for a create or a begin).
+    var key: StagedKey? {
+        switch self {
+        case .write(let k, _, _, _), .truncate(let k, _, _), .drop(let k), .saveOver(let k, _, _): return k
+        case .create, .begin: return nil
+        }
+    }
+
+    /// Every staged file the record touches, the one it leaves changed last.
+    var touched: [StagedKey] {
+        switch self {
+        case .begin: return []
+        case .create(let f): return [f.key]
+        case .write(let k, _, _, _), .truncate(let k, _, _), .drop(let k): return [k]
+        case .saveOver(let k, let target, _): return [k, StagedKey(.item, target)]
+        }
+    }
+
+    /// The payload, after `headroom` zero bytes (room for the record's header).
+    func encoded(headroom: Int = 0) -> [UInt8] {
+        var o = [UInt8](repeating: 0, count: headroom)
+        if case .write(_, _, let data, _) = self { o.reserveCapacity(headroom + data.count + 40) }
+        switch self {
+        case .begin(let g):
+            o.append(6)
+            Self.putI64(&o, g)
+        case .create(let f):
+            switch f.origin {
+            case .item(let n, let created):
+                o.append(1)
+                Self.putI64(&o, f.key.rowid); Self.putI64(&o, created)
+                Self.putString(&o, n.id ?? ""); Self.putString(&o, n.type); Self.putString(&o, n.fileName)
+                Self.putU32(&o, UInt32(n.tags.count))
+                for t in n.tags { Self.putString(&o, t) }
+            case .scratch(let dir, let name):
+                o.append(2)
+                Self.putI64(&o, f.key.rowid); Self.putI64(&o, f.mtimeNs)
+                Self.putString(&o, dir); Self.putString(&o, name)
+            case .overlay:
+                // Never written: an overlay begins with a `saveOver` record.
+                break
+            }
+        case .write(let k, let offset, let data, let t):
+            o.append(3); o.append(k.kind.rawValue)
+            Self.putI64(&o, k.rowid); Self.putI64(&o, t); Self.putI64(&o, offset)
+            Self.putU32(&o, UInt32(data.count)); o += data
+        case .truncate(let k, let size, let t):
+            o.append(4); o.append(k.kind.rawValue)
+            Self.putI64(&o, k.rowid); Self.putI64(&o, t); Self.putI64(&o, size)
+        case .drop(let k):
+            o.append(5); o.append(k.kind.rawValue)
+            Self.putI64(&o, k.rowid)
+        case .saveOver(let k, let target, let t):
+            o.append(7); o.append(k.kind.rawValue)
+            Self.putI64(&o, k.rowid); Self.putI64(&o, target); Self.putI64(&o, t)
+        }
+        return o
+    }
+
+    static func decode(_ b: [UInt8]) throws -> Record {
+        var r = Reader(bytes: b, at: 0)
+        switch try r.u8() {
+        case 1:
+            let rowid = try r.i64(), created = try r.i64()
+            let id = try r.string(), type = try r.string(), name = try r.string()
+            var tags: [String] = []
+            for _ in 0..<(try r.u32()) { tags.append(try r.string()) }
+            let n = NewItem(id: id, type: type, fileName: name, tags: tags)
+            return .create(StagedFile(key: .init(.item, rowid), origin: .item(n, createdNs: created), bytes: [], mtimeNs: created))
+        case 2:
+            let rowid = try r.i64(), t = try r.i64()
+            let dir = try r.string(), name = try r.string()
+            return .create(StagedFile(key: .init(.scratch, rowid), origin: .scratch(dir: dir, name: name), bytes: [], mtimeNs: t))
+        case 3:
+            let k = try r.key(), t = try r.i64(), offset = try r.i64()
+            return .write(k, offset: offset, data: try r.bytes(Int(try r.u32())), mtimeNs: t)
+        case 4:
+            let k = try r.key(), t = try r.i64()
+            return .truncate(k, size: try r.i64(), mtimeNs: t)
+        case 5:
+            return .drop(try r.key())
+        case 6:
+            return .begin(try r.i64())
+        case 7:
+            let k = try r.key(), target = try r.i64()
+            return .saveOver(k, into: target, mtimeNs: try r.i64())
+        default:
+            throw StoreError.io("unknown journal record")
+        }
+    }
+
+    static func putU32(_ o: inout [UInt8], _ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { o += $0 } }
+    static func putI64(_ o: inout [UInt8], _ v: Int64) { withUnsafeBytes(of: v.littleEndian) { o += $0 } }
+    static func putString(_ o: inout [UInt8], _ s: String) { putU32(&o, UInt32(s.utf8.count)); o += s.utf8 }
+
+    /// FNV-1a, 32 bits.
+    static func checksum(_ b: ArraySlice<UInt8>) -> UInt32 {
+        var h: UInt32 = 2_166_136_261
+        for x in b { h = (h ^ UInt32(x)) &* 16_777_619 }
+        return h
+    }
+
+    struct Reader {
+        let bytes: [UInt8]
+        var at: Int
+        mutating func bytes(_ n: Int) throws -> [UInt8] {
+            guard n >= 0, at + n <= bytes.count else { throw StoreError.io("short journal record") }
+            defer { at += n }
+            return Array(bytes[at..<(at + n)])
+        }
+        mutating func u8() throws -> UInt8 { try bytes(1)[0] }
+        mutating func u32() throws -> UInt32 {
+            let b = try bytes(4)
+            return b.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) }
+        }
+        mutating func i64() throws -> Int64 {
+            let b = try bytes(8)
+            return b.withUnsafeBytes { Int64(littleEndian: $0.loadUnaligned(as: Int64.self)) }
+        }
+        mutating func string() throws -> String {
+            guard let s = String(validating: try bytes(Int(try u32())), as: UTF8.self) else { throw StoreError.io("bad text in a journal record") }
+            return s
+        }
+        mutating func key() throws -> StagedKey {
+            guard let k = StagedKey.Kind(rawValue: try u8()) else { throw StoreError.io("bad kind in a journal record") }
+            return StagedKey(k, try i64())
+        }
+    }
+}
