@@ -125,26 +125,26 @@ struct Catalog {
     }
 
     /// Names in a `links|backlinks/.../<edge_type>` directory: the far item of each edge (FS-7 applies).
-    func edgeTable(backlinks: Bool, item r: Int64, edgeType: String) -> NameTable {
-        let ids = (backlinks ? inEdges[r] : outEdges[r]) ?? []
+    func edgeTable(_ d: LinkDirection, item r: Int64, edgeType: String) -> NameTable {
+        let ids = (d == .backlinks ? inEdges[r] : outEdges[r]) ?? []
         var claims: [NameClaim] = []
         for e in ids {
             guard let rec = edges[e], rec.edge.edgeType == edgeType else { continue }
-            guard let far = byID[backlinks ? rec.edge.sourceID : rec.edge.targetID], let s = items[far] else { continue }
+            guard let far = byID[d.far(of: rec.edge)], let s = items[far] else { continue }
             claims.append(Self.claim(s, key: e))
         }
         return NameTable(claims)
     }
 
-    func edgeTypes(backlinks: Bool, item r: Int64) -> Set<String> {
-        var out = Set(((backlinks ? inEdges[r] : outEdges[r]) ?? []).compactMap { edges[$0]?.edge.edgeType })
-        if !backlinks { out.formUnion(edgeDirs[r] ?? []) }
+    func edgeTypes(_ d: LinkDirection, item r: Int64) -> Set<String> {
+        var out = Set(((d == .backlinks ? inEdges[r] : outEdges[r]) ?? []).compactMap { edges[$0]?.edge.edgeType })
+        if d == .links { out.formUnion(edgeDirs[r] ?? []) }
         return out
     }
 
-    func hasEdges(backlinks: Bool, item r: Int64) -> Bool {
-        if !((backlinks ? inEdges[r] : outEdges[r]) ?? []).isEmpty { return true }
-        return !backlinks && !(edgeDirs[r] ?? []).isEmpty
+    func hasEdges(_ d: LinkDirection, item r: Int64) -> Bool {
+        if !((d == .backlinks ? inEdges[r] : outEdges[r]) ?? []).isEmpty { return true }
+        return d == .links && !(edgeDirs[r] ?? []).isEmpty
     }
 
     func allTags() -> Set<String> {

@@ -9,10 +9,27 @@ import MarfaStore
 extension FileSystem {
     // MARK: catalog upkeep
 
-    /// Re-reads an item's summary and tags from the store into the catalog and returns what the
+    /// What became of an item, for `refreshItem`.
+    enum ItemChange {
+        /// Its names, tags or state may have changed: read again from the store.
+        case metadata
+        /// Its bytes too: the kernel also forgets the file's cached pages.
+        case content
+        /// Just made by the mount, as it is now (summary and tags): no store read.
+        case made(ItemSummary, Set<String>)
+        /// It is gone.
+        case removed
+    }
+
+    /// Brings item `r` in the catalog up to date (`change`: what became of it) and returns what the
     /// kernel must forget: names that appeared, vanished or moved, and the directories listing them.
-    /// `known`: the summary and tags as they are now (no store read); `removed`: the item is gone.
-    func refreshItem(_ r: Int64, contentChanged: Bool = false, known: (ItemSummary, Set<String>)? = nil, removed: Bool = false) throws -> [Invalidation] {
+    func refreshItem(_ r: Int64, _ change: ItemChange = .metadata) throws -> [Invalidation] {
+        var known: (ItemSummary, Set<String>)?, removed = false
+        switch change {
+        case .made(let s, let tags): known = (s, tags)
+        case .removed: removed = true
+        case .metadata, .content: break
+        }
         let old = catalog.items[r]
         var new = removed ? nil : try known.map(\.0) ?? store.summary(rowid: r)
         // Staged new bytes of the item (a save over it) are its file until they are committed.
@@ -66,8 +83,8 @@ extension FileSystem {
         // links/ and backlinks/ show the same names as types/.
         if let names = dirs.first(where: { if case .typeDir(.types, _) = $0.key { return true }; return false }) {
             if case .typeDir(_, let t) = names.key {
-                dirs[.linkTypeDir(false, t), default: []].formUnion(names.value)
-                dirs[.linkTypeDir(true, t), default: []].formUnion(names.value)
+                dirs[.linkTypeDir(.links, t), default: []].formUnion(names.value)
+                dirs[.linkTypeDir(.backlinks, t), default: []].formUnion(names.value)
             }
         }
         for (d, n) in edgeDirsBefore + edgeDirNames(of: r, edges: touching) { dirs[d, default: []].insert(n) }
@@ -79,14 +96,14 @@ extension FileSystem {
         }
         var inv = invalidations(dirs)
         if let vaultBefore { inv += try refreshVault(r, folder: vaultBefore.folder, key: vaultBefore.key, removed: new == nil) }
-        if contentChanged, let ino = knownIno(.item(r)) { inv.append(.inode(ino)) }
+        if case .content = change, let ino = knownIno(.item(r)) { inv.append(.inode(ino)) }
         return inv
     }
 
     /// `refreshItem` after a change of an item's tags: a note's text holds its tags (FS-26), so its
     /// bytes may have changed too.
     func refreshItemAfterTags(_ r: Int64) throws -> [Invalidation] {
-        try refreshItem(r, contentChanged: catalog.items[r].map { Store.tagsFollowText($0.type) } ?? false)
+        try refreshItem(r, catalog.items[r].map { Store.tagsFollowText($0.type) } == true ? .content : .metadata)
     }
 
     /// The names item `r` has in the `links/` and `backlinks/` edge directories of the items at the
@@ -95,11 +112,11 @@ extension FileSystem {
         var out: [(Node, String)] = []
         for e in edges {
             guard let rec = catalog.edges[e], let s = catalog.byID[rec.edge.sourceID], let t = catalog.byID[rec.edge.targetID] else { continue }
-            if t == r, let n = catalog.edgeTable(backlinks: false, item: s, edgeType: rec.edge.edgeType).nameOf[e] {
-                out.append((.linkEdgeDir(false, s, rec.edge.edgeType), n))
+            if t == r, let n = catalog.edgeTable(.links, item: s, edgeType: rec.edge.edgeType).nameOf[e] {
+                out.append((.linkEdgeDir(.links, s, rec.edge.edgeType), n))
             }
-            if s == r, let n = catalog.edgeTable(backlinks: true, item: t, edgeType: rec.edge.edgeType).nameOf[e] {
-                out.append((.linkEdgeDir(true, t, rec.edge.edgeType), n))
+            if s == r, let n = catalog.edgeTable(.backlinks, item: t, edgeType: rec.edge.edgeType).nameOf[e] {
+                out.append((.linkEdgeDir(.backlinks, t, rec.edge.edgeType), n))
             }
         }
         return out
@@ -151,7 +168,7 @@ extension FileSystem {
                 if r == nil { r = try store.summary(id: id)?.rowid }
                 guard let r else { continue }
                 let tagsBefore = catalog.tagsOf[r] ?? []
-                out += try refreshItem(r, contentChanged: c.content.contains(id))
+                out += try refreshItem(r, c.content.contains(id) ? .content : .metadata)
                 replays += self.replays(r, before: before, after: placement(r), tagsBefore: tagsBefore, modified: c.content.contains(id))
             } catch { log.error("refreshing an item failed", metadata: ["item": "\(id)", "error": "\(error)"]) }
         }
@@ -180,9 +197,9 @@ extension FileSystem {
         guard let s = catalog.byID[rec.edge.sourceID], let t = catalog.byID[rec.edge.targetID],
               let ss = catalog.items[s], let ts = catalog.items[t] else { return [] }
         let et = rec.edge.edgeType
-        return invalidations((.linkEdgeDir(false, s, et), []), (.linkEdgeDir(true, t, et), []),
-                             (.linkItemDir(false, s), [et]), (.linkItemDir(true, t), [et]),
-                             (.linkTypeDir(false, ss.type), [catalog.name(of: s) ?? ""]), (.linkTypeDir(true, ts.type), [catalog.name(of: t) ?? ""]),
+        return invalidations((.linkEdgeDir(.links, s, et), []), (.linkEdgeDir(.backlinks, t, et), []),
+                             (.linkItemDir(.links, s), [et]), (.linkItemDir(.backlinks, t), [et]),
+                             (.linkTypeDir(.links, ss.type), [catalog.name(of: s) ?? ""]), (.linkTypeDir(.backlinks, ts.type), [catalog.name(of: t) ?? ""]),
                              (.linksRoot, [ss.type]), (.backlinksRoot, [ts.type]))
     }
 }

@@ -113,16 +113,16 @@ extension FileSystem {
             if catalog.tagChildren(tag).contains(name) { return .tagDir(Self.tagPath(tag, name)) }
             return catalog.tagTable(tag).keyOf[name].map { .tagEntry(tag, $0) }
         case .linksRoot, .backlinksRoot:
-            let back = p == .backlinksRoot
-            return catalog.typesIn(.types).contains(name) ? .linkTypeDir(back, name) : nil
-        case .linkTypeDir(let back, let t):
+            let d: LinkDirection = p == .backlinksRoot ? .backlinks : .links
+            return catalog.typesIn(.types).contains(name) ? .linkTypeDir(d, name) : nil
+        case .linkTypeDir(let d, let t):
             // Every active item has a links directory (so `mkdir -p links/T/N/E` works); listings show
             // only the items that have edges.
-            return catalog.typeTable(.types, t)?.keyOf[name].map { .linkItemDir(back, $0) }
-        case .linkItemDir(let back, let r):
-            return catalog.edgeTypes(backlinks: back, item: r).contains(name) ? .linkEdgeDir(back, r, name) : nil
-        case .linkEdgeDir(let back, let r, let et):
-            return catalog.edgeTable(backlinks: back, item: r, edgeType: et).keyOf[name].map { .linkEntry(back, $0) }
+            return catalog.typeTable(.types, t)?.keyOf[name].map { .linkItemDir(d, $0) }
+        case .linkItemDir(let d, let r):
+            return catalog.edgeTypes(d, item: r).contains(name) ? .linkEdgeDir(d, r, name) : nil
+        case .linkEdgeDir(let d, let r, let et):
+            return catalog.edgeTable(d, item: r, edgeType: et).keyOf[name].map { .linkEntry(d, $0) }
         case .byIDRoot:
             return catalog.byID[name].map { .byIDEntry($0) }
         default:
@@ -163,21 +163,21 @@ extension FileSystem {
         case .treeDir(let f):
             return Self.dirsThenEntries(catalog.subfolders(f), { .treeDir(VaultIndex.join(f, $0)) }, try treeTable(f), { .item($0) })
         case .linksRoot, .backlinksRoot:
-            let back = n == .backlinksRoot
+            let d: LinkDirection = n == .backlinksRoot ? .backlinks : .links
             var types = Set<String>()
-            for (r, s) in catalog.items where s.state == .active && catalog.hasEdges(backlinks: back, item: r) { types.insert(s.type) }
-            return types.sorted().map { ($0, .linkTypeDir(back, $0)) }
-        case .linkTypeDir(let back, let t):
+            for (r, s) in catalog.items where s.state == .active && catalog.hasEdges(d, item: r) { types.insert(s.type) }
+            return types.sorted().map { ($0, .linkTypeDir(d, $0)) }
+        case .linkTypeDir(let d, let t):
             guard let table = catalog.typeTable(.types, t) else { return [] }
             return table.sorted().compactMap { name in
                 let r = table.keyOf[name]!
-                return catalog.hasEdges(backlinks: back, item: r) ? (name, .linkItemDir(back, r)) : nil
+                return catalog.hasEdges(d, item: r) ? (name, .linkItemDir(d, r)) : nil
             }
-        case .linkItemDir(let back, let r):
-            return catalog.edgeTypes(backlinks: back, item: r).sorted().map { ($0, .linkEdgeDir(back, r, $0)) }
-        case .linkEdgeDir(let back, let r, let et):
-            let table = catalog.edgeTable(backlinks: back, item: r, edgeType: et)
-            return table.sorted().map { ($0, .linkEntry(back, table.keyOf[$0]!)) }
+        case .linkItemDir(let d, let r):
+            return catalog.edgeTypes(d, item: r).sorted().map { ($0, .linkEdgeDir(d, r, $0)) }
+        case .linkEdgeDir(let d, let r, let et):
+            let table = catalog.edgeTable(d, item: r, edgeType: et)
+            return table.sorted().map { ($0, .linkEntry(d, table.keyOf[$0]!)) }
         case .byIDRoot:
             return catalog.byID.keys.sorted().map { ($0, .byIDEntry(catalog.byID[$0]!)) }
         default:
@@ -199,8 +199,8 @@ extension FileSystem {
             return String(repeating: "../", count: depth + 1) + (try canonicalPath(r))
         case .vaultLink: return Self.vaultLinkTarget
         case .byIDEntry(let r): return "../" + (try canonicalPath(r))
-        case .linkEntry(let back, let e):
-            guard let rec = catalog.edges[e], let far = catalog.byID[back ? rec.edge.sourceID : rec.edge.targetID] else {
+        case .linkEntry(let d, let e):
+            guard let rec = catalog.edges[e], let far = catalog.byID[d.far(of: rec.edge)] else {
                 throw FSError(.notFound, "edge \(e)")
             }
             return "../../../../" + (try canonicalPath(far))

@@ -133,7 +133,7 @@ extension FileSystem {
             throw FSError(.notPermitted, "blob_ref follows the file's bytes")
         }
         guard try wrap({ try store.setProperty(rowid: r, name: prop, value: v) }) != nil else { return [] }
-        return try refreshItem(r, contentChanged: true)
+        return try refreshItem(r, .content)
     }
 
 
@@ -199,7 +199,7 @@ extension FileSystem {
                 guard let prop = key.dropPrefix("prop."), !isRsyncTemporary(r),
                       prop != store.type(catalog.items[r]?.type ?? "").titleField else { return [] }
                 guard try wrap({ try store.setProperty(rowid: r, name: prop, value: nil) }) != nil else { return [] }
-                return try refreshItem(r, contentChanged: true)
+                return try refreshItem(r, .content)
             }
             do { try store.setXattr(rowid: r, name: name, value: nil) } catch StoreError.notFound { throw FSError(.noData, name) }
             return []

@@ -77,7 +77,7 @@ public final class FileSystem: @unchecked Sendable {
 
     /// Items the store dropped (purged) before anything was served: out of the catalog.
     public func forget(_ rowids: [Int64]) {
-        let inv: [Invalidation] = locked { rowids.flatMap { (try? refreshItem($0, removed: true)) ?? [] } }
+        let inv: [Invalidation] = locked { rowids.flatMap { (try? refreshItem($0, .removed)) ?? [] } }
         notify(inv)
     }
 

@@ -20,10 +20,10 @@ public enum Node: Hashable, Sendable {
     case item(Int64)                     // the canonical file
     case tagDir(String)                  // tags/<tag path…>: a tag, or a level of nested tags
     case tagEntry(String, Int64)         // tags/<tag>/<name> symlink
-    case linkTypeDir(Bool, String)       // links|backlinks/<type>   (Bool: backlinks)
-    case linkItemDir(Bool, Int64)        // links|backlinks/<type>/<name>
-    case linkEdgeDir(Bool, Int64, String)   // .../<edge_type>
-    case linkEntry(Bool, Int64)          // .../<edge_type>/<name> symlink (edge rowid)
+    case linkTypeDir(LinkDirection, String)       // links|backlinks/<type>
+    case linkItemDir(LinkDirection, Int64)        // links|backlinks/<type>/<name>
+    case linkEdgeDir(LinkDirection, Int64, String)   // .../<edge_type>
+    case linkEntry(LinkDirection, Int64)          // .../<edge_type>/<name> symlink (edge rowid)
     case byIDEntry(Int64)                // by-id/<id> symlink
     case scratch(Int64)                  // a local-only file (FS-14), by scratch row
 
@@ -108,4 +108,13 @@ public struct DirEntry: Sendable {
 /// The control files of §7: reachable by name, never listed.
 public enum ControlFile: String, CaseIterable, Sendable {
     case status, pending, conflicts, flush, events, unresolved
+}
+
+/// Which way an edge directory looks: `links/` (from an item to the targets of its edges) or
+/// `backlinks/` (to an item from the sources of the edges that name it).
+public enum LinkDirection: Hashable, Sendable {
+    case links, backlinks
+
+    /// The item at the far end of an edge, seen this way: a link's target, a backlink's source.
+    func far(of edge: Edge) -> String { self == .links ? edge.targetID : edge.sourceID }
 }

@@ -8,8 +8,15 @@ import GRDB
 enum ServerSchema {
     static func migrator() -> DatabaseMigrator {
         var m = DatabaseMigrator()
-        m.registerMigration("v1") { db in
-            try db.execute(sql: """
+        for (id, sql) in migrations {
+            m.registerMigration(id) { db in try db.execute(sql: sql) }
+        }
+        return m
+    }
+
+    /// Every migration, oldest first: an id, once shipped, never changes, nor does its SQL.
+    static let migrations: [(id: String, sql: String)] = [
+        ("v1", """
             CREATE TABLE tenants(id TEXT PRIMARY KEY, name TEXT NOT NULL, operator INTEGER NOT NULL, created_at TEXT NOT NULL);
             CREATE TABLE keys(
               id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL REFERENCES tenants(id), label TEXT NOT NULL,
@@ -35,10 +42,8 @@ enum ServerSchema {
             CREATE TABLE idempotency(
               tenant_id TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, status INTEGER NOT NULL,
               body TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY(tenant_id, key)) WITHOUT ROWID;
-            """)
-        }
-        m.registerMigration("v2-edges-blobs-types-events") { db in
-            try db.execute(sql: """
+            """),
+        ("v2-edges-blobs-types-events", """
             CREATE TABLE edges(
               tenant_id TEXT NOT NULL, id TEXT NOT NULL, source_id TEXT NOT NULL, target_id TEXT NOT NULL,
               edge_type TEXT NOT NULL, properties TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
@@ -56,26 +61,22 @@ enum ServerSchema {
             ALTER TABLE events ADD COLUMN target_type TEXT;
             CREATE INDEX events_by_time ON events(created_at);
             CREATE TABLE event_horizon(tenant_id TEXT PRIMARY KEY, pruned_through INTEGER NOT NULL);
-            """)
-        }
-        m.registerMigration("v3-extensions") { db in
-            // Item extensions (`metadata.extensions`): namespace → JSON, e.g. `fs.xattr` (FS-17).
-            try db.execute(sql: "ALTER TABLE items ADD COLUMN extensions TEXT NOT NULL DEFAULT '{}'")
-        }
-        m.registerMigration("v4-list-indexes") { db in
-            // Filtered lists (`GET /items?type=…`, `tier`, `source`) walk one index in list order
-            // (W-6) instead of every item of the tenant.
-            try db.execute(sql: """
+            """),
+        ("v3-extensions", """
+            -- Item extensions (`metadata.extensions`): namespace → JSON, e.g. `fs.xattr` (FS-17).
+            ALTER TABLE items ADD COLUMN extensions TEXT NOT NULL DEFAULT '{}';
+            """),
+        ("v4-list-indexes", """
+            -- Filtered lists (`GET /items?type=…`, `tier`, `source`) walk one index in list order
+            -- (W-6) instead of every item of the tenant.
             CREATE INDEX items_by_type ON items(tenant_id, type, updated_at, id);
             CREATE INDEX items_by_tier ON items(tenant_id, tier, updated_at, id);
             CREATE INDEX items_by_source ON items(tenant_id, source, updated_at, id);
-            """)
-        }
-        m.registerMigration("v5-tag-list-order") { db in
-            // A tag's items in list order (W-6): each tag row carries its item's `updated_at`, kept
-            // by triggers, so `GET /items?tags=…` walks the tag's index in order, whatever the
-            // tag's size, instead of sorting its items or passing every other item.
-            try db.execute(sql: """
+            """),
+        ("v5-tag-list-order", """
+            -- A tag's items in list order (W-6): each tag row carries its item's `updated_at`, kept
+            -- by triggers, so `GET /items?tags=…` walks the tag's index in order, whatever the
+            -- tag's size, instead of sorting its items or passing every other item.
             ALTER TABLE tags ADD COLUMN updated_at TEXT NOT NULL DEFAULT '';
             UPDATE tags SET updated_at = coalesce((SELECT i.updated_at FROM items i WHERE i.tenant_id = tags.tenant_id AND i.id = tags.item_id), '');
             CREATE INDEX tags_in_list_order ON tags(tenant_id, tag, updated_at, item_id);
@@ -86,8 +87,6 @@ enum ServerSchema {
             CREATE TRIGGER items_updated_at_to_tags AFTER UPDATE OF updated_at ON items BEGIN
               UPDATE tags SET updated_at = NEW.updated_at WHERE tenant_id = NEW.tenant_id AND item_id = NEW.id;
             END;
-            """)
-        }
-        return m
-    }
+            """),
+    ]
 }

@@ -14,19 +14,10 @@ extension ServerStore {
         }
     }
 
-    /// `sha256:` and 64 lowercase hex digits.
-    static func isBlobHash(_ s: String) -> Bool {
-        guard s.hasPrefix("sha256:") else { return false }
-        let hex = s.utf8.dropFirst(7)
-        return hex.count == 64 && hex.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
-    }
-
-    static func blobHash(_ bytes: some DataProtocol) -> String {
-        "sha256:" + SHA256.hash(data: bytes).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
-    }
+    static func blobHash(_ bytes: some DataProtocol) -> String { BlobHash.name(digest: SHA256.hash(data: bytes)) }
 
     static func checkedHash(_ s: String) throws -> String {
-        guard isBlobHash(s) else { throw APIError.validation("a blob hash is sha256: and 64 lowercase hex digits", field: "hash") }
+        guard BlobHash.isValid(s) else { throw APIError.validation("a blob hash is sha256: and 64 lowercase hex digits", field: "hash") }
         return s
     }
 
@@ -69,7 +60,7 @@ extension ServerStore {
     /// tenant has uploaded (so a client uploads first, then creates the item).
     func checkBlobRefs(_ db: Database, _ p: Principal, _ props: [String: JSONValue], type: String) throws {
         func known(_ v: JSONValue?, _ field: String) throws {
-            guard let h = v?.stringValue, Self.isBlobHash(h) else {
+            guard let h = v?.stringValue, BlobHash.isValid(h) else {
                 throw APIError(400, "invalid_properties", "\(field) is a blob hash (sha256: and 64 hex digits)", details: ["field": .string(field)])
             }
             guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS(SELECT 1 FROM blobs WHERE tenant_id = ? AND hash = ?)"), arguments: [p.tenantID, h]) ?? false else {

@@ -17,10 +17,7 @@ extension ServerStore {
         guard case .array(let a) = v else { throw APIError.validation("tags must be an array of strings", field: "tags") }
         var out = Set<String>()
         for t in a {
-            guard let s = t.stringValue, !s.isEmpty, s.count <= 128, !s.contains(","),
-                  !s.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                throw APIError.validation("a tag is a non-empty string of at most 128 characters without commas or control characters", field: "tags")
-            }
+            guard let s = t.stringValue, TagRule.isValid(s) else { throw APIError.validation(TagRule.description, field: "tags") }
             out.insert(s)
         }
         return out.sorted()
@@ -259,33 +256,7 @@ extension ServerStore {
             var next = replace ? patch : current.merging(patch) { _, new in new }
             next = next.filter { $0.value != .null || replace }
             if let base, base != version {
-                let ancestorText = base < version ? try String.fetchOne(db.cachedStatement(sql: "SELECT properties FROM item_versions WHERE tenant_id = ? AND item_id = ? AND version = ?"), arguments: [p.tenantID, id, base]) : nil
-                // A version the item never had (newer than its own: a server restored from an older
-                // backup) has no ancestor either: `ancestor_unavailable`, with the current state, so
-                // the client resolves two-way as for a pruned version.
-                guard let ancestorText else {
-                    throw APIError(409, "ancestor_unavailable", "version \(base) of \(id) is not known",
-                                   extra: ["current": .object(["version": .int(version), "properties": .object(current)]), "requested_version": .int(base)])
-                }
-                let ancestor = JSONCoding.object(from: ancestorText)
-                let serverChanged = Set(Set(ancestor.keys).union(current.keys).filter { ancestor[$0] != current[$0] })
-                let requestKeys = replace ? Set(ancestor.keys).union(patch.keys) : Set(patch.keys)
-                let requestChanged = requestKeys.filter { patch[$0] != ancestor[$0] }
-                let conflicting = serverChanged.intersection(requestChanged).sorted()
-                if !conflicting.isEmpty {
-                    throw APIError(409, "version_conflict", "\(id) changed on the server since version \(base)", extra: [
-                        "current": .object(["version": .int(version), "properties": .object(current)]),
-                        "ancestor": .object(["version": .int(base), "properties": .object(ancestor)]),
-                        "conflicting_fields": .array(conflicting.map(JSONValue.string)),
-                        "merge_policy": .object(["default": .string(t.mergePolicy.default.rawValue),
-                                                 "fields": .object(t.mergePolicy.fields.mapValues { .string($0.rawValue) })]),
-                    ])
-                }
-                // A stale edit of fields the server did not change: only the fields it changed are
-                // applied over the current state, so the server's own changes stay.
-                next = current.merging(patch.filter { requestChanged.contains($0.key) }) { _, new in new }
-                next = next.filter { $0.value != .null || replace }
-                if replace { for k in requestChanged where patch[k] == nil { next.removeValue(forKey: k) } }
+                next = try mergeStalePatch(db, p, id, base: base, current: current, version: version, patch: patch, replace: replace, type: t)
             }
             try Self.checkProperties(next, type: t, complete: true)
             if next["blob_ref"] != current["blob_ref"] || next["attachments"] != current["attachments"] {
@@ -310,6 +281,42 @@ extension ServerStore {
             }
             return try envelope(db, p, try row(db, p, id)!)
         }
+    }
+
+    /// A PATCH made from version `base`, older than the item's `version` (W-7): the fields the
+    /// request changed are applied over the current state, so the server's own changes stay,
+    /// unless both changed a field (`409 version_conflict`, with the ancestor and the type's merge
+    /// policy) or `base` is not known (`409 ancestor_unavailable`).
+    func mergeStalePatch(_ db: Database, _ p: Principal, _ id: String, base: Int64, current: [String: JSONValue], version: Int64,
+                         patch: [String: JSONValue], replace: Bool, type t: TypeSchema) throws -> [String: JSONValue] {
+        let ancestorText = base < version ? try String.fetchOne(db.cachedStatement(sql: "SELECT properties FROM item_versions WHERE tenant_id = ? AND item_id = ? AND version = ?"), arguments: [p.tenantID, id, base]) : nil
+        // A version the item never had (newer than its own: a server restored from an older
+        // backup) has no ancestor either: `ancestor_unavailable`, with the current state, so
+        // the client resolves two-way as for a pruned version.
+        guard let ancestorText else {
+            throw APIError(409, "ancestor_unavailable", "version \(base) of \(id) is not known",
+                           extra: ["current": .object(["version": .int(version), "properties": .object(current)]), "requested_version": .int(base)])
+        }
+        let ancestor = JSONCoding.object(from: ancestorText)
+        let serverChanged = Set(Set(ancestor.keys).union(current.keys).filter { ancestor[$0] != current[$0] })
+        let requestKeys = replace ? Set(ancestor.keys).union(patch.keys) : Set(patch.keys)
+        let requestChanged = requestKeys.filter { patch[$0] != ancestor[$0] }
+        let conflicting = serverChanged.intersection(requestChanged).sorted()
+        if !conflicting.isEmpty {
+            throw APIError(409, "version_conflict", "\(id) changed on the server since version \(base)", extra: [
+                "current": .object(["version": .int(version), "properties": .object(current)]),
+                "ancestor": .object(["version": .int(base), "properties": .object(ancestor)]),
+                "conflicting_fields": .array(conflicting.map(JSONValue.string)),
+                "merge_policy": .object(["default": .string(t.mergePolicy.default.rawValue),
+                                         "fields": .object(t.mergePolicy.fields.mapValues { .string($0.rawValue) })]),
+            ])
+        }
+        // A stale edit of fields the server did not change: only the fields it changed are
+        // applied over the current state, so the server's own changes stay.
+        var next = current.merging(patch.filter { requestChanged.contains($0.key) }) { _, new in new }
+        next = next.filter { $0.value != .null || replace }
+        if replace { for k in requestChanged where patch[k] == nil { next.removeValue(forKey: k) } }
+        return next
     }
 
     // MARK: states

@@ -78,27 +78,7 @@ extension ServerStore {
             throw APIError.validation("a type id is dot-separated lowercase words (letters, digits, '-', '_'), at most 128 bytes", field: "id")
         }
         guard !id.hasPrefix("core."), id != "core" else { throw Self.invalidSchema("the core. namespace is reserved for built-in types", field: "id") }
-        var fields: [String: FieldSpec] = [:]
-        if let v = body["fields"], v != .null {
-            guard case .object(let o) = v else { throw Self.invalidSchema("fields maps names to {type, required?, maxLength?}", field: "fields") }
-            for (name, specValue) in o {
-                guard !name.isEmpty, case .object(let spec) = specValue, let type = spec["type"]?.stringValue, Self.fieldTypes.contains(type) else {
-                    throw Self.invalidSchema("fields.\(name).type is one of \(Self.fieldTypes.sorted().joined(separator: ", "))", field: "fields.\(name)")
-                }
-                var f = FieldSpec(type: type)
-                switch spec["required"] {
-                case nil, .null?: break
-                case .bool(let b)?: f.required = b
-                default: throw Self.invalidSchema("fields.\(name).required is a boolean", field: "fields.\(name)")
-                }
-                switch spec["maxLength"] {
-                case nil, .null?: break
-                case .int(let n)? where n >= 0 && type == "string": f.maxLength = Int(n)
-                default: throw Self.invalidSchema("fields.\(name).maxLength is a non-negative integer on a string field", field: "fields.\(name)")
-                }
-                fields[name] = f
-            }
-        }
+        let fields = try Self.fieldSpecs(body["fields"])
         var label = id
         if let v = body["label"], v != .null {
             guard let s = v.stringValue, !s.isEmpty else { throw Self.invalidSchema("label is a non-empty string", field: "label") }
@@ -129,39 +109,8 @@ extension ServerStore {
                 }
                 schema.fields[name] = f
             }
-            if case .object(let o) = policyBody {
-                if let d = o["default"], d != .null {
-                    guard let s = d.stringValue, let strategy = MergeStrategy(rawValue: s) else {
-                        throw Self.invalidSchema("merge_policy.default is last_writer_wins or keep_both_copies", field: "merge_policy.default")
-                    }
-                    schema.mergePolicy.default = strategy
-                }
-                if let f = o["fields"], f != .null {
-                    guard case .object(let perField) = f else { throw Self.invalidSchema("merge_policy.fields maps fields to strategies", field: "merge_policy.fields") }
-                    for (name, v) in perField {
-                        guard schema.fields[name] != nil else {
-                            throw Self.invalidSchema("merge_policy names \(name), which the type does not declare", field: "merge_policy.fields.\(name)")
-                        }
-                        guard let s = v.stringValue, let strategy = MergeStrategy(rawValue: s) else {
-                            throw Self.invalidSchema("merge_policy.fields.\(name) is last_writer_wins or keep_both_copies", field: "merge_policy.fields.\(name)")
-                        }
-                        schema.mergePolicy.fields[name] = strategy
-                    }
-                }
-            } else if policyBody != .null {
-                throw Self.invalidSchema("merge_policy is an object {default?, fields?}", field: "merge_policy")
-            }
-            if case .object(let o) = hintsBody {
-                for (key, path) in [("title_field", \DisplayHints.titleField), ("body_field", \DisplayHints.bodyField)] {
-                    guard let v = o[key], v != .null else { continue }
-                    guard let s = v.stringValue, schema.fields[s] != nil else {
-                        throw Self.invalidSchema("display_hints.\(key) names a declared field", field: "display_hints.\(key)")
-                    }
-                    schema.displayHints[keyPath: path] = s
-                }
-            } else if hintsBody != .null {
-                throw Self.invalidSchema("display_hints is an object {title_field?, body_field?}", field: "display_hints")
-            }
+            try Self.setMergePolicy(policyBody, of: &schema)
+            try Self.setDisplayHints(hintsBody, of: &schema)
             let definition = JSONCoding.encode(schema)
             let out: [String: JSONValue] = ["type": .object(JSONCoding.object(from: definition))]
             if TypeSchema.builtIns.contains(where: { $0.id == id }) { throw APIError(409, "type_mismatch", "\(id) is a built-in type") }
@@ -173,6 +122,72 @@ extension ServerStore {
             }
             try db.cachedStatement(sql: "INSERT INTO types(tenant_id, id, parent, definition, created_at) VALUES (?, ?, ?, ?, ?)").execute(arguments: [p.tenantID, id, parentID, definition, Self.now()])
             return (201, out)
+        }
+    }
+
+    /// A type's `fields` (W-9): names to `{type, required?, maxLength?}`.
+    static func fieldSpecs(_ value: JSONValue?) throws -> [String: FieldSpec] {
+        var fields: [String: FieldSpec] = [:]
+        guard let v = value, v != .null else { return fields }
+        guard case .object(let o) = v else { throw Self.invalidSchema("fields maps names to {type, required?, maxLength?}", field: "fields") }
+        for (name, specValue) in o {
+            guard !name.isEmpty, case .object(let spec) = specValue, let type = spec["type"]?.stringValue, Self.fieldTypes.contains(type) else {
+                throw Self.invalidSchema("fields.\(name).type is one of \(Self.fieldTypes.sorted().joined(separator: ", "))", field: "fields.\(name)")
+            }
+            var f = FieldSpec(type: type)
+            switch spec["required"] {
+            case nil, .null?: break
+            case .bool(let b)?: f.required = b
+            default: throw Self.invalidSchema("fields.\(name).required is a boolean", field: "fields.\(name)")
+            }
+            switch spec["maxLength"] {
+            case nil, .null?: break
+            case .int(let n)? where n >= 0 && type == "string": f.maxLength = Int(n)
+            default: throw Self.invalidSchema("fields.\(name).maxLength is a non-negative integer on a string field", field: "fields.\(name)")
+            }
+            fields[name] = f
+        }
+        return fields
+    }
+
+    /// A type's `merge_policy` (W-9): `{default?, fields?}`, naming only declared fields.
+    static func setMergePolicy(_ policyBody: JSONValue, of schema: inout TypeSchema) throws {
+        if case .object(let o) = policyBody {
+            if let d = o["default"], d != .null {
+                guard let s = d.stringValue, let strategy = MergeStrategy(rawValue: s) else {
+                    throw Self.invalidSchema("merge_policy.default is last_writer_wins or keep_both_copies", field: "merge_policy.default")
+                }
+                schema.mergePolicy.default = strategy
+            }
+            if let f = o["fields"], f != .null {
+                guard case .object(let perField) = f else { throw Self.invalidSchema("merge_policy.fields maps fields to strategies", field: "merge_policy.fields") }
+                for (name, v) in perField {
+                    guard schema.fields[name] != nil else {
+                        throw Self.invalidSchema("merge_policy names \(name), which the type does not declare", field: "merge_policy.fields.\(name)")
+                    }
+                    guard let s = v.stringValue, let strategy = MergeStrategy(rawValue: s) else {
+                        throw Self.invalidSchema("merge_policy.fields.\(name) is last_writer_wins or keep_both_copies", field: "merge_policy.fields.\(name)")
+                    }
+                    schema.mergePolicy.fields[name] = strategy
+                }
+            }
+        } else if policyBody != .null {
+            throw Self.invalidSchema("merge_policy is an object {default?, fields?}", field: "merge_policy")
+        }
+    }
+
+    /// A type's `display_hints` (W-9): `{title_field?, body_field?}`, naming declared fields.
+    static func setDisplayHints(_ hintsBody: JSONValue, of schema: inout TypeSchema) throws {
+        if case .object(let o) = hintsBody {
+            for (key, path) in [("title_field", \DisplayHints.titleField), ("body_field", \DisplayHints.bodyField)] {
+                guard let v = o[key], v != .null else { continue }
+                guard let s = v.stringValue, schema.fields[s] != nil else {
+                    throw Self.invalidSchema("display_hints.\(key) names a declared field", field: "display_hints.\(key)")
+                }
+                schema.displayHints[keyPath: path] = s
+            }
+        } else if hintsBody != .null {
+            throw Self.invalidSchema("display_hints is an object {title_field?, body_field?}", field: "display_hints")
         }
     }
 }

@@ -6,8 +6,19 @@ import MarfaModel
 enum Schema {
     static func migrator() -> DatabaseMigrator {
         var m = DatabaseMigrator()
-        m.registerMigration("v1") { db in
-            try db.execute(sql: """
+        for (id, sql) in migrations {
+            m.registerMigration(id) { db in
+                try db.execute(sql: sql)
+                // The built-in types come with the first schema.
+                if id == "v1" { try insertBuiltInTypes(db) }
+            }
+        }
+        return m
+    }
+
+    /// Every migration, oldest first: an id, once shipped, never changes, nor does its SQL.
+    static let migrations: [(id: String, sql: String)] = [
+        ("v1", """
             CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
             CREATE TABLE types(id TEXT PRIMARY KEY, json TEXT NOT NULL);
             -- Small columns first: a summary (what the mount needs to name and stat an item) is read
@@ -72,71 +83,64 @@ enum Schema {
               last_error TEXT
             );
             CREATE INDEX mutations_by_item ON mutations(item_id, seq);
-            """)
-            for t in TypeSchema.builtIns {
-                try db.execute(sql: "INSERT INTO types(id, json) VALUES (?, ?)", arguments: [t.id, JSONCoding.encode(t)])
-            }
+            """),
+        ("v2-source-index", """
+            CREATE INDEX items_by_source ON items(source_id) WHERE source_id IS NOT NULL;
+            """),
+        ("v3-scratch", """
+            -- FS-14: local-only files, by directory (e.g. `types/core.note`) and name.
+            CREATE TABLE scratch(
+              rowid INTEGER PRIMARY KEY AUTOINCREMENT,
+              dir TEXT NOT NULL,
+              name TEXT NOT NULL,
+              mtime_ns INTEGER NOT NULL,
+              data BLOB NOT NULL DEFAULT x'',
+              UNIQUE(dir, name)
+            )
+            """),
+        ("v4-unsettled", """
+            -- FS-14: bytes written through the mount, not yet parsed and queued (Store+Settle).
+            ALTER TABLE items ADD COLUMN unsettled INTEGER NOT NULL DEFAULT 0;
+            CREATE INDEX items_unsettled ON items(mtime_ns) WHERE unsettled = 1;
+            """),
+        ("v5-purge-and-links", """
+            -- FS-28: items purged from the trash (a server that still has them trashed does not
+            -- bring them back); scratch symlinks (Emacs' `.#name` lock files); the times set on
+            -- directories (`rsync -a`).
+            CREATE TABLE purged(id TEXT PRIMARY KEY, at TEXT NOT NULL) WITHOUT ROWID;
+            ALTER TABLE scratch ADD COLUMN link TEXT;
+            CREATE TABLE dir_times(dir TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL) WITHOUT ROWID;
+            """),
+        ("v6-raw-head", """
+            -- A written text file whose body is its body property keeps only what comes before the
+            -- body (`<body field> NUL <front matter bytes>`): the body is stored once (FS-28).
+            ALTER TABLE items ADD COLUMN raw_head BLOB;
+            -- FS-24: what the mount showed of a text item before the first remote change not yet
+            -- followed by a local save: the ancestor of that save's three-way merge.
+            ALTER TABLE items ADD COLUMN shown_base BLOB;
+            -- The trash's retention looks at trashed items only (a mount never scans every item).
+            CREATE INDEX items_trashed ON items(updated_at) WHERE state = 'trashed';
+            -- Whether a cached blob is still named by an item (unused blobs are deleted).
+            CREATE INDEX items_by_blob ON items(blob_ref) WHERE blob_ref IS NOT NULL;
+            """),
+        ("v7-links", """
+            -- FS-26: the links a text item's body holds (`VaultText`), one per line. Any change of
+            -- its properties marks them stale (a trigger, so every path counts, the sqlite3
+            -- program's too); the store reads them again when asked (`Store.allLinks`).
+            ALTER TABLE items ADD COLUMN links TEXT;
+            ALTER TABLE items ADD COLUMN links_stale INTEGER NOT NULL DEFAULT 0;
+            CREATE TRIGGER items_links_insert AFTER INSERT ON items WHEN NEW.type NOT LIKE 'core.file%'
+            BEGIN UPDATE items SET links_stale = 1 WHERE rowid = NEW.rowid; END;
+            CREATE TRIGGER items_links_update AFTER UPDATE OF properties ON items WHEN NEW.type NOT LIKE 'core.file%'
+            BEGIN UPDATE items SET links_stale = 1 WHERE rowid = NEW.rowid; END;
+            CREATE INDEX items_links_stale ON items(rowid) WHERE links_stale = 1;
+            UPDATE items SET links_stale = 1 WHERE type NOT LIKE 'core.file%';
+            """),
+    ]
+
+    static func insertBuiltInTypes(_ db: Database) throws {
+        for t in TypeSchema.builtIns {
+            try db.execute(sql: "INSERT INTO types(id, json) VALUES (?, ?)", arguments: [t.id, JSONCoding.encode(t)])
         }
-        m.registerMigration("v2-source-index") { db in
-            try db.execute(sql: "CREATE INDEX items_by_source ON items(source_id) WHERE source_id IS NOT NULL")
-        }
-        m.registerMigration("v3-scratch") { db in
-            // FS-14: local-only files, by directory (e.g. `types/core.note`) and name.
-            try db.execute(sql: """
-                CREATE TABLE scratch(
-                  rowid INTEGER PRIMARY KEY AUTOINCREMENT,
-                  dir TEXT NOT NULL,
-                  name TEXT NOT NULL,
-                  mtime_ns INTEGER NOT NULL,
-                  data BLOB NOT NULL DEFAULT x'',
-                  UNIQUE(dir, name)
-                )
-                """)
-        }
-        m.registerMigration("v4-unsettled") { db in
-            // FS-14: bytes written through the mount, not yet parsed and queued (Store+Settle).
-            try db.execute(sql: """
-                ALTER TABLE items ADD COLUMN unsettled INTEGER NOT NULL DEFAULT 0;
-                CREATE INDEX items_unsettled ON items(mtime_ns) WHERE unsettled = 1;
-                """)
-        }
-        m.registerMigration("v5-purge-and-links") { db in
-            // FS-28: items purged from the trash (a server that still has them trashed does not
-            // bring them back); scratch symlinks (Emacs' `.#name` lock files); the times set on
-            // directories (`rsync -a`).
-            try db.execute(sql: """
-                CREATE TABLE purged(id TEXT PRIMARY KEY, at TEXT NOT NULL) WITHOUT ROWID;
-                ALTER TABLE scratch ADD COLUMN link TEXT;
-                CREATE TABLE dir_times(dir TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL) WITHOUT ROWID;
-                """)
-        }
-        m.registerMigration("v6-raw-head") { db in
-            // A written text file whose body is its body property keeps only what comes before the
-            // body (`<body field> NUL <front matter bytes>`): the body is stored once (FS-28).
-            try db.execute(sql: "ALTER TABLE items ADD COLUMN raw_head BLOB")
-            // FS-24: what the mount showed of a text item before the first remote change not yet
-            // followed by a local save: the ancestor of that save's three-way merge.
-            try db.execute(sql: "ALTER TABLE items ADD COLUMN shown_base BLOB")
-            // The trash's retention looks at trashed items only (a mount never scans every item).
-            try db.execute(sql: "CREATE INDEX items_trashed ON items(updated_at) WHERE state = 'trashed'")
-            // Whether a cached blob is still named by an item (unused blobs are deleted).
-            try db.execute(sql: "CREATE INDEX items_by_blob ON items(blob_ref) WHERE blob_ref IS NOT NULL")
-        }
-        m.registerMigration("v7-links") { db in
-            // FS-26: the links a text item's body holds (`VaultText`), one per line. Any change of
-            // its properties marks them stale (a trigger, so every path counts, the sqlite3
-            // program's too); the store reads them again when asked (`Store.allLinks`).
-            try db.execute(sql: """
-                ALTER TABLE items ADD COLUMN links TEXT;
-                ALTER TABLE items ADD COLUMN links_stale INTEGER NOT NULL DEFAULT 0;
-                CREATE TRIGGER items_links_insert AFTER INSERT ON items WHEN NEW.type NOT LIKE 'core.file%'
-                BEGIN UPDATE items SET links_stale = 1 WHERE rowid = NEW.rowid; END;
-                CREATE TRIGGER items_links_update AFTER UPDATE OF properties ON items WHEN NEW.type NOT LIKE 'core.file%'
-                BEGIN UPDATE items SET links_stale = 1 WHERE rowid = NEW.rowid; END;
-                CREATE INDEX items_links_stale ON items(rowid) WHERE links_stale = 1;
-                UPDATE items SET links_stale = 1 WHERE type NOT LIKE 'core.file%';
-                """)
-        }
-        return m
     }
 }

@@ -1,5 +1,29 @@
 import Foundation
+import MarfaModel
 import Synchronization
+
+/// What a change did to the store, for the mount to refresh: items to read again, items whose
+/// bytes changed (the kernel drops their cached pages), edges that appeared or went.
+public struct StoreChanges: Sendable {
+    public var items: Set<String> = []
+    public var content: Set<String> = []
+    public var edgesAdded: Set<String> = []
+    public var edgesRemoved: [EdgeRecord] = []
+    /// Changes applied and changes skipped (older than the local copy, or the local copy has
+    /// changes of its own still to send).
+    public var applied = 0
+    public var skipped = 0
+    /// Conflicted copies made of stale local saves (FS-24): (copy, original) ids.
+    public var staleSaveCopies: [(copy: String, original: String)] = []
+    /// Items whose stale local save merged cleanly with a remote change (FS-24).
+    public var staleSaveMerges: Set<String> = []
+    public init(items: Set<String> = []) { self.items = items }
+    public var isEmpty: Bool { items.isEmpty && content.isEmpty && edgesAdded.isEmpty && edgesRemoved.isEmpty }
+    public mutating func formUnion(_ o: StoreChanges) {
+        items.formUnion(o.items); content.formUnion(o.content); edgesAdded.formUnion(o.edgesAdded)
+        edgesRemoved += o.edgesRemoved; applied += o.applied; skipped += o.skipped; staleSaveCopies += o.staleSaveCopies; staleSaveMerges.formUnion(o.staleSaveMerges)
+    }
+}
 
 /// How the store tells the filesystem what it changed without being asked by it: what it commits
 /// for the sync engine is published to observers (`observe`), at once, on the committing thread;

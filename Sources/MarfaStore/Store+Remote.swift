@@ -15,29 +15,6 @@ public enum RemoteChange: Sendable {
     case edgeDeleted(id: String)
 }
 
-/// What a change did to the store, for the mount to refresh: items to read again, items whose
-/// bytes changed (the kernel drops their cached pages), edges that appeared or went.
-public struct StoreChanges: Sendable {
-    public var items: Set<String> = []
-    public var content: Set<String> = []
-    public var edgesAdded: Set<String> = []
-    public var edgesRemoved: [EdgeRecord] = []
-    /// Changes applied and changes skipped (older than the local copy, or the local copy has
-    /// changes of its own still to send).
-    public var applied = 0
-    public var skipped = 0
-    /// Conflicted copies made of stale local saves (FS-24): (copy, original) ids.
-    public var staleSaveCopies: [(copy: String, original: String)] = []
-    /// Items whose stale local save merged cleanly with a remote change (FS-24).
-    public var staleSaveMerges: Set<String> = []
-    public init(items: Set<String> = []) { self.items = items }
-    public var isEmpty: Bool { items.isEmpty && content.isEmpty && edgesAdded.isEmpty && edgesRemoved.isEmpty }
-    public mutating func formUnion(_ o: StoreChanges) {
-        items.formUnion(o.items); content.formUnion(o.content); edgesAdded.formUnion(o.edgesAdded)
-        edgesRemoved += o.edgesRemoved; applied += o.applied; skipped += o.skipped; staleSaveCopies += o.staleSaveCopies; staleSaveMerges.formUnion(o.staleSaveMerges)
-    }
-}
-
 /// Applying the server's changes (W-15, W-17). A change to an item that still has changes of its
 /// own to send (queued, in flight, held as a conflict, or refused) is skipped: the local bytes win
 /// until the queue has settled them with the server, and the server's answer to the last of them
@@ -55,7 +32,7 @@ extension Store {
                             reseed: Bool = false) throws -> StoreChanges {
         try published { try write { db in
             var out = StoreChanges()
-            for c in changes { try applyRemote(db, c, blobSizes: blobSizes, force: reseed, into: &out) }
+            for c in changes { try applyRemote(db, c, blobSizes: blobSizes, mode: reseed ? .asServerHolds : .ifNewer, into: &out) }
             if let lastEventID { try Self.setMeta(db, Self.lastEventKey, lastEventID) }
             return out
         } }
@@ -145,10 +122,19 @@ extension Store {
         try (row[1] as Int) != 0 || staging.hasOverlay(row[0]) || Self.hasUnsent(db, id)
     }
 
-    func applyRemote(_ db: Database, _ c: RemoteChange, blobSizes: [String: Int64], force: Bool, into out: inout StoreChanges) throws {
+    /// How a server's item is taken (W-15, W-17).
+    enum ApplyMode {
+        /// From the stream or a sweep: taken where it is newer than the local copy.
+        case ifNewer
+        /// As the server holds it (a re-seed, or its answer to our own write): taken even where its
+        /// version is not newer, never where it is older.
+        case asServerHolds
+    }
+
+    func applyRemote(_ db: Database, _ c: RemoteChange, blobSizes: [String: Int64], mode: ApplyMode, into out: inout StoreChanges) throws {
         switch c {
         case let .item(item, tags, ext):
-            try applyItem(db, item, tags: tags, extensions: ext, blobSizes: blobSizes, force: force, into: &out)
+            try applyItem(db, item, tags: tags, extensions: ext, blobSizes: blobSizes, mode: mode, into: &out)
         case let .metadata(id, tags, tier, state, ext):
             guard let r = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]) else { out.skipped += 1; return }
             if try keepsLocal(db, r, id) { out.skipped += 1; return }
@@ -183,30 +169,14 @@ extension Store {
     }
 
     func applyItem(_ db: Database, _ remote: Item, tags: [String]?, extensions: [String: JSONValue]?, blobSizes: [String: Int64],
-                   force: Bool, into out: inout StoreChanges) throws {
+                   mode: ApplyMode, into out: inout StoreChanges) throws {
         let t = type(remote.type)
         let mtime = Timestamp.parse(remote.updatedAt).map { Int64($0 * 1_000_000_000) } ?? Self.ns(Date())
         try noteRemoteUpdatedAt(db, remote.updatedAt)
         guard let cur = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [remote.id]) else {
-            // Purged here and still trashed there: it stays gone (FS-28).
-            if try Self.wasPurged(db, remote.id) {
-                if remote.state == .trashed { out.skipped += 1; return }
-                try db.run("DELETE FROM purged WHERE id = ?", [remote.id])
-            }
-            // New here.
-            let size = try remoteSize(db, remote, type: t, blobSizes: blobSizes)
-            let (stem, ext) = Naming.stemAndExt(id: remote.id, type: t, properties: remote.properties, fileName: nil)
-            try db.run("""
-                INSERT INTO items(rowid, id, type, properties, raw, file_name, stem, ext, size, version, schema_version, source, source_id,
-                  timestamp, created_at, updated_at, mtime_ns, state, tier, sync, xattrs)
-                VALUES (?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'synced', ?)
-                """, [try rowids.next(.items, db), remote.id, remote.type, JSONCoding.encode(remote.properties), stem, ext, size, remote.version, remote.schemaVersion,
-                      remote.source, remote.sourceID, remote.timestamp, remote.createdAt, remote.updatedAt, mtime,
-                      remote.state.rawValue, remote.tier.rawValue, extensions?["fs.xattr"].map(Self.xattrsJSON) ?? "{}"])
-            if let tags { try replaceTags(db, remote.id, tags) }
-            out.items.insert(remote.id); out.applied += 1
-            return
+            return try insertRemote(db, remote, type: t, tags: tags, extensions: extensions, blobSizes: blobSizes, mtimeNs: mtime, into: &out)
         }
+        let force = mode == .asServerHolds
         let rowid: Int64 = cur[0]
         if try keepsLocal(db, cur, remote.id) { out.skipped += 1; return }
         guard let stored = try Self.fetchItem(db, rowid: rowid) else { return }
@@ -227,24 +197,14 @@ extension Store {
             // A name chosen here stays only while it still gives the item's title (FS-5).
             if let f = fileName, Self.titleFromFileName(f, type: t) != remote.properties[t.titleField]?.stringValue { fileName = nil }
             let size = try remoteSize(db, remote, type: t, blobSizes: blobSizes)
-            let (stem, ext) = Naming.stemAndExt(id: remote.id, type: t, properties: remote.properties, fileName: fileName)
+            let (stem, ext) = Names.stemAndExt(id: remote.id, type: t, properties: remote.properties, fileName: fileName)
             try db.run("UPDATE items SET properties = ?, raw = NULL, raw_head = NULL, file_name = ?, stem = ?, ext = ?, size = ? WHERE rowid = ?",
                        [JSONCoding.encode(remote.properties), fileName, stem, ext, size, rowid])
             out.content.insert(remote.id)
         }
         try db.run("UPDATE items SET version = max(version, ?), sync = 'synced', sync_error = NULL WHERE rowid = ?", [remote.version, rowid])
         if force && !propsChange {
-            // The server's answer to our own write, with our properties: the file stays as it is
-            // (its mtime too: an editor would think it changed on disk); only a state or tier the
-            // server holds otherwise is taken.
-            if remote.state != local.state || remote.tier != local.tier {
-                try db.run("UPDATE items SET state = ?, tier = ? WHERE rowid = ?", [remote.state.rawValue, remote.tier.rawValue, rowid])
-                out.items.insert(remote.id)
-            }
-            if let tags, Set(tags) != Set(try Self.tags(db, remote.id)) { try replaceTags(db, remote.id, tags); out.items.insert(remote.id) }
-            if let x = extensions?["fs.xattr"] { try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [Self.xattrsJSON(x), rowid]) }
-            out.applied += 1
-            return
+            return try takeServerMetadata(db, remote, local: local, rowid: rowid, tags: tags, extensions: extensions, into: &out)
         }
         var shown = propsChange
         if metaNewer {
@@ -264,6 +224,42 @@ extension Store {
             if let newXattrs { try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [newXattrs, rowid]) }
         }
         if shown { out.items.insert(remote.id) }
+        out.applied += 1
+    }
+
+    /// A server's item that is new here (or was purged here and is no longer trashed there).
+    func insertRemote(_ db: Database, _ remote: Item, type t: TypeSchema, tags: [String]?, extensions: [String: JSONValue]?,
+                      blobSizes: [String: Int64], mtimeNs: Int64, into out: inout StoreChanges) throws {
+        // Purged here and still trashed there: it stays gone (FS-28).
+        if try Self.wasPurged(db, remote.id) {
+            if remote.state == .trashed { out.skipped += 1; return }
+            try db.run("DELETE FROM purged WHERE id = ?", [remote.id])
+        }
+        // New here.
+        let size = try remoteSize(db, remote, type: t, blobSizes: blobSizes)
+        let (stem, ext) = Names.stemAndExt(id: remote.id, type: t, properties: remote.properties, fileName: nil)
+        try db.run("""
+            INSERT INTO items(rowid, id, type, properties, raw, file_name, stem, ext, size, version, schema_version, source, source_id,
+              timestamp, created_at, updated_at, mtime_ns, state, tier, sync, xattrs)
+            VALUES (?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'synced', ?)
+            """, [try rowids.next(.items, db), remote.id, remote.type, JSONCoding.encode(remote.properties), stem, ext, size, remote.version, remote.schemaVersion,
+                  remote.source, remote.sourceID, remote.timestamp, remote.createdAt, remote.updatedAt, mtimeNs,
+                  remote.state.rawValue, remote.tier.rawValue, extensions?["fs.xattr"].map(Self.xattrsJSON) ?? "{}"])
+        if let tags { try replaceTags(db, remote.id, tags) }
+        out.items.insert(remote.id); out.applied += 1
+    }
+
+    /// The server's answer to our own write, with our properties: the file stays as it is (its
+    /// mtime too: an editor would think it changed on disk); only a state, tier, tags or
+    /// attributes the server holds otherwise are taken.
+    func takeServerMetadata(_ db: Database, _ remote: Item, local: Item, rowid: Int64, tags: [String]?, extensions: [String: JSONValue]?,
+                            into out: inout StoreChanges) throws {
+        if remote.state != local.state || remote.tier != local.tier {
+            try db.run("UPDATE items SET state = ?, tier = ? WHERE rowid = ?", [remote.state.rawValue, remote.tier.rawValue, rowid])
+            out.items.insert(remote.id)
+        }
+        if let tags, Set(tags) != Set(try Self.tags(db, remote.id)) { try replaceTags(db, remote.id, tags); out.items.insert(remote.id) }
+        if let x = extensions?["fs.xattr"] { try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [Self.xattrsJSON(x), rowid]) }
         out.applied += 1
     }
 

@@ -85,7 +85,7 @@ extension Store {
             at += Int64(chunk.count)
         }
         guard at == size, spool.changes(rowid) == changes else { return nil }
-        let hash = BlobHash.name(h.finalize())
+        let hash = BlobHash.name(digest: h.finalize())
         holdBlob(hash)
         do {
             try write { db in

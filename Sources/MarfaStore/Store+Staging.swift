@@ -48,7 +48,7 @@ extension Store {
         let t = type(n.type)
         // A usable file name is the name (FS-6); only another one needs the properties.
         let props = Names.isValidComponent(n.fileName) ? [:] : initialProperties(n, t)
-        let (stem, ext) = Naming.stemAndExt(id: id, type: t, properties: props, fileName: n.fileName)
+        let (stem, ext) = Names.stemAndExt(id: id, type: t, properties: props, fileName: n.fileName)
         return ItemSummary(rowid: f.key.rowid, id: id, type: n.type, stem: stem, ext: ext, size: f.size, mtimeNs: f.mtimeNs,
                            createdAt: Timestamp.format(Date(timeIntervalSince1970: Double(f.mtimeNs) / 1e9)), state: n.state, blobRef: nil)
     }

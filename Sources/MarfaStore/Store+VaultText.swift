@@ -60,7 +60,7 @@ extension Store {
                 for tag in current.subtracting(tags).sorted() where inText.contains(tag.lowercased()) {
                     if let t = VaultText.removingTag(tag, from: text) { text = t }
                 }
-                if Array(text.utf8) != bytes { cur = try applyContent(db, cur, bytes: Array(text.utf8), now: Date(), mergeStale: false) }
+                if Array(text.utf8) != bytes { cur = try applyContent(db, cur, bytes: Array(text.utf8), now: Date(), origin: .currentText) }
             }
         }
         try setTags(db, cur, tags)

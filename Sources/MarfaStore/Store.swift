@@ -264,16 +264,7 @@ final class TypeCache: @unchecked Sendable {
     func add(_ list: [TypeSchema]) { lock.lock(); defer { lock.unlock() }; for t in list { types[t.id] = t } }
 }
 
-public enum BlobHash {
-    public static func of(_ bytes: [UInt8]) -> String { name(SHA256.hash(data: bytes)) }
-
-    /// `sha256:<hex>` of a digest (also one computed a chunk at a time).
-    static func name(_ digest: SHA256.Digest) -> String {
-        "sha256:" + digest.map { String(format: "%02x", $0) }.joined()
-    }
-    public static func isValid(_ s: String) -> Bool {
-        guard s.hasPrefix("sha256:") else { return false }
-        let hex = s.dropFirst(7)
-        return hex.count == 64 && hex.allSatisfy { $0.isHexDigit && !$0.isUppercase }
-    }
+extension BlobHash {
+    /// The name of a blob with these bytes.
+    public static func of(_ bytes: [UInt8]) -> String { name(digest: SHA256.hash(data: bytes)) }
 }

@@ -4,31 +4,6 @@ import MarfaModel
 import MarfaStore
 import Synchronization
 
-/// What the sync engine shows in `.marfafs/status`: the server, the state of the connection and
-/// the last error. Read synchronously by the file system, written by the engine.
-public final class SyncStatus: Sendable {
-    private let state: Mutex<EngineState>
-    /// The latest sync events (`.marfafs/events`), oldest first.
-    private let events = Mutex<[String]>([])
-    public init(server: String) { state = Mutex(EngineState(server: server)) }
-    public var snapshot: EngineState { state.withLock { $0 } }
-    func update(_ f: (inout EngineState) -> Void) { state.withLock { f(&$0) } }
-
-    /// Adds a line to `.marfafs/events`: `{"at", "event", …fields}`; the latest 500 are kept.
-    public func record(_ event: String, _ fields: [String: JSONValue] = [:]) {
-        var o = fields
-        o["at"] = .string(Timestamp.now()); o["event"] = .string(event)
-        let line = JSONCoding.encode(o)
-        events.withLock { e in
-            e.append(line)
-            if e.count > 500 { e.removeFirst(e.count - 500) }
-        }
-    }
-
-    /// `.marfafs/events`: one JSON object per line.
-    public var eventLines: String { events.withLock { $0.map { $0 + "\n" }.joined() } }
-}
-
 /// Drains the queue to the server (W-5): oldest first, one call per mutation under its own
 /// idempotency key (the same on every retry); network errors, 5xx and 429 wait with jittered
 /// exponential backoff (never less than `Retry-After`) and retry the same mutation; 401 pauses
@@ -230,46 +205,6 @@ public actor QueueDrainer {
             }
         } catch {
             status.update { $0.connection = .offline; $0.lastError = "\(error)" }
-        }
-    }
-
-    /// A 409 (W-7, FS-20): settled by the type's merge policy, unless `--conflict manual` or the
-    /// answer has no three-way context (then the mutation is held as a conflict).
-    func settle(_ m: Mutation, conflict r: WireResponse, failure f: WireFailure) -> Outcome {
-        let body = r.json
-        let code = r.errorCode ?? ""
-        func props(_ k: String) -> [String: JSONValue]? { body[k]?.objectValue?["properties"]?.objectValue }
-        let currentVersion: Int64? = { if case .int(let v)? = body["current"]?.objectValue?["version"] { return v }; return nil }()
-        guard conflictMode != .manual, m.kind == .update, ["version_conflict", "ancestor_unavailable"].contains(code),
-              let current = props("current"), let currentVersion else {
-            try? store.markConflict(seq: m.seq, itemID: m.itemID, error: f.description, context: String(decoding: r.body, as: UTF8.self),
-                                    currentVersion: conflictMode == .manual ? currentVersion : nil)
-            status.update { $0.lastError = "\(m.itemID): \(f.description)" }
-            status.record("conflict.held", ["item": .string(m.itemID), "error": .string(f.description)])
-            return .done(StoreChanges(items: [m.itemID]))
-        }
-        let ancestor = code == "version_conflict" ? props("ancestor") : nil
-        let policy: MergePolicy = body["merge_policy"].flatMap { try? JSONCoding.decode(MergePolicy.self, from: JSONCoding.encode($0)) }
-            ?? ((try? store.item(id: m.itemID))?.map { store.type($0.item.type).mergePolicy } ?? MergePolicy())
-        var merged: [String] = [], kept: [String] = []
-        do {
-            let changes = try store.resolveConflict(seq: m.seq, itemID: m.itemID, currentVersion: currentVersion, device: device) { local in
-                let r = ConflictResolver.resolve(local: local, ancestor: ancestor, current: current, policy: policy, mode: conflictMode)
-                merged = r.merged; kept = r.kept
-                return r.outcome
-            }
-            let copy = changes.items.first { $0 != m.itemID }
-            status.record(copy == nil ? "conflict.merged" : "conflict.copied", [
-                "item": .string(m.itemID), "copy": copy.map(JSONValue.string) ?? .null,
-                "merged_fields": .array(merged.map(JSONValue.string)), "kept_fields": .array(kept.map(JSONValue.string)),
-                "strategy": .string(conflictMode.rawValue),
-            ])
-            log.info("conflict settled", metadata: ["item": "\(m.itemID)", "merged": "\(merged)", "copied": "\(kept)"])
-            return .done(changes)
-        } catch {
-            try? store.markConflict(seq: m.seq, itemID: m.itemID, error: f.description, context: String(decoding: r.body, as: UTF8.self))
-            log.error("settling a conflict failed; it is held", metadata: ["item": "\(m.itemID)", "error": "\(error)"])
-            return .done(StoreChanges(items: [m.itemID]))
         }
     }
 

@@ -54,19 +54,19 @@ let trickyString = Gen<Int>.int(in: 0...(trickyCharacters.count - 1)).map { tric
 
     @Test func FS4_untitledItemIsNamedById() {
         let t = TypeSchema.builtIns.first { $0.id == "core.note" }!
-        let (stem, ext) = Naming.stemAndExt(id: "0190-id", type: t, properties: ["body": "x"], fileName: nil)
+        let (stem, ext) = Names.stemAndExt(id: "0190-id", type: t, properties: ["body": "x"], fileName: nil)
         #expect(stem == "0190-id" && ext == ".md")
     }
 
     @Test func FS5_blobItemsTakeTheExtensionOfTheirFileOrMime() {
         let t = TypeSchema.builtIns.first { $0.id == "core.file.image" }!
-        #expect(Naming.stemAndExt(id: "i", type: t, properties: ["title": "Sunset", "filename": "IMG_1.JPG", "mime_type": "image/jpeg"], fileName: nil) == ("Sunset", ".JPG"))
-        #expect(Naming.stemAndExt(id: "i", type: t, properties: ["title": "Sunset", "mime_type": "image/png"], fileName: nil) == ("Sunset", ".png"))
+        #expect(Names.stemAndExt(id: "i", type: t, properties: ["title": "Sunset", "filename": "IMG_1.JPG", "mime_type": "image/jpeg"], fileName: nil) == ("Sunset", ".JPG"))
+        #expect(Names.stemAndExt(id: "i", type: t, properties: ["title": "Sunset", "mime_type": "image/png"], fileName: nil) == ("Sunset", ".png"))
     }
 
     @Test func FS5_aChosenNameIsKeptExactly() {
         let t = TypeSchema.builtIns.first { $0.id == "core.note" }!
-        #expect(Naming.stemAndExt(id: "i", type: t, properties: ["title": "Other"], fileName: "todo.txt") == ("todo", ".txt"))
+        #expect(Names.stemAndExt(id: "i", type: t, properties: ["title": "Other"], fileName: "todo.txt") == ("todo", ".txt"))
     }
 
     @Test func UUIDv7_idsAreVersion7AndIncrease() {

@@ -64,7 +64,7 @@ extension Store {
                 }
             }
         }
-        let (stem, ext) = Naming.stemAndExt(id: id, type: t, properties: props, fileName: n.fileName)
+        let (stem, ext) = Names.stemAndExt(id: id, type: t, properties: props, fileName: n.fileName)
         let item = Item(id: id, type: n.type, properties: props, version: 0, timestamp: ts, createdAt: ts, updatedAt: ts,
                         state: n.state, tier: .library)
         if try db.exists("SELECT 1 FROM items WHERE id = ?", [id]) { throw StoreError.exists(id) }
@@ -136,10 +136,17 @@ extension Store {
         return props
     }
 
+    /// Where new bytes of an item come from.
+    enum ContentOrigin {
+        /// A save from an editor's buffer, which may never have seen a remote change: merged with
+        /// it (FS-24).
+        case save
+        /// An edit the store made on the current text (a tag written into a note): taken as it is.
+        case currentText
+    }
+
     /// Stores new bytes for `cur` and queues the change; returns the item as now stored.
-    /// `mergeStale`: a save from an editor's buffer, merged with a remote change it missed (FS-24);
-    /// false for an edit made here on the current text (a tag written into a note).
-    func applyContent(_ db: Database, _ cur: StoredItem, bytes: [UInt8], now: Date, mergeStale: Bool = true) throws -> StoredItem {
+    func applyContent(_ db: Database, _ cur: StoredItem, bytes: [UInt8], now: Date, origin: ContentOrigin = .save) throws -> StoredItem {
         let stored = cur.item
         var cur = cur
         let t = type(cur.item.type)
@@ -162,7 +169,7 @@ extension Store {
         }
         guard bytes.count <= Self.maxTextBytes else { throw StoreError.tooLarge("text file of \(bytes.count) bytes") }
         // A save from a buffer that never saw a remote change is merged with it (FS-24).
-        let bytes = mergeStale ? try mergeStaleSave(db, cur, bytes, type: t, now: now) : bytes
+        let bytes = origin == .save ? try mergeStaleSave(db, cur, bytes, type: t, now: now) : bytes
         cur.size = Int64(bytes.count)
         cur.raw = bytes
         do {
@@ -177,7 +184,7 @@ extension Store {
                 return cur
             }
             cur.sync = .pending; cur.syncError = nil
-            let (stem, ext) = Naming.stemAndExt(id: cur.item.id, type: t, properties: cur.item.properties, fileName: cur.fileName)
+            let (stem, ext) = Names.stemAndExt(id: cur.item.id, type: t, properties: cur.item.properties, fileName: cur.fileName)
             cur.stem = stem; cur.ext = ext
             let (raw, head) = RawText.columns(bytes, properties: cur.item.properties, bodyField: t.bodyField)
             try db.run("UPDATE items SET properties = ?, raw = ?, raw_head = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
@@ -434,7 +441,7 @@ extension Store {
 
     func refreshName(_ db: Database, rowid: Int64) throws {
         guard let cur = try Self.fetchItem(db, rowid: rowid) else { return }
-        let (stem, ext) = Naming.stemAndExt(id: cur.item.id, type: type(cur.item.type), properties: cur.item.properties, fileName: cur.fileName)
+        let (stem, ext) = Names.stemAndExt(id: cur.item.id, type: type(cur.item.type), properties: cur.item.properties, fileName: cur.fileName)
         try db.run("UPDATE items SET stem = ?, ext = ? WHERE rowid = ?", [stem, ext, rowid])
     }
 

@@ -1,0 +1,205 @@
+import Foundation
+import MarfaLayout
+import MarfaModel
+import MarfaStore
+
+/// `rename(2)` in every directory of the mount: moves between views, tags and folders, renamed
+/// tags, editors' saves over an item (FS-13) and their scratch and backup names (FS-14).
+extension FileSystem {
+    // MARK: rename
+
+    public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, noReplace: Bool = false, exchange: Bool = false,
+                       reader: Int32 = 0) throws {
+        if isReplay(reader) { return try replayedRename(parent: parent, name: name, newParent: newParent, newName: newName) }
+        let inv: [Invalidation] = try locked {
+            let p = try node(parent), np = try node(newParent)
+            guard let src = try childNode(p, name) else { throw FSError(.notFound, name) }
+            try checkName(newName)
+            if exchange { throw FSError(.invalid, "RENAME_EXCHANGE is not supported") }
+            let dst = try childNode(np, newName)
+            if dst != nil && noReplace { throw FSError(.exists, newName) }
+            // A save over an item stays lean (the target settles later); any other rename queues
+            // a mutation, which must follow the creates and updates of written files.
+            let savedOver = Self.isItemFile(dst) && (Self.isItemFile(src) || stagedKey(src) != nil)
+            if !savedOver { try settleNow() }
+            if let local = try renameLocal(p, name, src, np, newName, dst) { return local }
+            if src == dst { return [] }
+            switch (p, src, np) {
+            case (.typeDir(_, let t1), .item(let r), .typeDir(let v2, let t2)):
+                if t1 != t2 { throw FSError(.crossView, "changing an item's type is a copy and a delete") }
+                return try moveItem(r, to: v2, newName: newName, over: dst)
+            case (.tagDir, .tagEntry(_, let r), .tagDir(let tag2)):
+                if case .tagEntry(_, let t)? = dst { return try saveOver(t, from: .item(r)) }
+                guard case .tagDir(let tag1) = p else { return [] }
+                var tags = catalog.tagsOf[r] ?? []
+                if tag1 != tag2 { tags.remove(tag1); tags.insert(tag2); try wrap { try store.setTags(rowid: r, tags) } }
+                if newName != name { _ = try wrap { try store.rename(rowid: r, to: newName) } }
+                return try refreshItemAfterTags(r)
+            case (.tagDir, .tagEntry(_, let r), .typeDir(.types, _)):
+                if case .item(let t)? = dst { return try saveOver(t, from: .item(r)) }
+                throw FSError(.notPermitted, "moving a tag entry into types/ is not an operation")
+            case (.typeDir(.types, _), .item(let r), .tagDir):
+                if case .tagEntry(_, let t)? = dst { return try saveOver(t, from: .item(r)) }
+                throw FSError(.notPermitted, "use ln -s to tag an item")
+            case (.tagsRoot, .tagDir(let from), .tagsRoot), (.tagDir, .tagDir(let from), .tagsRoot),
+                 (.tagsRoot, .tagDir(let from), .tagDir), (.tagDir, .tagDir(let from), .tagDir):
+                var to = Self.tag(fromName: newName)
+                if case .tagDir(let parent) = np { to = Self.tagPath(parent, newName) }
+                return try renameTags(from, to: to, over: dst) + invalidations((p, [name]), (np, [newName]))
+            case (.treeDir, .treeDir(let from), .treeDir(let f2)):
+                let prefix = VaultText.folderPrefix
+                return try renameTags(prefix + from, to: prefix + VaultIndex.join(f2, newName), over: dst.map { n in
+                    if case .treeDir(let d) = n { return .tagDir(prefix + d) }
+                    return n
+                }) + invalidations((p, [name]), (np, [newName]))
+            case (.treeDir, .item(let r), .treeDir(let f2)), (.typeDir(.types, _), .item(let r), .treeDir(let f2)):
+                return try moveInTree(r, to: f2, newName: newName, over: dst)
+            case (.treeDir, .item(let r), .typeDir(.types, _)), (.treeDir, .item(let r), .tagDir):
+                if case .item(let t)? = dst { return try saveOver(t, from: .item(r)) }
+                if case .tagEntry(_, let t)? = dst { return try saveOver(t, from: .item(r)) }
+                throw FSError(.notPermitted, "an item leaves the vault's tree by a move to another folder of it")
+            default:
+                throw readOnlyOrNotPermitted(p == np ? p : np)
+            }
+        }
+        notify(inv)
+    }
+
+    /// Renames a tag and every tag nested under it (`a` → `b` also takes `a/x` to `b/x`) on
+    /// every item that has them (a note's text follows, FS-26).
+    func renameTags(_ from: String, to: String, over dst: Node?) throws -> [Invalidation] {
+        if to == from { return [] }
+        if to.hasPrefix(from + "/") { throw FSError(.invalid, "a tag cannot move under itself") }
+        if case .tagDir(let existing)? = dst, !(catalog.tagMembers[existing] ?? []).isEmpty || !catalog.tagChildren(existing).isEmpty {
+            throw FSError(.notEmpty, "tag \(to) is in use")
+        }
+        var inv: [Invalidation] = []
+        for t in catalog.allTags().filter({ $0 == from || $0.hasPrefix(from + "/") }).sorted() {
+            let nt = to + t.dropFirst(from.count)
+            try Self.checkTag(nt)
+            let rows = try wrap { try store.renameTag(t, to: nt) }
+            for r in rows { inv += try refreshItemAfterTags(r) }
+            if catalog.localTags.remove(t) != nil || rows.isEmpty { catalog.localTags.insert(nt) }
+            catalog.tagTables.removeValue(forKey: t)
+            catalog.tagTables.removeValue(forKey: nt)
+            for (d, n) in Self.tagDirPlaces(t) + Self.tagDirPlaces(nt) { inv += invalidations((d, [n])) }
+        }
+        return inv
+    }
+
+    /// An item moved into a folder of the vault's tree (FS-27): its `folder:` tag names the new
+    /// folder, its name the new name. Onto another item: an editor's save (FS-13).
+    func moveInTree(_ r: Int64, to folder: String, newName: String, over dst: Node?) throws -> [Invalidation] {
+        if case .item(let t)? = dst { return try saveOver(t, from: .item(r)) }
+        guard catalog.items[r] != nil else { throw FSError(.notFound, "item \(r)") }
+        let tags = catalog.tagsOf[r] ?? []
+        var next = tags.filter { !$0.hasPrefix(VaultText.folderPrefix) }
+        if !folder.isEmpty { next.insert(VaultText.folderPrefix + folder) }
+        if next != tags { try wrap { try store.setTags(rowid: r, next) } }
+        let shown = try treeTable(catalog.folder(of: r))?.nameOf[r] ?? catalog.name(of: r)
+        if newName != shown { _ = try wrap { try store.rename(rowid: r, to: newName) } }
+        return try refreshItem(r)
+    }
+
+    /// Renames that involve scratch files and backup names (FS-13, FS-14); nil for the others.
+    func renameLocal(_ p: Node, _ name: String, _ src: Node, _ np: Node, _ newName: String, _ dst: Node?) throws -> [Invalidation]? {
+        let sk = dirKey(p), dk = dirKey(np)
+        // A backup name moved: back to the original name (an editor undoing a failed save), or to
+        // another backup name. Anything else renames the item itself, below.
+        if let sk, let pk = catalog.parked[sk]?[name] {
+            catalog.parked[sk]?[name] = nil
+            if np == p && newName == pk.originalName { return invalidations((p, [name, newName])) }
+            if let dk, ScratchNames.matches(newName) {
+                catalog.parked[dk, default: [:]][newName] = pk
+                return invalidations((p, [name]), (np, [newName]))
+            }
+            return nil
+        }
+        if case .scratch(let sid) = src {
+            guard let dk else { throw readOnlyOrNotPermitted(np) }
+            if ScratchNames.matches(newName) {
+                if case .item = dst { throw FSError(.notPermitted, "a scratch name cannot replace an item") }
+                let moved = try wrap { try store.renameScratch(sid, dir: dk, name: newName) }
+                if let old = catalog.scratchByDir[dk]?[newName], old != sid { catalog.removeScratch(old) }
+                catalog.addScratch(moved)
+                return invalidations((p, [name]), (np, [newName]))
+            }
+            let target: Int64
+            var inv: [Invalidation]
+            if case .item(let t)? = dst ?? nil {
+                // An editor's save through a scratch name: the item takes the bytes (FS-13).
+                inv = try saveOver(t, from: .scratch(sid))
+                target = t
+            } else {
+                let new = try newItem(in: np, named: newName)
+                let stored = try wrap { try store.promoteScratch(sid, as: new) }
+                target = stored.rowid
+                inv = try refreshItem(stored.rowid, .made(stored.summary, Set(new.tags)))
+            }
+            catalog.removeScratch(sid)
+            catalog.scratchAliases[sid] = target
+            return inv + invalidations((p, [name]), (np, [newName]))
+        }
+        // An item renamed to a backup name in its directory: the name is parked, the item stays.
+        if case .item(let r) = src, let dk, np == p, ScratchNames.matches(newName) {
+            if case .scratch(let old)? = dst { try forgetScratch(old) }
+            catalog.parked[dk, default: [:]][newName] = Catalog.Parked(item: r, originalName: name)
+            return invalidations((p, [name, newName]))
+        }
+        return nil
+    }
+
+    func moveItem(_ r: Int64, to v2: StateView, newName: String, over dst: Node?) throws -> [Invalidation] {
+        if case .item(let t)? = dst { return try saveOver(t, from: .item(r)) }
+        guard let s = catalog.items[r] else { throw FSError(.notFound, "item \(r)") }
+        if StateView.of(s.state) != v2 { _ = try wrap { try store.setState(rowid: r, v2.state) } }
+        if newName != catalog.name(of: r) { _ = try wrap { try store.rename(rowid: r, to: newName) } }
+        return try refreshItem(r)
+    }
+
+    /// Removes a scratch file: from the journal if it never left it (an editor's swap file), else
+    /// from the store.
+    func forgetScratch(_ s: Int64) throws {
+        if let k = stagedKey(.scratch(s)) { try wrap { try store.dropStaged(k) } } else { try wrap { try store.deleteScratch(s) } }
+        catalog.removeScratch(s)
+    }
+
+    /// Writes the staged files to the store if one of `nodes` is among them (its row is needed now).
+    func commitIfStaged(_ nodes: Node...) throws {
+        if nodes.contains(where: { stagedKey($0) != nil }) { try wrap { try store.commitStaged() } }
+    }
+
+    static func isItemFile(_ n: Node?) -> Bool {
+        switch n {
+        case .item?, .tagEntry?: return true
+        default: return false
+        }
+    }
+
+    /// An editor's save (FS-13): item `t` takes the bytes of `source` and keeps its identity
+    /// (where the bytes go is the store's business: `Store.saveOver`); returns what the kernel
+    /// must forget.
+    func saveOver(_ t: Int64, from source: Store.SaveSource) throws -> [Invalidation] {
+        var inv: [Invalidation] = []
+        if let f = try wrap({ try store.saveOver(t, from: source) }) {
+            // A new file saved over the item never gets a row of its own, and the item's names,
+            // tags and state stay as they are until it settles.
+            if case .item(let r) = source { inv += try refreshItem(r, .removed) }
+            wroteUnsettled(t, size: f.size, mtimeNs: f.mtimeNs)
+            inv += knownIno(.item(t)).map { [.inode($0)] } ?? []
+        } else if case .item(let r) = source {
+            settler.noteWrite()
+            inv += try refreshItem(r) + refreshItem(t, .content)
+        } else {
+            inv += try refreshItem(t, .content) + followStore(store.takeAnnouncements())
+        }
+        guard case .item(let r) = source else { return inv }
+        if catalog.items[r] == nil { catalog.aliases[r] = t }
+        // The kernel moved the source's dentry onto the target's name: make it look the name up again.
+        if let (dir, name) = parentAndName(.item(t)), let p = knownIno(dir) { inv.append(.entry(parent: p, name: name)) }
+        for tag in catalog.tagsOf[t] ?? [] {
+            if let p = knownIno(.tagDir(tag)), let n = catalog.tagTables[tag]?.nameOf[t] { inv.append(.entry(parent: p, name: n)) }
+        }
+        return inv
+    }
+}
