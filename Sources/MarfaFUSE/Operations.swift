@@ -4,7 +4,7 @@ import Logging
 import MarfaFS
 
 // C trampolines. They capture nothing (libfuse calls them as C function pointers from its worker
-// threads) and live outside main.swift so they are not main-actor isolated.
+// threads) and are free functions of a library module, so they are not main-actor isolated.
 
 /// The thread id of the process that made the request.
 @inline(__always)

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import MarfaLayout
 import MarfaModel
 import GRDBSQLite
 
@@ -175,5 +176,83 @@ extension Store {
             f.size = bytes.count; f.capacity = bytes.count
         }
         return f
+    }
+
+    // MARK: new bytes become properties (every local save of a file lands here)
+
+    /// The properties a text file gives: its front matter and body; the title from the file name
+    /// unless the front matter names one.
+    static func parseText(_ bytes: [UInt8], type t: TypeSchema, fileName: String?, previous: [String: JSONValue]) throws -> [String: JSONValue] {
+        let parsed = try FrontMatter.parse(bytes, bodyField: t.bodyField, titleField: t.titleField)
+        var props = parsed.properties
+        if !parsed.hasTitleKey {
+            if let f = fileName { props[t.titleField] = .string(titleFromFileName(f, type: t)) }
+            else if let old = previous[t.titleField] { props[t.titleField] = old }
+        }
+        return props
+    }
+
+    /// Where new bytes of an item come from.
+    enum ContentOrigin {
+        /// A save from an editor's buffer, which may never have seen a remote change: merged with
+        /// it (FS-24).
+        case save
+        /// An edit the store made on the current text (a tag written into a note): taken as it is.
+        case currentText
+    }
+
+    /// Stores new bytes for `cur` and queues the change; returns the item as now stored.
+    func applyContent(_ db: Database, _ cur: StoredItem, bytes: [UInt8], now: Date, origin: ContentOrigin = .save) throws -> StoredItem {
+        let stored = cur.item
+        var cur = cur
+        let t = type(cur.item.type)
+        let ts = Timestamp.format(now)
+        cur.item.updatedAt = ts
+        cur.mtimeNs = Self.ns(now)
+        cur.size = Int64(bytes.count)
+        if TypeSchema.isBlobType(t.id) {
+            guard Int64(bytes.count) <= Self.maxBlobBytes else { throw StoreError.tooLarge("blob of \(bytes.count) bytes") }
+            let hash = try putBlob(db, bytes, hash: BlobHash.of(bytes))
+            let old = cur.item.properties["blob_ref"]?.stringValue
+            if old == hash, cur.sync == .synced || cur.sync == .pending {
+                // The same bytes again (`cp -a` back over the file): nothing changes (FS-28).
+                try db.run("UPDATE items SET raw = NULL, raw_head = NULL, size = ?, mtime_ns = ?, blob_ref = ?, unsettled = 0 WHERE rowid = ?", [bytes.count, cur.mtimeNs, hash, cur.rowid])
+                return cur
+            }
+            cur = try applyBlob(db, cur, hash: hash, size: Int64(bytes.count), now: now)
+            if let old, old != hash { try dropBlobIfUnused(db, old) }
+            return cur
+        }
+        guard bytes.count <= Self.maxTextBytes else { throw StoreError.tooLarge("text file of \(bytes.count) bytes") }
+        // A save from a buffer that never saw a remote change is merged with it (FS-24).
+        let bytes = origin == .save ? try mergeStaleSave(db, cur, bytes, type: t, now: now) : bytes
+        cur.size = Int64(bytes.count)
+        cur.raw = bytes
+        do {
+            let before = cur.item.properties
+            cur.item.properties = try Self.parseText(bytes, type: t, fileName: cur.fileName, previous: cur.item.properties)
+            if cur.item.properties == before, cur.sync == .synced || cur.sync == .pending {
+                // Text that says what the item already holds (a file copied out and back, a save
+                // with no change): the bytes are kept, the item and the queue are not touched.
+                cur.item.updatedAt = stored.updatedAt
+                let (raw, head) = RawText.columns(bytes, properties: cur.item.properties, bodyField: t.bodyField)
+                try db.run("UPDATE items SET raw = ?, raw_head = ?, size = ?, mtime_ns = ?, unsettled = 0 WHERE rowid = ?", [raw, head, bytes.count, cur.mtimeNs, cur.rowid])
+                return cur
+            }
+            cur.sync = .pending; cur.syncError = nil
+            let (stem, ext) = Names.stemAndExt(id: cur.item.id, type: t, properties: cur.item.properties, fileName: cur.fileName)
+            cur.stem = stem; cur.ext = ext
+            let (raw, head) = RawText.columns(bytes, properties: cur.item.properties, bodyField: t.bodyField)
+            try db.run("UPDATE items SET properties = ?, raw = ?, raw_head = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
+                           [JSONCoding.encode(cur.item.properties), raw, head, bytes.count, stem, ext, ts, cur.mtimeNs, cur.rowid])
+            try enqueueItemChange(db, cur.item)
+            try followText(db, cur, before: before, said: VaultText.read(properties: cur.item.properties, bodyField: t.bodyField))
+        } catch let e as FrontMatterError {
+            // FS-10: kept byte for byte, marked invalid, not queued until it parses again.
+            cur.sync = .invalid; cur.syncError = e.description
+            try db.run("UPDATE items SET raw = ?, raw_head = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'invalid', sync_error = ?, unsettled = 0 WHERE rowid = ?",
+                           [Data(bytes), bytes.count, ts, cur.mtimeNs, e.description, cur.rowid])
+        }
+        return cur
     }
 }

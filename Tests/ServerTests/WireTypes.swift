@@ -1,6 +1,8 @@
 import Foundation
+import MarfaModel
 
-/// The response bodies of wire.md the client decodes. Decoding is liberal (W-1): unknown fields
+/// The response bodies of wire.md as a third-party client would decode them: the server's answers
+/// and upstream's fixtures must decode into them. Decoding is liberal (W-1): unknown fields
 /// are ignored, and fields the reference server always sends but other servers may not are optional.
 
 /// `metadata` beside an item (§2).
