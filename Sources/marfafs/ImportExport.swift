@@ -73,7 +73,13 @@ struct ImportCommand: ParsableCommand {
                 }
                 let ext = Names.split(name).ext.lowercased()
                 let type = ext == ".md" ? "core.note" : Names.fileType(forMime: Names.mimeType(forExtension: ext))
-                let tags = folder.isEmpty ? [] : [VaultText.folderPrefix + folder]
+                var tags = folder.isEmpty ? [] : [VaultText.folderPrefix + folder]
+                if let t = tags.first, !TagRule.isValid(t) {
+                    // A folder no tag can name (a comma, or past 128 characters): the note comes in
+                    // at the top level, and the user is told.
+                    FileHandle.standardError.write(Data("\nmarfafs: \(rel): its folder is not kept (\(TagRule.description))\n".utf8))
+                    tags = []
+                }
                 _ = try store.createItem(NewItem(type: type, fileName: name, content: bytes, tags: tags, sourceID: sourceID))
                 created += 1
             } catch {
