@@ -125,10 +125,14 @@ struct Catalog {
     }
 
     /// Names in a `links|backlinks/.../<edge_type>` directory: the far item of each edge (FS-7 applies).
+    /// The edges that leave item `r` (`links/`) or reach it (`backlinks/`).
+    func edgeIDs(_ d: LinkDirection, item r: Int64) -> Set<Int64> {
+        (d == .backlinks ? inEdges[r] : outEdges[r]) ?? []
+    }
+
     func edgeTable(_ d: LinkDirection, item r: Int64, edgeType: String) -> NameTable {
-        let ids = (d == .backlinks ? inEdges[r] : outEdges[r]) ?? []
         var claims: [NameClaim] = []
-        for e in ids {
+        for e in edgeIDs(d, item: r) {
             guard let rec = edges[e], rec.edge.edgeType == edgeType else { continue }
             guard let far = byID[d.far(of: rec.edge)], let s = items[far] else { continue }
             claims.append(Self.claim(s, key: e))
@@ -137,13 +141,13 @@ struct Catalog {
     }
 
     func edgeTypes(_ d: LinkDirection, item r: Int64) -> Set<String> {
-        var out = Set(((d == .backlinks ? inEdges[r] : outEdges[r]) ?? []).compactMap { edges[$0]?.edge.edgeType })
+        var out = Set(edgeIDs(d, item: r).compactMap { edges[$0]?.edge.edgeType })
         if d == .links { out.formUnion(edgeDirs[r] ?? []) }
         return out
     }
 
     func hasEdges(_ d: LinkDirection, item r: Int64) -> Bool {
-        if !((d == .backlinks ? inEdges[r] : outEdges[r]) ?? []).isEmpty { return true }
+        if !edgeIDs(d, item: r).isEmpty { return true }
         return d == .links && !(edgeDirs[r] ?? []).isEmpty
     }
 

@@ -97,7 +97,7 @@ extension FileSystem {
     func createLocal(_ p: Node, _ name: String) throws -> (FileAttr, [Invalidation])? {
         guard let key = dirKey(p) else { return nil }
         if let (backup, pk) = catalog.parked[key]?.first(where: { $0.value.originalName == name }) {
-            try commitIfStaged(.item(pk.item))
+            try wrap { try store.commitStaged(ifAnyOf: StagedKey(.item, pk.item)) }
             catalog.parked[key]?[backup] = nil
             // The backup name becomes a scratch file with the bytes as they were (vim's `:set backup`
             // keeps it); the new file starts empty, and the item keeps its id, inode, tags, edges

@@ -6,8 +6,6 @@ import MarfaStore
 /// `rename(2)` in every directory of the mount: moves between views, tags and folders, renamed
 /// tags, editors' saves over an item (FS-13) and their scratch and backup names (FS-14).
 extension FileSystem {
-    // MARK: rename
-
     public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, noReplace: Bool = false, exchange: Bool = false,
                        reader: Int32 = 0) throws {
         if isReplay(reader) { return try replayedRename(parent: parent, name: name, newParent: newParent, newName: newName) }
@@ -162,11 +160,6 @@ extension FileSystem {
     func forgetScratch(_ s: Int64) throws {
         if let k = stagedKey(.scratch(s)) { try wrap { try store.dropStaged(k) } } else { try wrap { try store.deleteScratch(s) } }
         catalog.removeScratch(s)
-    }
-
-    /// Writes the staged files to the store if one of `nodes` is among them (its row is needed now).
-    func commitIfStaged(_ nodes: Node...) throws {
-        if nodes.contains(where: { stagedKey($0) != nil }) { try wrap { try store.commitStaged() } }
     }
 
     static func isItemFile(_ n: Node?) -> Bool {

@@ -113,7 +113,7 @@ extension FileSystem {
             if catalog.tagChildren(tag).contains(name) { return .tagDir(Self.tagPath(tag, name)) }
             return catalog.tagTable(tag).keyOf[name].map { .tagEntry(tag, $0) }
         case .linksRoot, .backlinksRoot:
-            let d: LinkDirection = p == .backlinksRoot ? .backlinks : .links
+            let d = LinkDirection(root: p)
             return catalog.typesIn(.types).contains(name) ? .linkTypeDir(d, name) : nil
         case .linkTypeDir(let d, let t):
             // Every active item has a links directory (so `mkdir -p links/T/N/E` works); listings show
@@ -163,7 +163,7 @@ extension FileSystem {
         case .treeDir(let f):
             return Self.dirsThenEntries(catalog.subfolders(f), { .treeDir(VaultIndex.join(f, $0)) }, try treeTable(f), { .item($0) })
         case .linksRoot, .backlinksRoot:
-            let d: LinkDirection = n == .backlinksRoot ? .backlinks : .links
+            let d = LinkDirection(root: n)
             var types = Set<String>()
             for (r, s) in catalog.items where s.state == .active && catalog.hasEdges(d, item: r) { types.insert(s.type) }
             return types.sorted().map { ($0, .linkTypeDir(d, $0)) }

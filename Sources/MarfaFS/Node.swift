@@ -115,6 +115,9 @@ public enum ControlFile: String, CaseIterable, Sendable {
 public enum LinkDirection: Hashable, Sendable {
     case links, backlinks
 
+    /// The direction of the root directory `links/` or `backlinks/`.
+    init(root: Node) { self = root == .backlinksRoot ? .backlinks : .links }
+
     /// The item at the far end of an edge, seen this way: a link's target, a backlink's source.
     func far(of edge: Edge) -> String { self == .links ? edge.targetID : edge.sourceID }
 }

@@ -82,7 +82,11 @@ final class Staging: @unchecked Sendable {
             return true
         }
     }
-    private var all: [File] { files.values.sorted { ($0.key.kind.rawValue, $0.key.rowid) < ($1.key.kind.rawValue, $1.key.rowid) } }
+    private var all: [File] { Self.ordered(files) }
+    /// Staged files in the order they are committed: items, then scratch files, by rowid.
+    private static func ordered(_ files: [Key: File]) -> [File] {
+        files.values.sorted { ($0.key.kind.rawValue, $0.key.rowid) < ($1.key.kind.rawValue, $1.key.rowid) }
+    }
 
     // MARK: changes (each appended to the journal before it is applied in memory)
 
@@ -276,7 +280,7 @@ final class Staging: @unchecked Sendable {
             guard ftruncate(fd, off_t(pos)) == 0 else { throw Spool.error("cannot cut the torn end of \(path)") }
         }
         guard let current, current >= g else { return ([], max(g, current ?? g)) }
-        return (out.values.sorted { ($0.key.kind.rawValue, $0.key.rowid) < ($1.key.kind.rawValue, $1.key.rowid) }, current)
+        return (Self.ordered(out), current)
     }
 
     // MARK: the file (the lock held)
@@ -323,7 +327,6 @@ final class Staging: @unchecked Sendable {
         }
     }
 }
-
 
 /// A staged file: an item's (its rowid, handed out before its row exists) or a scratch file's.
 public struct StagedKey: Hashable, Sendable {

@@ -110,6 +110,11 @@ extension Store {
 
     // MARK: what is staged (safe from any thread: the staging has its own lock)
 
+    /// Commits everything staged if one of `keys` is staged (its row is needed now).
+    public func commitStaged(ifAnyOf keys: StagedKey...) throws {
+        if keys.contains(where: staging.contains) { try commitStaged() }
+    }
+
     public func stagedFile(_ k: StagedKey) -> StagedFile? { staging.file(k) }
     public func isStaged(_ k: StagedKey) -> Bool { staging.contains(k) }
     /// Whether nothing is staged.
@@ -176,6 +181,13 @@ extension Store {
     public enum SaveSource: Sendable, Hashable {
         case item(Int64)
         case scratch(Int64)
+
+        var key: StagedKey {
+            switch self {
+            case .item(let r): return StagedKey(.item, r)
+            case .scratch(let s): return StagedKey(.scratch, s)
+            }
+        }
     }
 
     /// An editor's save (FS-13): item `target` takes the bytes of `source` and keeps its identity
@@ -186,16 +198,11 @@ extension Store {
     ///   queued when it settles); the source is forgotten if the server never saw it, else trashed.
     /// - `source` is a stored scratch file: the bytes are applied now, and the scratch file deleted,
     ///   in one transaction.
-    /// Anything else staged that either names is committed first.
+    /// Otherwise, if either has staged bytes, everything staged is committed first.
     @discardableResult
     public func saveOver(_ target: Int64, from source: SaveSource) throws -> StagedFile? {
-        let key: StagedKey
-        switch source {
-        case .item(let r): key = StagedKey(.item, r)
-        case .scratch(let s): key = StagedKey(.scratch, s)
-        }
-        if staging.isNew(key) { return try staging.saveOver(target, from: key) }
-        if staging.contains(key) || staging.contains(StagedKey(.item, target)) { try commitStaged() }
+        if staging.isNew(source.key) { return try staging.saveOver(target, from: source.key) }
+        try commitStaged(ifAnyOf: source.key, StagedKey(.item, target))
         switch source {
         case .item(let r): try saveUnsettled(target, from: r)
         case .scratch(let s): try saveScratch(target, from: s)

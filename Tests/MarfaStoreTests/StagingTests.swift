@@ -2,6 +2,7 @@ import Foundation
 import MarfaModel
 import MarfaTestSupport
 @testable import MarfaStore
+import Synchronization
 import Testing
 
 /// FS-15 for staged files: every change is in the journal before it is answered, so a store
@@ -150,5 +151,49 @@ extension StagingTests {
         #expect(try second.recoverStaged() == 1)
         #expect(try second.textContent(rowid: secondRow) == Array("second".utf8), "the file written after the first recovery survives the second kill")
         #expect(try second.itemCount() == 2)
+    }
+
+    /// The staging is safe on its own (its lock): files made and written from several threads while
+    /// another commits over and over lose no file and no byte. A write that finds its file already
+    /// committed goes to the store, as the mount's does.
+    @Test func FS15_stagingFromManyThreadsWhileCommittingLosesNothing() throws {
+        let t = try TempStore()
+        let s = t.store
+        try s.recoverStaged()
+        let writers = 4, perWriter = 60
+        let made = Mutex<[(Int64, String)]>([])
+        let failures = Mutex<[String]>([])
+        let writing = Atomic<Int>(writers)
+        DispatchQueue.concurrentPerform(iterations: writers + 1) { i in
+            if i == writers {
+                // The committer: commits whatever is staged until every writer is done.
+                while writing.load(ordering: .acquiring) > 0 {
+                    do { try s.commitStaged() } catch { failures.withLock { $0.append("commit: \(error)") } }
+                }
+                return
+            }
+            for j in 0..<perWriter {
+                let text = "writer \(i) note \(j)\n" + String(repeating: "x", count: 100 * (j % 7))
+                do {
+                    let row = try s.stageItem(NewItem(type: "core.note", fileName: "w\(i)-\(j).md")).rowid
+                    let data = Array(text.utf8)
+                    // Two writes, so a commit can fall between them.
+                    for (offset, part) in [(0, Array(data.prefix(10))), (10, Array(data.dropFirst(10)))] {
+                        let k = StagedKey(.item, row)
+                        if s.isStaged(k), (try? s.changeStaged(k, .write(offset: Int64(offset), data: part))) != nil { continue }
+                        _ = try s.writeUnsettled(rowid: row, offset: Int64(offset), data: part, type: "core.note")
+                    }
+                    made.withLock { $0.append((row, text)) }
+                } catch { failures.withLock { $0.append("writer \(i): \(error)") } }
+            }
+            writing.subtract(1, ordering: .releasing)
+        }
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+        try s.commitStaged()
+        #expect(s.stagingIsEmpty)
+        let all = made.withLock { $0 }
+        #expect(all.count == writers * perWriter)
+        #expect(try s.itemCount() == writers * perWriter)
+        for (row, text) in all { #expect(try s.textContent(rowid: row) == Array(text.utf8), "item \(row)") }
     }
 }
