@@ -15,16 +15,19 @@ extension Store {
         }
     }
 
-    /// Marks mutations as being sent, in one transaction; returns those that are (the others are
-    /// no longer waiting: settled meanwhile).
-    public func markSending(seqs: [Int64]) throws -> Set<Int64> {
+    /// Marks mutations as being sent, in one transaction, and returns them as they are once marked,
+    /// oldest first (the others are no longer waiting: settled meanwhile). What is sent is what
+    /// this returns, never what an earlier read saw: a local change may have folded into a pending
+    /// mutation since (a create absorbs later writes and tags), and a payload read before that
+    /// would be sent without it while the acknowledgement drops the row that held it.
+    public func markSending(seqs: [Int64]) throws -> [Mutation] {
         try pool.write { db in
-            var out = Set<Int64>()
+            var out: [Mutation] = []
             for seq in seqs {
                 try db.run("UPDATE mutations SET state = 'sending' WHERE seq = ? AND state = 'pending'", [seq])
-                if try db.exists("SELECT 1 FROM mutations WHERE seq = ? AND state = 'sending'", [seq]) { out.insert(seq) }
+                if let m = try db.row("SELECT * FROM mutations WHERE seq = ? AND state = 'sending'", [seq]).map(Mutation.init(row:)) { out.append(m) }
             }
-            return out
+            return out.sorted { $0.seq < $1.seq }
         }
     }
 

@@ -85,12 +85,12 @@ public actor QueueDrainer {
         // Marked `sending` together, acknowledged together: two transactions per run, not two per
         // mutation. (Should the daemon die between a 2xx and the acknowledgement, the mutation is
         // sent again under its key, and the server replays its answer.)
-        let sending: Set<Int64>
-        do { sending = try store.markSending(seqs: all.map(\.seq)) } catch {
+        // The run is the rows as marked, not as read before: a change folded in meanwhile goes too.
+        let run: [Mutation]
+        do { run = try store.markSending(seqs: all.map(\.seq)) } catch {
             log.error("marking the queue failed", metadata: ["error": "\(error)"])
             return (StoreChanges(), .wait(1))
         }
-        let run = all.filter { sending.contains($0.seq) }
         var order: [String] = []
         var chains: [String: [Mutation]] = [:]
         for m in run {

@@ -87,13 +87,29 @@ import Testing
         #expect(try t.store.allEdges().map(\.edge.id) == [mine.edge.id])
     }
 
+    /// W-5: a mutation is sent as it is when marked `sending`. A local change folded into the
+    /// pending create after the drainer read the queue (a save, a tag) goes with it; sent as read,
+    /// the server would get the create without it, and its answer would take the change back here.
+    @Test func W5_aChangeFoldedInAfterTheQueueWasReadIsSent() throws {
+        let t = try TempStore()
+        let s = try t.store.createItem(NewItem(type: "core.note", fileName: "n.md", content: Array("first\n".utf8)))
+        let read = try #require(try t.store.nextMutations().first)
+        #expect(read.kind == .create && read.payload["tags"] == .array([]))
+        _ = try t.store.writeContent(rowid: s.rowid, bytes: Array("second\n".utf8))
+        try t.store.setTags(rowid: s.rowid, ["x:a"])
+        let sent = try t.store.markSending(seqs: [read.seq])
+        #expect(sent.map(\.seq) == [read.seq])
+        #expect(sent.first?.payload["properties"]?.objectValue?["body"] == "second\n", "\(sent.first?.payload ?? [:])")
+        #expect(sent.first?.payload["tags"] == .array(["x:a"]))
+    }
+
     @Test func FS20_aResolvedConflictReplacesTheQueuedUpdatesAndMakesOneCopy() throws {
         let t = try TempStore()
         _ = try t.store.applyRemote([.item(remote("i1", version: 1, body: "base\n", title: "Plan"), tags: ["work"], extensions: nil)])
         let r = try #require(try t.store.item(id: "i1"))
         _ = try t.store.writeContent(rowid: r.rowid, bytes: Array("---\ntitle: Plan\n---\nmine\n".utf8))
         let m = try #require(try t.store.nextMutations().first)
-        #expect(try t.store.markSending(seqs: [m.seq]) == [m.seq])
+        #expect(try t.store.markSending(seqs: [m.seq]).map(\.seq) == [m.seq])
         _ = try t.store.writeContent(rowid: r.rowid, bytes: Array("---\ntitle: Plan\n---\nmine, later\n".utf8))
         var seen: [String: JSONValue] = [:]
         let c = try t.store.resolveConflict(seq: m.seq, itemID: "i1", currentVersion: 4, device: "my (laptop)",
