@@ -169,7 +169,8 @@ extension FileSystem {
                 guard let r else { continue }
                 let tagsBefore = catalog.tagsOf[r] ?? []
                 out += try refreshItem(r, c.content.contains(id) ? .content : .metadata)
-                replays += self.replays(r, before: before, after: placement(r), tagsBefore: tagsBefore, modified: c.content.contains(id))
+                replays += self.replays(r, before: before, after: placement(r), tagsBefore: tagsBefore,
+                                        modified: c.content.contains(id), attributes: c.attributes.contains(id))
             } catch { log.error("refreshing an item failed", metadata: ["item": "\(id)", "error": "\(error)"]) }
         }
         for rec in c.edgesRemoved {

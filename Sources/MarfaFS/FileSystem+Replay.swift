@@ -49,8 +49,11 @@ extension FileSystem {
     /// The system calls that make watchers see what happened to item `r` (its file created,
     /// removed, moved, changed; its tag entries and tag directories created, removed, renamed), in
     /// the order a local change would make them. Directories the kernel has never seen are left
-    /// out: nothing can watch them. Call with the lock held, after `refreshItem`.
-    func replays(_ r: Int64, before: Placement?, after: Placement?, tagsBefore: Set<String>, modified: Bool) -> [Replay] {
+    /// out: nothing can watch them. `modified`: its bytes changed (IN_MODIFY, IN_CLOSE_WRITE);
+    /// `attributes`: its tags, tier or extended attributes changed (IN_ATTRIB), also when its bytes
+    /// changed with them (a tag written into a note's front matter changes both). Call with the
+    /// lock held, after `refreshItem`.
+    func replays(_ r: Int64, before: Placement?, after: Placement?, tagsBefore: Set<String>, modified: Bool, attributes: Bool) -> [Replay] {
         var out: [Replay] = []
         func place(_ d: Node, _ name: String) -> Replay.Place {
             Replay.Place(parent: ino(d), name: name, path: "\(Placement.dirPath(d))/\(name)")
@@ -84,8 +87,10 @@ extension FileSystem {
                     out.append(Replay(at: place(b.dir, b.name), op: .rename(to: place(a.dir, a.name), ghost: b.attr)))
                 }
                 if modified, seen(a.dir) { out.append(Replay(at: place(a.dir, a.name), op: .touch(modified: true))) }
+                if attributes, seen(a.dir) { out.append(Replay(at: place(a.dir, a.name), op: .touch(modified: false))) }
             } else if seen(a.dir), !Self.isTrash(a.dir) {
-                out.append(Replay(at: place(a.dir, a.name), op: .touch(modified: modified)))
+                if modified { out.append(Replay(at: place(a.dir, a.name), op: .touch(modified: true))) }
+                if attributes || !modified { out.append(Replay(at: place(a.dir, a.name), op: .touch(modified: false))) }
             }
         case (nil, nil):
             break

@@ -7,6 +7,9 @@ import Synchronization
 public struct StoreChanges: Sendable {
     public var items: Set<String> = []
     public var content: Set<String> = []
+    /// Items whose attributes as the mount shows them (tags, tier, extended attributes) changed,
+    /// with or without their bytes: a watcher sees those as IN_ATTRIB (FS-25).
+    public var attributes: Set<String> = []
     public var edgesAdded: Set<String> = []
     public var edgesRemoved: [EdgeRecord] = []
     /// Changes applied and changes skipped (older than the local copy, or the local copy has
@@ -20,7 +23,7 @@ public struct StoreChanges: Sendable {
     public init(items: Set<String> = []) { self.items = items }
     public var isEmpty: Bool { items.isEmpty && content.isEmpty && edgesAdded.isEmpty && edgesRemoved.isEmpty }
     public mutating func formUnion(_ o: StoreChanges) {
-        items.formUnion(o.items); content.formUnion(o.content); edgesAdded.formUnion(o.edgesAdded)
+        items.formUnion(o.items); content.formUnion(o.content); attributes.formUnion(o.attributes); edgesAdded.formUnion(o.edgesAdded)
         edgesRemoved += o.edgesRemoved; applied += o.applied; skipped += o.skipped; staleSaveCopies += o.staleSaveCopies; staleSaveMerges.formUnion(o.staleSaveMerges)
     }
 }

@@ -213,8 +213,9 @@ extension Store {
             // would think the file changed on disk; a watcher would see a change: FS-25).
             let newXattrs = extensions?["fs.xattr"].map(Self.xattrsJSON)
             let tagsChange = try tags.map { Set($0) != Set(try Self.tags(db, remote.id)) } ?? false
-            shown = shown || remote.state != local.state || remote.tier != local.tier || tagsChange
-                || (newXattrs.map { $0 != Xattrs.encode(stored.xattrs) } ?? false)
+            let attributesChange = remote.tier != local.tier || tagsChange || (newXattrs.map { $0 != Xattrs.encode(stored.xattrs) } ?? false)
+            if attributesChange { out.attributes.insert(remote.id) }
+            shown = shown || remote.state != local.state || attributesChange
             // A file whose bytes changed shows a strictly later mtime, to the nanosecond (watchers
             // such as chokidar ignore a change that does not move it; FS-25).
             let fileTime = propsChange ? max(mtime, stored.mtimeNs + 1) : shown ? mtime : stored.mtimeNs

@@ -56,6 +56,28 @@ import Testing
         #expect(told.all.isEmpty, "\(told.all)")
     }
 
+    /// A remote change of a note's bytes and its tags together (a tag written into its front
+    /// matter) is replayed as both: a watcher of either sees it. Tags alone: attributes only.
+    @Test func FS25_bytesAndTagsChangedTogetherAreReplayedAsModifyAndAttrib() throws {
+        let (c, told) = try core()
+        func touches() -> [Replay.Op] { told.all.compactMap { if case .replay(let r) = $0 { return r.op }; return nil } }
+        func tagged(_ version: Int, _ body: String, _ tags: [String]) -> RemoteChange {
+            guard case .item(let item, _, _) = remote("r1", version: version, title: "first", body: body) else { preconditionFailure() }
+            return .item(item, tags: tags, extensions: nil)
+        }
+        _ = try c.store.applyRemote([tagged(1, "one\n", [])])
+        _ = try c.ino("types/core.note/first.md")
+        told.clear()
+        _ = try c.store.applyRemote([tagged(2, "---\ntags: [seen]\n---\none\n", ["seen"])])
+        #expect(touches() == [.touch(modified: true), .touch(modified: false)], "\(told.all)")
+        told.clear()
+        _ = try c.store.applyRemote([tagged(3, "---\ntags: [seen]\n---\none\n", ["seen", "x:k"])])
+        #expect(touches() == [.touch(modified: false)], "\(told.all)")
+        told.clear()
+        _ = try c.store.applyRemote([tagged(4, "---\ntags: [seen]\n---\none\ntwo\n", ["seen", "x:k"])])
+        #expect(touches() == [.touch(modified: true)], "bytes alone: no IN_ATTRIB \(told.all)")
+    }
+
     @Test func FS25_theReplayThreadSeesTheNamesAsTheyWereAndChangesNothing() throws {
         let (c, told) = try core()
         _ = try c.store.applyRemote([remote("r1", version: 1, title: "first", body: "one\n")])
