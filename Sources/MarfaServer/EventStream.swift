@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import MarfaModel
 import Synchronization
 
@@ -11,7 +10,7 @@ public final class EventBell: Sendable {
     public enum Signal: Sendable { case event, tick }
 
     private struct State {
-        var subscribers: [Int: AsyncStream<Signal>.Continuation] = [:]
+        var subscribers: [Int: (tenant: String, continuation: AsyncStream<Signal>.Continuation)] = [:]
         var next = 0
         var closed = false
         /// Every event with an id above `floor` is in `recent`, oldest first.
@@ -27,7 +26,7 @@ public final class EventBell: Sendable {
         state.withLock { $0.floor = id; $0.recent = []; $0.head = 0 }
     }
 
-    /// A committed event; wakes every stream.
+    /// A committed event (one process, one writer: in id order); wakes the tenant's streams.
     func publish(_ e: ServerStore.LoggedEvent) {
         state.withLock { s in
             s.recent.append(e)
@@ -37,7 +36,7 @@ public final class EventBell: Sendable {
                 if s.head > Self.keep { s.recent.removeFirst(s.head); s.head = 0 }
             }
         }
-        ring()
+        ring(tenant: e.tenantID)
     }
 
     /// The tenant's events after `id` from memory, or nil if some may be older than what memory holds.
@@ -56,13 +55,13 @@ public final class EventBell: Sendable {
         }
     }
 
-    /// A stream of signals for one subscriber; it ends when the bell closes.
-    func subscribe() -> (Int, AsyncStream<Signal>) {
+    /// A stream of signals for one subscriber of `tenant`; it ends when the bell closes.
+    func subscribe(tenant: String) -> (Int, AsyncStream<Signal>) {
         let (stream, continuation) = AsyncStream<Signal>.makeStream(bufferingPolicy: .bufferingNewest(2))
         let id = state.withLock { s -> Int? in
             if s.closed { return nil }
             s.next += 1
-            s.subscribers[s.next] = continuation
+            s.subscribers[s.next] = (tenant, continuation)
             return s.next
         }
         guard let id else { continuation.finish(); return (-1, stream) }
@@ -70,15 +69,21 @@ public final class EventBell: Sendable {
     }
 
     func unsubscribe(_ id: Int) {
-        state.withLock { $0.subscribers.removeValue(forKey: id) }?.finish()
+        state.withLock { $0.subscribers.removeValue(forKey: id) }?.continuation.finish()
     }
 
-    func ring() {
-        for c in state.withLock({ Array($0.subscribers.values) }) { c.yield(.event) }
+    /// Wakes the streams of `tenant`: its log has grown.
+    func ring(tenant: String) {
+        for c in state.withLock({ $0.subscribers.values.filter { $0.tenant == tenant }.map(\.continuation) }) { c.yield(.event) }
+    }
+
+    /// Wakes every stream (the log may have grown while wake-ups could not arrive).
+    func ringAll() {
+        for c in state.withLock({ $0.subscribers.values.map(\.continuation) }) { c.yield(.event) }
     }
 
     func tick(_ id: Int) {
-        _ = state.withLock { $0.subscribers[id] }?.yield(.tick)
+        _ = state.withLock { $0.subscribers[id] }?.continuation.yield(.tick)
     }
 
     /// Ends every stream, now and for good (graceful shutdown).
@@ -86,7 +91,7 @@ public final class EventBell: Sendable {
         let all = state.withLock { s -> [AsyncStream<Signal>.Continuation] in
             s.closed = true
             defer { s.subscribers.removeAll() }
-            return Array(s.subscribers.values)
+            return s.subscribers.values.map(\.continuation)
         }
         for c in all { c.finish() }
     }
@@ -133,7 +138,7 @@ struct EventStreamer: Sendable {
     /// Writes frames through `send` until the client goes away or the server shuts down.
     func run(start: Int64, send: (String) async throws -> Void) async throws {
         let bell = store.bell
-        let (sid, signals) = bell.subscribe()
+        let (sid, signals) = bell.subscribe(tenant: principal.tenantID)
         defer { bell.unsubscribe(sid) }
         let ticker = Task {
             while !Task.isCancelled {

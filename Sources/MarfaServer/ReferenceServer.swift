@@ -28,7 +28,7 @@ public enum ReferenceServer {
 
     /// Serves until SIGTERM or SIGINT (graceful shutdown); `onListening` gets the bound address.
     public static func run(_ o: Options, logger: Logger, onListening: @escaping @Sendable (String) -> Void) async throws {
-        let store = try ServerStore(path: o.db)
+        let store = try ServerStore(db: o.db, log: logger)
         let router = Router()
         let routes = RouteTable()
         router.add(middleware: EnvelopeMiddleware<BasicRequestContext>(log: logger, routes: routes))
@@ -55,7 +55,8 @@ public enum ReferenceServer {
 
     /// `marfafs serve --init`: the first admin key, written to a 0600 file; nil if keys exist.
     public static func initialize(db: String, keyFile: String) throws -> String? {
-        let store = try ServerStore(path: db)
+        let store = try ServerStore(db: db)
+        defer { store.close() }
         guard let (_, key) = try store.bootstrap() else { return nil }
         let fd = open(keyFile, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         guard fd >= 0 else { throw APIError(500, "internal_error", "cannot write \(keyFile): \(String(cString: strerror(errno)))") }
@@ -87,7 +88,7 @@ struct EventLogKeeper: Service {
             do { try store.pruneEvents(retention: retention) } catch { log.error("pruning the event log failed", metadata: ["error": "\(error)"]) }
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: every) }
         }
-        store.bell.close()
+        store.close()
     }
 
     }

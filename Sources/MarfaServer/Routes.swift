@@ -157,17 +157,17 @@ struct API: Sendable {
         }
         guard !key.isEmpty, key.count <= 255 else { throw APIError.validation("Idempotency-Key is 1 to 255 characters", field: "Idempotency-Key") }
         let fingerprint = "\(request.method) \(request.uri.path)\n" + bodyText
-        if let stored = try store.storedResponse(p, key: key) {
-            guard stored.fingerprint == fingerprint else {
+        switch try store.idempotent(p, key: key, fingerprint: fingerprint, run) {
+        case .replayed(let stored, let status, let body):
+            guard stored == fingerprint else {
                 throw APIError(422, "idempotency_key_reused", "this Idempotency-Key was used with a different request")
             }
-            var r = json(stored.status, JSONCoding.object(from: stored.body))
+            var r = json(status, JSONCoding.object(from: body))
             r.headers[.idempotencyReplayed] = "true"
             return r
+        case .fresh(let status, let out):
+            return json(status, out)
         }
-        let (status, out) = try run()
-        try store.storeResponse(p, key: key, fingerprint: fingerprint, status: status, body: JSONCoding.encode(out))
-        return json(status, out)
     }
 
     /// A path parameter, percent-decoded (ids, tags and hashes are opaque strings, W-1: `caf%C3%A9`

@@ -1,6 +1,5 @@
 import Crypto
 import Foundation
-import GRDB
 import MarfaModel
 
 /// Blobs (wire.md W-13): content-addressed by SHA-256, per tenant, served whole or by one range.
@@ -30,19 +29,19 @@ extension ServerStore {
                 throw APIError.validation("the bytes hash to \(hash), not \(expected)", field: "hash")
             }
         }
-        return try pool.write { db in
-            if let r = try Row.fetchOne(db.cachedStatement(sql: "SELECT mime_type, size FROM blobs WHERE tenant_id = ? AND hash = ?"), arguments: [p.tenantID, hash]) {
+        return try write { db in
+            if let r = try db.row("SELECT mime_type, size FROM blobs WHERE tenant_id = ? AND hash = ?", [p.tenantID, hash]) {
                 return (201, BlobInfo(hash: hash, mimeType: r["mime_type"], size: r["size"]).json)
             }
-            try db.cachedStatement(sql: "INSERT INTO blobs(tenant_id, hash, mime_type, size, data, created_at) VALUES (?, ?, ?, ?, ?, ?)").execute(arguments: [p.tenantID, hash, mimeType, bytes.count, Data(bytes), Self.now()])
+            try db.execute("INSERT INTO blobs(tenant_id, hash, mime_type, size, data, created_at) VALUES (?, ?, ?, ?, ?, ?)", [p.tenantID, hash, mimeType, bytes.count, Data(bytes), Self.now()])
             return (201, BlobInfo(hash: hash, mimeType: mimeType, size: bytes.count).json)
         }
     }
 
     public func blobInfo(_ p: Principal, _ hash: String) throws -> BlobInfo {
         let hash = try Self.checkedHash(hash)
-        return try pool.read { db in
-            guard let r = try Row.fetchOne(db.cachedStatement(sql: "SELECT mime_type, size FROM blobs WHERE tenant_id = ? AND hash = ?"), arguments: [p.tenantID, hash]) else {
+        return try read { db in
+            guard let r = try db.row("SELECT mime_type, size FROM blobs WHERE tenant_id = ? AND hash = ?", [p.tenantID, hash]) else {
                 throw APIError(404, "blob_not_found", "no blob \(hash)")
             }
             return BlobInfo(hash: hash, mimeType: r["mime_type"], size: r["size"])
@@ -51,19 +50,19 @@ extension ServerStore {
 
     /// The bytes `range` of a blob (SQLite reads only that slice).
     public func blobBytes(_ p: Principal, _ hash: String, _ range: Range<Int>) throws -> Data {
-        try pool.read { db in
-            try Data.fetchOne(db.cachedStatement(sql: "SELECT substr(data, ?, ?) FROM blobs WHERE tenant_id = ? AND hash = ?"), arguments: [range.lowerBound + 1, range.count, p.tenantID, hash]) ?? Data()
+        try read { db in
+            try db.value(Data.self, "SELECT substr(data, CAST(? AS integer), CAST(? AS integer)) FROM blobs WHERE tenant_id = ? AND hash = ?", [range.lowerBound + 1, range.count, p.tenantID, hash]) ?? Data()
         }
     }
 
     /// W-13: a file item's `blob_ref`, and every `attachments[].blob_ref`, name a blob this
     /// tenant has uploaded (so a client uploads first, then creates the item).
-    func checkBlobRefs(_ db: Database, _ p: Principal, _ props: [String: JSONValue], type: String) throws {
+    func checkBlobRefs(_ db: StoreTx, _ p: Principal, _ props: [String: JSONValue], type: String) throws {
         func known(_ v: JSONValue?, _ field: String) throws {
             guard let h = v?.stringValue, BlobHash.isValid(h) else {
                 throw APIError(400, "invalid_properties", "\(field) is a blob hash (sha256: and 64 hex digits)", details: ["field": .string(field)])
             }
-            guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS(SELECT 1 FROM blobs WHERE tenant_id = ? AND hash = ?)"), arguments: [p.tenantID, h]) ?? false else {
+            guard try db.value(Bool.self, "SELECT EXISTS(SELECT 1 FROM blobs WHERE tenant_id = ? AND hash = ?)", [p.tenantID, h]) ?? false else {
                 throw APIError(400, "invalid_properties", "\(field) names no uploaded blob: \(h) (POST /blobs first)", details: ["field": .string(field)])
             }
         }

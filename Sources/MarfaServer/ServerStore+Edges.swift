@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import MarfaModel
 
 /// Edges (wire.md W-11, W-12): typed links between two items of one tenant, with the core types'
@@ -27,7 +26,7 @@ extension ServerStore {
         }
     }
 
-    static func edgeJSON(_ r: Row) -> [String: JSONValue] {
+    static func edgeJSON(_ r: SQLRow) -> [String: JSONValue] {
         ["id": .string(r["id"]), "source_id": .string(r["source_id"]), "target_id": .string(r["target_id"]),
          "edge_type": .string(r["edge_type"]), "properties": .object(JSONCoding.object(from: r["properties"])),
          "created_at": .string(r["created_at"]), "updated_at": .string(r["updated_at"]),
@@ -38,12 +37,12 @@ extension ServerStore {
         APIError(400, "edge_constraint_violation", message, details: details.isEmpty ? nil : details)
     }
 
-    func edgeRow(_ db: Database, _ p: Principal, _ id: String) throws -> Row? {
-        try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM edges WHERE tenant_id = ? AND id = ?"), arguments: [p.tenantID, id])
+    func edgeRow(_ db: StoreTx, _ p: Principal, _ id: String) throws -> SQLRow? {
+        try db.row("SELECT * FROM edges WHERE tenant_id = ? AND id = ?", [p.tenantID, id])
     }
 
     /// The edge, if `p` can read both of its ends; else 404 `edge_not_found`.
-    func readableEdge(_ db: Database, _ p: Principal, _ id: String) throws -> (edge: Row, sourceType: String, targetType: String) {
+    func readableEdge(_ db: StoreTx, _ p: Principal, _ id: String) throws -> (edge: SQLRow, sourceType: String, targetType: String) {
         guard Self.isValidID(id), let e = try edgeRow(db, p, id),
               let s = try row(db, p, e["source_id"]), let t = try row(db, p, e["target_id"]),
               p.may("read", type: s["type"]), p.may("read", type: t["type"]) else {
@@ -79,9 +78,11 @@ extension ServerStore {
             guard let s = v.stringValue, Self.isValidID(s) else { throw APIError(400, "invalid_id", "id must be 1-128 letters, digits, '-' or '_'") }
             id = s
         }
-        return try pool.write { db in
+        return try write { db in
             let source = try writable(db, p, sourceID)
-            let target = try readable(db, p, targetID)
+            // Both ends locked: the cardinality and cycle checks below see every edge committed
+            // before this one and none that commits while it runs.
+            let target = try readable(db, p, targetID, lock: true)
             if let existing = try edgeRow(db, p, id) {
                 guard (existing["source_id"] as String) == sourceID, (existing["target_id"] as String) == targetID,
                       (existing["edge_type"] as String) == edgeType else {
@@ -91,10 +92,10 @@ extension ServerStore {
             }
             try checkCardinality(db, p, source: sourceID, target: targetID, edgeType: edgeType)
             let now = Self.now()
-            try db.cachedStatement(sql: """
+            try db.execute("""
                 INSERT INTO edges(tenant_id, id, source_id, target_id, edge_type, properties, created_at, updated_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """).execute(arguments: [p.tenantID, id, sourceID, targetID, edgeType, JSONCoding.encode(props), now, now])
+                """, [p.tenantID, id, sourceID, targetID, edgeType, JSONCoding.encode(props), now, now])
             let edge = Self.edgeJSON(try edgeRow(db, p, id)!)
             try appendEvent(db, p, name: "edge.created", edgeType: edgeType, sourceType: source["type"], targetType: target["type"], data: edge)
             return (201, ["edge": .object(edge)])
@@ -102,11 +103,11 @@ extension ServerStore {
     }
 
     /// W-12: one edge per (source, type, target); the core types' cardinality; no `parent-of` cycle.
-    func checkCardinality(_ db: Database, _ p: Principal, source: String, target: String, edgeType: String) throws {
+    func checkCardinality(_ db: StoreTx, _ p: Principal, source: String, target: String, edgeType: String) throws {
         func existing(_ where: String, _ id: String) throws -> String? {
-            try String.fetchOne(db.cachedStatement(sql: "SELECT id FROM edges WHERE tenant_id = ? AND edge_type = ? AND \(`where`) = ? LIMIT 1"), arguments: [p.tenantID, edgeType, id])
+            try db.value(String.self, "SELECT id FROM edges WHERE tenant_id = ? AND edge_type = ? AND \(`where`) = ? LIMIT 1", [p.tenantID, edgeType, id])
         }
-        if let dup = try String.fetchOne(db.cachedStatement(sql: "SELECT id FROM edges WHERE tenant_id = ? AND source_id = ? AND edge_type = ? AND target_id = ?"), arguments: [p.tenantID, source, edgeType, target]) {
+        if let dup = try db.value(String.self, "SELECT id FROM edges WHERE tenant_id = ? AND source_id = ? AND edge_type = ? AND target_id = ?", [p.tenantID, source, edgeType, target]) {
             throw Self.constraint("\(source) already has a \(edgeType) edge to \(target)", ["existing_edge_id": .string(dup)])
         }
         switch Self.cardinality(edgeType) {
@@ -120,7 +121,7 @@ extension ServerStore {
             // The new edge closes a cycle if the target is already an ancestor of the source.
             var cur = source
             var seen: Set<String> = [cur]
-            while let parent = try String.fetchOne(db.cachedStatement(sql: "SELECT source_id FROM edges WHERE tenant_id = ? AND edge_type = 'parent-of' AND target_id = ?"), arguments: [p.tenantID, cur]) {
+            while let parent = try db.value(String.self, "SELECT source_id FROM edges WHERE tenant_id = ? AND edge_type = 'parent-of' AND target_id = ?", [p.tenantID, cur]) {
                 if parent == target { throw APIError(400, "edge_cycle", "\(target) is an ancestor of \(source): parent-of would make a cycle") }
                 guard seen.insert(parent).inserted else { break }
                 cur = parent
@@ -141,15 +142,15 @@ extension ServerStore {
     }
 
     public func getEdge(_ p: Principal, _ id: String) throws -> [String: JSONValue] {
-        try pool.read { db in ["edge": .object(Self.edgeJSON(try readableEdge(db, p, id).edge))] }
+        try read { db in ["edge": .object(Self.edgeJSON(try readableEdge(db, p, id).edge))] }
     }
 
     /// `DELETE /edges/{id}`: needs write access to the source's type.
     public func deleteEdge(_ p: Principal, _ id: String) throws -> [String: JSONValue] {
-        try pool.write { db in
+        try write { db in
             let (e, sourceType, targetType) = try readableEdge(db, p, id)
             guard p.may("write", type: sourceType) else { throw APIError(403, "type_not_permitted", "this key may not change items of type \(sourceType)") }
-            try db.cachedStatement(sql: "DELETE FROM edges WHERE tenant_id = ? AND id = ?").execute(arguments: [p.tenantID, id])
+            try db.execute("DELETE FROM edges WHERE tenant_id = ? AND id = ?", [p.tenantID, id])
             try appendEvent(db, p, name: "edge.deleted", edgeType: e["edge_type"], sourceType: sourceType, targetType: targetType, data: [
                 "id": .string(id), "edge_type": .string(e["edge_type"]), "source_id": .string(e["source_id"]), "target_id": .string(e["target_id"]),
             ])
@@ -170,10 +171,10 @@ extension ServerStore {
     /// `GET /edges`, `GET /items/{id}/edges`, `GET /items/{id}/backrefs` (W-6 pages by `(updated_at, id)`).
     public func listEdges(_ p: Principal, _ q: EdgeQuery) throws -> [String: JSONValue] {
         let after = try Self.cursorPair(q.cursor)
-        return try pool.read { db in
+        return try read { db in
             if let (id, _) = q.item { _ = try readable(db, p, id) }
             var sql = "SELECT e.* FROM edges e"
-            var args: [any DatabaseValueConvertible] = []
+            var args: [any SQLBindable] = []
             var conditions = ["e.tenant_id = ?"]
             args.append(p.tenantID)
             if let readable = try readableTypes(db, p) {
@@ -192,7 +193,7 @@ extension ServerStore {
             if let (u, id) = after { conditions.append("(e.updated_at, e.id) > (?, ?)"); args += [u, id] }
             sql += " WHERE " + conditions.joined(separator: " AND ") + " ORDER BY e.updated_at, e.id LIMIT ?"
             args.append(q.limit + 1)
-            let (rows, cursor) = Self.page(try Row.fetchAll(db.cachedStatement(sql: sql), arguments: StatementArguments(args)), limit: q.limit)
+            let (rows, cursor) = Self.page(try db.rows(sql, (args)), limit: q.limit)
             return ["data": .array(rows.map { .object(Self.edgeJSON($0)) }), "cursor": cursor, "has_more": .bool(cursor != .null)]
         }
     }

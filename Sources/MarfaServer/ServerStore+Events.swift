@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import MarfaModel
 
 /// The event log (W-14..W-17): every change appends to it in the change's own transaction;
@@ -10,6 +9,7 @@ extension ServerStore {
         var tenantID: String
         public var name: String
         public var data: String
+        var createdAt = ""
         var itemType: String?
         var edgeType: String?
         var sourceType: String?
@@ -23,11 +23,11 @@ extension ServerStore {
 
     public func streamStart(_ p: Principal, lastEventID: String?, retention: Duration) throws -> StreamStart {
         try pruneEvents(retention: retention)
-        return try pool.read { db in
-            let issued = try Int64.fetchOne(db.cachedStatement(sql: "SELECT seq FROM sqlite_sequence WHERE name = 'events'")) ?? 0
+        return try read { db in
+            let issued = try backend.lastEventID(db, tenant: p.tenantID)
             guard let lastEventID else { return .after(issued) }
-            let horizon = try Int64.fetchOne(db.cachedStatement(sql: "SELECT pruned_through FROM event_horizon WHERE tenant_id = ?"), arguments: [p.tenantID]) ?? 0
-            let minRetained = try Int64.fetchOne(db.cachedStatement(sql: "SELECT min(id) FROM events WHERE tenant_id = ?"), arguments: [p.tenantID]) ?? (max(horizon, issued) + 1)
+            let horizon = try db.value(Int64.self, "SELECT pruned_through FROM event_horizon WHERE tenant_id = ?", [p.tenantID]) ?? 0
+            let minRetained = try db.value(Int64.self, "SELECT min(id) FROM events WHERE tenant_id = ?", [p.tenantID]) ?? (max(horizon, issued) + 1)
             guard let n = Int64(lastEventID), n >= 0, n <= issued, n >= horizon else {
                 return .tooOld(minRetained: minRetained, requested: lastEventID)
             }
@@ -39,11 +39,11 @@ extension ServerStore {
     /// them, else from the log.
     public func events(_ p: Principal, after id: Int64, limit: Int = 500) throws -> [LoggedEvent] {
         if let recent = bell.recent(after: id, tenant: p.tenantID, limit: limit) { return recent }
-        return try pool.read { db in
-            try Row.fetchAll(db.cachedStatement(sql: """
+        return try read { db in
+            try db.rows("""
                 SELECT id, name, data, item_type, edge_type, source_type, target_type FROM events
                 WHERE tenant_id = ? AND id > ? ORDER BY id LIMIT ?
-                """), arguments: [p.tenantID, id, limit]).map {
+                """, [p.tenantID, id, limit]).map {
                 LoggedEvent(id: $0["id"], tenantID: p.tenantID, name: $0["name"], data: $0["data"], itemType: $0["item_type"], edgeType: $0["edge_type"],
                             sourceType: $0["source_type"], targetType: $0["target_type"])
             }
@@ -63,7 +63,7 @@ extension ServerStore {
 
     public func typeMatch(_ p: Principal, _ pattern: String) throws -> TypeMatch {
         if pattern.hasSuffix(".*") { return TypeMatch(prefix: String(pattern.dropLast(1))) }
-        return try pool.read { db in
+        return try read { db in
             TypeMatch(matching: Set(try typeAndSubtypes(db, tenantID: p.tenantID, pattern)),
                       known: Set(try types(db, tenantID: p.tenantID).map(\.id)))
         }
@@ -74,31 +74,27 @@ extension ServerStore {
         let seconds = Double(retention.components.seconds) + Double(retention.components.attoseconds) / 1e18
         let cutoff = Timestamp.format(Date(timeIntervalSinceNow: -seconds))
         // Most calls (one per new stream) find nothing to drop: a read, not a write transaction.
-        let due = try pool.read { db in try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS(SELECT 1 FROM events WHERE created_at < ?)"), arguments: [cutoff]) ?? false }
+        let due = try read { db in try db.value(Bool.self, "SELECT EXISTS(SELECT 1 FROM events WHERE created_at < ?)", [cutoff]) ?? false }
         guard due else { return }
-        try pool.write { db in
-            try db.cachedStatement(sql: """
+        try write { db in
+            // One process prunes at a time; the others find it done.
+            guard try backend.tryExclusive(db, "prune events") else { return }
+            try db.execute("""
                 INSERT INTO event_horizon(tenant_id, pruned_through)
                 SELECT tenant_id, max(id) FROM events WHERE created_at < ? GROUP BY tenant_id
-                ON CONFLICT(tenant_id) DO UPDATE SET pruned_through = max(pruned_through, excluded.pruned_through)
-                """).execute(arguments: [cutoff])
-            try db.cachedStatement(sql: "DELETE FROM events WHERE created_at < ?").execute(arguments: [cutoff])
+                ON CONFLICT(tenant_id) DO UPDATE SET pruned_through = \(db.dialect.greatest)(event_horizon.pruned_through, excluded.pruned_through)
+                """, [cutoff])
+            try db.execute("DELETE FROM events WHERE created_at < ?", [cutoff])
         }
     }
 
-    /// Appends to the event log inside the caller's transaction; subscribers hear of it on commit.
+    /// Appends to the event log in the caller's transaction (the backend numbers the events at
+    /// commit); subscribers hear of it once committed.
     /// The types of the item (or of an edge's two ends) are kept so a stream can filter and leave
     /// out what a key may not read.
-    func appendEvent(_ db: Database, _ p: Principal, name: String, itemType: String? = nil, edgeType: String? = nil,
+    func appendEvent(_ db: StoreTx, _ p: Principal, name: String, itemType: String? = nil, edgeType: String? = nil,
                      sourceType: String? = nil, targetType: String? = nil, data: [String: JSONValue]) throws {
-        let text = JSONCoding.encode(data)
-        try db.cachedStatement(sql: """
-            INSERT INTO events(tenant_id, name, item_type, edge_type, source_type, target_type, data, created_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [p.tenantID, name, itemType, edgeType, sourceType, targetType, text, Self.now()])
-        let event = LoggedEvent(id: db.lastInsertedRowID, tenantID: p.tenantID, name: name, data: text, itemType: itemType,
-                                edgeType: edgeType, sourceType: sourceType, targetType: targetType)
-        let bell = self.bell
-        db.afterNextTransaction { _ in bell.publish(event) }
+        db.events.append(LoggedEvent(id: 0, tenantID: p.tenantID, name: name, data: JSONCoding.encode(data), createdAt: Self.now(), itemType: itemType,
+                                     edgeType: edgeType, sourceType: sourceType, targetType: targetType))
     }
 }

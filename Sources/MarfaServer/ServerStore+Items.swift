@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import MarfaModel
 
 /// Items (wire.md §2): versions with a snapshot each, W-7 conflicts, states, tags.
@@ -41,7 +40,7 @@ extension ServerStore {
         }
     }
 
-    static func itemJSON(_ r: Row) -> [String: JSONValue] {
+    static func itemJSON(_ r: SQLRow) -> [String: JSONValue] {
         var o: [String: JSONValue] = [
             "id": .string(r["id"]), "type": .string(r["type"]), "properties": .object(JSONCoding.object(from: r["properties"])),
             "version": .int(r["version"]), "schema_version": .int(r["schema_version"]), "source": .string(r["source"]),
@@ -53,28 +52,31 @@ extension ServerStore {
         return o
     }
 
-    func row(_ db: Database, _ p: Principal, _ id: String) throws -> Row? {
-        try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM items WHERE tenant_id = ? AND id = ?"), arguments: [p.tenantID, id])
+    /// The item's row; `lock`: held until the transaction ends (PostgreSQL's `FOR UPDATE`), so
+    /// concurrent changes of one item, from any process, run one after the other on its latest state.
+    func row(_ db: StoreTx, _ p: Principal, _ id: String, lock: Bool = false) throws -> SQLRow? {
+        try db.row("SELECT * FROM items WHERE tenant_id = ? AND id = ?" + (lock ? db.dialect.forUpdate : ""), [p.tenantID, id])
     }
 
     /// The item, readable by `p`, or 404 (an item of a type the key may not read does not exist for it).
-    func readable(_ db: Database, _ p: Principal, _ id: String) throws -> Row {
+    func readable(_ db: StoreTx, _ p: Principal, _ id: String, lock: Bool = false) throws -> SQLRow {
         guard Self.isValidID(id) else { throw APIError(400, "invalid_id", "not an item id: \(id)") }
-        guard let r = try row(db, p, id), p.may("read", type: r["type"]) else { throw APIError.itemNotFound(id) }
+        guard let r = try row(db, p, id, lock: lock), p.may("read", type: r["type"]) else { throw APIError.itemNotFound(id) }
         return r
     }
 
-    func writable(_ db: Database, _ p: Principal, _ id: String) throws -> Row {
-        let r = try readable(db, p, id)
+    /// The item, changeable by `p` (403 otherwise), locked for the rest of the transaction.
+    func writable(_ db: StoreTx, _ p: Principal, _ id: String) throws -> SQLRow {
+        let r = try readable(db, p, id, lock: true)
         guard p.may("write", type: r["type"]) else { throw APIError(403, "type_not_permitted", "this key may not change items of type \(r["type"] as String)") }
         return r
     }
 
-    func tags(_ db: Database, _ p: Principal, _ id: String) throws -> [String] {
-        try String.fetchAll(db.cachedStatement(sql: "SELECT tag FROM tags WHERE tenant_id = ? AND item_id = ? ORDER BY tag"), arguments: [p.tenantID, id])
+    func tags(_ db: StoreTx, _ p: Principal, _ id: String) throws -> [String] {
+        try db.values(String.self, "SELECT tag FROM tags WHERE tenant_id = ? AND item_id = ? ORDER BY tag", [p.tenantID, id])
     }
 
-    func envelope(_ db: Database, _ p: Principal, _ r: Row) throws -> [String: JSONValue] {
+    func envelope(_ db: StoreTx, _ p: Principal, _ r: SQLRow) throws -> [String: JSONValue] {
         let id: String = r["id"]
         return ["item": .object(Self.itemJSON(r)),
                 "metadata": .object(["item_id": .string(id), "tags": .array(try tags(db, p, id).map(JSONValue.string)),
@@ -83,7 +85,7 @@ extension ServerStore {
 
     /// `metadata.changed`'s data (W-15, exactly): the item's tags, tier and state as they are now.
     /// Extensions are not in it; a client reads them from the item (`GET /items/{id}`).
-    func metadataEvent(_ db: Database, _ p: Principal, _ r: Row) throws -> [String: JSONValue] {
+    func metadataEvent(_ db: StoreTx, _ p: Principal, _ r: SQLRow) throws -> [String: JSONValue] {
         ["item_id": .string(r["id"]), "tags": .array(try tags(db, p, r["id"]).map(JSONValue.string)), "tier": .string(r["tier"]),
          "state": .string(r["state"])]
     }
@@ -114,7 +116,7 @@ extension ServerStore {
             guard let s = v.stringValue else { throw APIError.validation("source_id must be a string", field: "source_id") }
             sourceID = s
         }
-        return try pool.write { db in
+        return try write { db in
             let t = try type(db, tenantID: p.tenantID, typeID)
             try Self.checkProperties(props, type: t, complete: true)
             try checkBlobRefs(db, p, props, type: typeID)
@@ -125,12 +127,12 @@ extension ServerStore {
                 return (200, out)
             }
             let now = Self.now()
-            try db.cachedStatement(sql: """
+            try db.execute("""
                 INSERT INTO items(tenant_id, id, type, properties, version, schema_version, source, source_id, timestamp, created_at, updated_at, state, tier)
                 VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?)
-                """).execute(arguments: [p.tenantID, id, typeID, JSONCoding.encode(props), t.version, p.label, sourceID, timestamp ?? now, now, now, state, tier])
-            try db.cachedStatement(sql: "INSERT INTO item_versions(tenant_id, item_id, version, properties, created_at) VALUES (?, ?, 1, ?, ?)").execute(arguments: [p.tenantID, id, JSONCoding.encode(props), now])
-            for tag in tags { try db.cachedStatement(sql: "INSERT INTO tags(tenant_id, item_id, tag) VALUES (?, ?, ?)").execute(arguments: [p.tenantID, id, tag]) }
+                """, [p.tenantID, id, typeID, JSONCoding.encode(props), t.version, p.label, sourceID, timestamp ?? now, now, now, state, tier])
+            try db.execute("INSERT INTO item_versions(tenant_id, item_id, version, properties, created_at) VALUES (?, ?, 1, ?, ?)", [p.tenantID, id, JSONCoding.encode(props), now])
+            for tag in tags { try db.execute("INSERT INTO tags(tenant_id, item_id, tag) VALUES (?, ?, ?)", [p.tenantID, id, tag]) }
             let r = try row(db, p, id)!
             try appendEvent(db, p, name: "item.created", itemType: typeID, data: Self.itemJSON(r))
             if !tags.isEmpty { try appendEvent(db, p, name: "metadata.changed", itemType: typeID, data: try metadataEvent(db, p, r)) }
@@ -139,7 +141,7 @@ extension ServerStore {
     }
 
     public func getItem(_ p: Principal, _ id: String) throws -> [String: JSONValue] {
-        try pool.read { db in try envelope(db, p, try readable(db, p, id)) }
+        try read { db in try envelope(db, p, try readable(db, p, id)) }
     }
 
     public struct ListQuery: Sendable {
@@ -162,25 +164,25 @@ extension ServerStore {
     /// `GET /items` (W-6): ordered by `(updated_at, id)`; the cursor is the last row's pair.
     public func listItems(_ p: Principal, _ q: ListQuery) throws -> [String: JSONValue] {
         let after = try Self.cursorPair(q.cursor)
-        return try pool.read { db in
+        return try read { db in
             var sql = "SELECT items.* FROM items WHERE items.tenant_id = ?"
-            var args: [any DatabaseValueConvertible] = [p.tenantID]
+            var args: [any SQLBindable] = [p.tenantID]
             // Filtered by tags: the list walks the smallest tag's rows in list order (its index
             // carries each item's `updated_at`), so a page costs about its own items whatever the
             // tag's size; the other tags are membership tests.
             var tags = q.tags
             var order = "updated_at, id"
             func size(_ tag: String) throws -> Int {
-                try Int.fetchOne(db, sql: "SELECT count(*) FROM tags WHERE tenant_id = ? AND tag = ?", arguments: [p.tenantID, tag]) ?? 0
+                try db.value(Int.self, "SELECT count(*) FROM tags WHERE tenant_id = ? AND tag = ?", [p.tenantID, tag]) ?? 0
             }
             if let first = tags.count == 1 ? tags.first : try tags.map({ ($0, try size($0)) }).min(by: { $0.1 < $1.1 })?.0 {
-                sql = "SELECT items.* FROM tags drive CROSS JOIN items ON items.tenant_id = drive.tenant_id AND items.id = drive.item_id WHERE drive.tenant_id = ? AND drive.tag = ?"
+                sql = "SELECT items.* FROM tags drive \(db.dialect.orderedJoin) items ON items.tenant_id = drive.tenant_id AND items.id = drive.item_id WHERE drive.tenant_id = ? AND drive.tag = ?"
                 args = [p.tenantID, first]
                 tags.removeAll { $0 == first }
                 order = "drive.updated_at, drive.item_id"
             }
             func typeIn(_ ids: [String]) {
-                sql += ids.isEmpty ? " AND 0" : " AND type IN (" + ids.map { _ in "?" }.joined(separator: ",") + ")"
+                sql += ids.isEmpty ? " AND 1 = 0" : " AND type IN (" + ids.map { _ in "?" }.joined(separator: ",") + ")"
                 args += ids
             }
             // A member key reads the types it has a permission on, and their subtypes.
@@ -196,19 +198,19 @@ extension ServerStore {
             for tag in tags { sql += " AND id IN (SELECT item_id FROM tags WHERE tenant_id = ? AND tag = ?)"; args += [p.tenantID, tag] }
             if let s = q.source { sql += " AND source = ?"; args.append(s) }
             // Compared as instants: a timestamp keeps the offset its client gave.
-            if let s = q.since { sql += " AND julianday(timestamp) >= julianday(?)"; args.append(s) }
-            if let u = q.until { sql += " AND julianday(timestamp) < julianday(?)"; args.append(u) }
+            if let s = q.since { sql += " AND \(db.dialect.instant("items.timestamp")) >= \(db.dialect.instant("?"))"; args.append(s) }
+            if let u = q.until { sql += " AND \(db.dialect.instant("items.timestamp")) < \(db.dialect.instant("?"))"; args.append(u) }
             if let u = q.updatedAfter { sql += " AND (\(order)) >= (?, '')"; args.append(u) }
             if let (u, id) = after { sql += " AND (\(order)) > (?, ?)"; args += [u, id] }
             sql += " ORDER BY \(order) LIMIT ?"; args.append(q.limit + 1)
-            let (rows, cursor) = Self.page(try Row.fetchAll(db.cachedStatement(sql: sql), arguments: StatementArguments(args)), limit: q.limit)
+            let (rows, cursor) = Self.page(try db.rows(sql, (args)), limit: q.limit)
             let data: [JSONValue] = try rows.map { q.includeMetadata ? .object(try envelope(db, p, $0)) : .object(Self.itemJSON($0)) }
             return ["data": .array(data), "cursor": cursor, "has_more": .bool(cursor != .null)]
         }
     }
 
     /// W-6: the first `limit` rows (fetched `limit + 1`) and the cursor after the last, or null.
-    static func page(_ fetched: [Row], limit: Int) -> ([Row], JSONValue) {
+    static func page(_ fetched: [SQLRow], limit: Int) -> ([SQLRow], JSONValue) {
         guard fetched.count > limit else { return (fetched, .null) }
         let rows = Array(fetched.prefix(limit))
         return (rows, .string(Data(((rows.last!["updated_at"] as String) + "\n" + (rows.last!["id"] as String)).utf8).base64EncodedString()))
@@ -248,7 +250,7 @@ extension ServerStore {
             guard case .object(let o) = v else { throw APIError.validation("extensions must be an object of namespaces", field: "extensions") }
             extPatch = o
         }
-        return try pool.write { db in
+        return try write { db in
             let r = try writable(db, p, id)
             let t = try type(db, tenantID: p.tenantID, r["type"])
             let current = JSONCoding.object(from: r["properties"])
@@ -268,13 +270,13 @@ extension ServerStore {
             var newExt = oldExt
             for (k, v) in extPatch ?? [:] { if v == .null { newExt.removeValue(forKey: k) } else { newExt[k] = v } }
             if newExt != oldExt {
-                try db.cachedStatement(sql: "UPDATE items SET extensions = ?, updated_at = ? WHERE tenant_id = ? AND id = ?").execute(arguments: [JSONCoding.encode(newExt), now, p.tenantID, id])
+                try db.execute("UPDATE items SET extensions = ?, updated_at = ? WHERE tenant_id = ? AND id = ?", [JSONCoding.encode(newExt), now, p.tenantID, id])
                 try appendEvent(db, p, name: "metadata.changed", itemType: r["type"], data: try metadataEvent(db, p, try row(db, p, id)!))
             }
             let changed = next != current || (tier != nil && tier != r["tier"])
             if changed {
-                try db.cachedStatement(sql: "UPDATE items SET properties = ?, version = version + 1, tier = COALESCE(?, tier), updated_at = ? WHERE tenant_id = ? AND id = ?").execute(arguments: [JSONCoding.encode(next), tier, now, p.tenantID, id])
-                try db.cachedStatement(sql: "INSERT INTO item_versions(tenant_id, item_id, version, properties, created_at) VALUES (?, ?, ?, ?, ?)").execute(arguments: [p.tenantID, id, version + 1, JSONCoding.encode(next), now])
+                try db.execute("UPDATE items SET properties = ?, version = version + 1, tier = COALESCE(?, tier), updated_at = ? WHERE tenant_id = ? AND id = ?", [JSONCoding.encode(next), tier, now, p.tenantID, id])
+                try db.execute("INSERT INTO item_versions(tenant_id, item_id, version, properties, created_at) VALUES (?, ?, ?, ?, ?)", [p.tenantID, id, version + 1, JSONCoding.encode(next), now])
                 let updated = try row(db, p, id)!
                 try appendEvent(db, p, name: "item.updated", itemType: r["type"], data: Self.itemJSON(updated))
                 return try envelope(db, p, updated)
@@ -287,9 +289,9 @@ extension ServerStore {
     /// request changed are applied over the current state, so the server's own changes stay,
     /// unless both changed a field (`409 version_conflict`, with the ancestor and the type's merge
     /// policy) or `base` is not known (`409 ancestor_unavailable`).
-    func mergeStalePatch(_ db: Database, _ p: Principal, _ id: String, base: Int64, current: [String: JSONValue], version: Int64,
+    func mergeStalePatch(_ db: StoreTx, _ p: Principal, _ id: String, base: Int64, current: [String: JSONValue], version: Int64,
                          patch: [String: JSONValue], replace: Bool, type t: TypeSchema) throws -> [String: JSONValue] {
-        let ancestorText = base < version ? try String.fetchOne(db.cachedStatement(sql: "SELECT properties FROM item_versions WHERE tenant_id = ? AND item_id = ? AND version = ?"), arguments: [p.tenantID, id, base]) : nil
+        let ancestorText = base < version ? try db.value(String.self, "SELECT properties FROM item_versions WHERE tenant_id = ? AND item_id = ? AND version = ?", [p.tenantID, id, base]) : nil
         // A version the item never had (newer than its own: a server restored from an older
         // backup) has no ancestor either: `ancestor_unavailable`, with the current state, so
         // the client resolves two-way as for a pruned version.
@@ -323,7 +325,7 @@ extension ServerStore {
 
     /// Moves an item to `state` (`POST …/transition`, `…/restore`, `DELETE`).
     public func setState(_ p: Principal, _ id: String, to state: String, restore: Bool = false) throws -> [String: JSONValue] {
-        try pool.write { db in
+        try write { db in
             let r = try writable(db, p, id)
             let from: String = r["state"]
             if restore {
@@ -334,7 +336,7 @@ extension ServerStore {
                 }
             }
             if from != state {
-                try db.cachedStatement(sql: "UPDATE items SET state = ?, updated_at = ? WHERE tenant_id = ? AND id = ?").execute(arguments: [state, Self.now(), p.tenantID, id])
+                try db.execute("UPDATE items SET state = ?, updated_at = ? WHERE tenant_id = ? AND id = ?", [state, Self.now(), p.tenantID, id])
             }
             let updated = try row(db, p, id)!
             if from != state {
@@ -348,9 +350,9 @@ extension ServerStore {
 
     /// `GET /items/{id}/versions`: the snapshots before the current one, oldest first.
     public func versions(_ p: Principal, _ id: String) throws -> [String: JSONValue] {
-        try pool.read { db in
+        try read { db in
             let r = try readable(db, p, id)
-            let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT version, properties, created_at FROM item_versions WHERE tenant_id = ? AND item_id = ? AND version < ? ORDER BY version"), arguments: [p.tenantID, id, r["version"] as Int64])
+            let rows = try db.rows("SELECT version, properties, created_at FROM item_versions WHERE tenant_id = ? AND item_id = ? AND version < ? ORDER BY version", [p.tenantID, id, r["version"] as Int64])
             return ["versions": .array(rows.map {
                 .object(["id": .string("\(id)@\($0["version"] as Int64)"), "item_id": .string(id), "version": .int($0["version"]),
                          "properties": .object(JSONCoding.object(from: $0["properties"])), "created_at": .string($0["created_at"])])
@@ -363,7 +365,7 @@ extension ServerStore {
     public enum TagChange: Sendable { case replace([String]), add([String]), remove(String) }
 
     public func changeTags(_ p: Principal, _ id: String, _ change: TagChange) throws -> [String: JSONValue] {
-        try pool.write { db in
+        try write { db in
             let r = try writable(db, p, id)
             let old = Set(try tags(db, p, id))
             var new = old
@@ -373,9 +375,9 @@ extension ServerStore {
             case .remove(let t): new.remove(t)
             }
             if new != old {
-                try db.cachedStatement(sql: "DELETE FROM tags WHERE tenant_id = ? AND item_id = ?").execute(arguments: [p.tenantID, id])
-                for tag in new.sorted() { try db.cachedStatement(sql: "INSERT INTO tags(tenant_id, item_id, tag) VALUES (?, ?, ?)").execute(arguments: [p.tenantID, id, tag]) }
-                try db.cachedStatement(sql: "UPDATE items SET updated_at = ? WHERE tenant_id = ? AND id = ?").execute(arguments: [Self.now(), p.tenantID, id])
+                try db.execute("DELETE FROM tags WHERE tenant_id = ? AND item_id = ?", [p.tenantID, id])
+                for tag in new.sorted() { try db.execute("INSERT INTO tags(tenant_id, item_id, tag) VALUES (?, ?, ?)", [p.tenantID, id, tag]) }
+                try db.execute("UPDATE items SET updated_at = ? WHERE tenant_id = ? AND id = ?", [Self.now(), p.tenantID, id])
                 try appendEvent(db, p, name: "metadata.changed", itemType: r["type"], data: try metadataEvent(db, p, try row(db, p, id)!))
             }
             return try envelope(db, p, try row(db, p, id)!)
@@ -383,8 +385,8 @@ extension ServerStore {
     }
 
     public func tagCounts(_ p: Principal) throws -> [String: JSONValue] {
-        try pool.read { db in
-            let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT tag, count(*) AS n FROM tags WHERE tenant_id = ? GROUP BY tag ORDER BY tag"), arguments: [p.tenantID])
+        try read { db in
+            let rows = try db.rows("SELECT tag, count(*) AS n FROM tags WHERE tenant_id = ? GROUP BY tag ORDER BY tag", [p.tenantID])
             return ["tags": .array(rows.map { .object(["tag": .string($0["tag"]), "count": .int($0["n"])]) })]
         }
     }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import MarfaModel
 
 /// Types (wire.md W-9, W-10): the built-in types and the custom types a tenant registers.
@@ -9,22 +8,22 @@ extension ServerStore {
     static let builtInParents: [String: String] = Dictionary(uniqueKeysWithValues: TypeSchema.builtIns.compactMap { t in t.parent.map { (t.id, $0) } })
 
     /// The types `tenantID` can use: the built-in ones, then its own by id.
-    func types(_ db: Database, tenantID: String) throws -> [TypeSchema] {
-        let custom = try String.fetchAll(db.cachedStatement(sql: "SELECT definition FROM types WHERE tenant_id = ? ORDER BY id"), arguments: [tenantID])
+    func types(_ db: StoreTx, tenantID: String) throws -> [TypeSchema] {
+        let custom = try db.values(String.self, "SELECT definition FROM types WHERE tenant_id = ? ORDER BY id", [tenantID])
         return try TypeSchema.builtIns + custom.map { try JSONCoding.decode(TypeSchema.self, from: $0) }
     }
 
     /// The type schema for `id` as `tenantID` sees it, or 404 `type_not_found`.
-    func type(_ db: Database, tenantID: String, _ id: String) throws -> TypeSchema {
+    func type(_ db: StoreTx, tenantID: String, _ id: String) throws -> TypeSchema {
         if let t = TypeSchema.builtIns.first(where: { $0.id == id }) { return t }
-        guard let text = try String.fetchOne(db.cachedStatement(sql: "SELECT definition FROM types WHERE tenant_id = ? AND id = ?"), arguments: [tenantID, id]) else {
+        guard let text = try db.value(String.self, "SELECT definition FROM types WHERE tenant_id = ? AND id = ?", [tenantID, id]) else {
             throw APIError(404, "type_not_found", "no type \(id)")
         }
         return try JSONCoding.decode(TypeSchema.self, from: text)
     }
 
     /// `id` and every type that has it as an ancestor (W-9: lists and filters by a type include its subtypes).
-    func typeAndSubtypes(_ db: Database, tenantID: String, _ id: String) throws -> [String] {
+    func typeAndSubtypes(_ db: StoreTx, tenantID: String, _ id: String) throws -> [String] {
         let all = try types(db, tenantID: tenantID)
         let parents = Dictionary(uniqueKeysWithValues: all.compactMap { t in t.parent.map { (t.id, $0) } })
         return all.map(\.id).filter { t in
@@ -35,26 +34,26 @@ extension ServerStore {
     }
 
     /// The types a member key may read (its permissions, with subtypes); nil for a key that reads all.
-    func readableTypes(_ db: Database, _ p: Principal) throws -> [String]? {
+    func readableTypes(_ db: StoreTx, _ p: Principal) throws -> [String]? {
         guard p.typePermissions != nil else { return nil }
         return try types(db, tenantID: p.tenantID).map(\.id).filter { p.may("read", type: $0) }
     }
 
     /// The parents of the tenant's custom types (for permission checks on subtypes).
-    func customParents(_ db: Database, tenantID: String) throws -> [String: String] {
+    func customParents(_ db: StoreTx, tenantID: String) throws -> [String: String] {
         var out: [String: String] = [:]
-        for r in try Row.fetchAll(db.cachedStatement(sql: "SELECT id, parent FROM types WHERE tenant_id = ? AND parent IS NOT NULL"), arguments: [tenantID]) {
+        for r in try db.rows("SELECT id, parent FROM types WHERE tenant_id = ? AND parent IS NOT NULL", [tenantID]) {
             out[r["id"]] = r["parent"]
         }
         return out
     }
 
     public func listTypes(_ p: Principal) throws -> [TypeSchema] {
-        try pool.read { db in try types(db, tenantID: p.tenantID) }
+        try read { db in try types(db, tenantID: p.tenantID) }
     }
 
     public func getType(_ p: Principal, _ id: String) throws -> TypeSchema {
-        try pool.read { db in try type(db, tenantID: p.tenantID, id) }
+        try read { db in try type(db, tenantID: p.tenantID, id) }
     }
 
     static func invalidSchema(_ message: String, field: String? = nil) -> APIError {
@@ -91,7 +90,7 @@ extension ServerStore {
         }
         let policyBody = body["merge_policy"] ?? .null
         let hintsBody = body["display_hints"] ?? .null
-        return try pool.write { db in
+        return try write { db in
             var schema = TypeSchema(id: id, label: label, parent: parentID, fields: [:])
             if let parentID {
                 guard parentID != id else { throw Self.invalidSchema("a type cannot be its own parent", field: "parent") }
@@ -114,13 +113,13 @@ extension ServerStore {
             let definition = JSONCoding.encode(schema)
             let out: [String: JSONValue] = ["type": .object(JSONCoding.object(from: definition))]
             if TypeSchema.builtIns.contains(where: { $0.id == id }) { throw APIError(409, "type_mismatch", "\(id) is a built-in type") }
-            if let existing = try String.fetchOne(db.cachedStatement(sql: "SELECT definition FROM types WHERE tenant_id = ? AND id = ?"), arguments: [p.tenantID, id]) {
+            if let existing = try db.value(String.self, "SELECT definition FROM types WHERE tenant_id = ? AND id = ?", [p.tenantID, id]) {
                 guard (try? JSONCoding.decode(TypeSchema.self, from: existing)) == schema else {
                     throw APIError(409, "type_mismatch", "type \(id) is registered with another definition")
                 }
                 return (200, out)
             }
-            try db.cachedStatement(sql: "INSERT INTO types(tenant_id, id, parent, definition, created_at) VALUES (?, ?, ?, ?, ?)").execute(arguments: [p.tenantID, id, parentID, definition, Self.now()])
+            try db.execute("INSERT INTO types(tenant_id, id, parent, definition, created_at) VALUES (?, ?, ?, ?, ?)", [p.tenantID, id, parentID, definition, Self.now()])
             return (201, out)
         }
     }

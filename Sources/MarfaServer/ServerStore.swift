@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import GRDB
+import Logging
 import MarfaModel
 
 /// Who is calling: the tenant and the key (W-2, W-18).
@@ -26,24 +26,71 @@ public struct Principal: Sendable {
     }
 }
 
-/// The reference server's data, on GRDB.
+/// The reference server's data: the rules of wire.md over one `ServerBackend` (SQLite, the
+/// embedded default, or PostgreSQL for several processes).
 public final class ServerStore: Sendable {
-    let pool: DatabasePool
+    let backend: any ServerBackend
     /// Rung after every commit that appended events; event streams wait on it.
     let bell = EventBell()
-    /// The database's directory (uploads in progress are kept there, on the same disk).
-    let directory: String
+    /// Where an upload in progress is spooled (beside a SQLite database, on the same disk).
+    var directory: String { backend.spoolDirectory }
 
-    public init(path: String) throws {
-        let dir = (path as NSString).deletingLastPathComponent
-        directory = dir.isEmpty ? "." : dir
-        if !dir.isEmpty { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
-        var config = Configuration()
-        config.busyMode = .timeout(10)
-        config.prepareDatabase { db in try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute() }
-        pool = try DatabasePool(path: path, configuration: config)
-        try ServerSchema.migrator().migrate(pool)
-        bell.start(after: try pool.read { db in try Int64.fetchOne(db.cachedStatement(sql: "SELECT seq FROM sqlite_sequence WHERE name = 'events'")) ?? 0 })
+    /// `db`: a SQLite file, or `postgres://USER@HOST:PORT/DB`. `migrate: false` opens a
+    /// PostgreSQL database as it is (the schema must be current).
+    public init(db: String, log: Logger = Logger(label: "marfafs.serve"), migrate: Bool = true) throws {
+        if Self.isPostgres(db) {
+            backend = try PostgresBackend(url: db, log: log, migrate: migrate)
+            backend.follow(bell)
+        } else {
+            let sqlite = try SQLiteBackend(path: db)
+            backend = sqlite
+            bell.start(after: try sqlite.newestEventID())
+        }
+    }
+
+    public convenience init(path: String) throws { try self.init(db: path) }
+
+    /// Whether `--db` names a PostgreSQL database rather than a SQLite file.
+    public static func isPostgres(_ db: String) -> Bool { db.hasPrefix("postgres://") || db.hasPrefix("postgresql://") }
+
+    /// Migrates a PostgreSQL database (`marfafs serve --migrate-only`); the ids applied.
+    public static func migrateOnly(db: String, log: Logger) throws -> [String] {
+        guard isPostgres(db) else {
+            let store = try ServerStore(db: db, log: log)
+            store.close()
+            return []
+        }
+        let backend = try PostgresBackend(url: db, log: log, migrate: false)
+        defer { backend.close() }
+        return try PostgresSchema.migrate(backend.pool)
+    }
+
+    public func close() {
+        bell.close()
+        backend.close()
+    }
+
+    /// A read: inside the task's transaction if it has one, else on a connection of its own.
+    func read<T>(_ body: (StoreTx) throws -> T) throws -> T {
+        if let tx = StoreTx.current { return try body(tx) }
+        return try backend.read { tx in try StoreTx.$current.withValue(tx) { try body(tx) } }
+    }
+
+    /// A write transaction, or a part of the task's: an idempotent request runs its store call
+    /// and the storing of its answer in one transaction.
+    func write<T>(_ body: (StoreTx) throws -> T) throws -> T {
+        if let tx = StoreTx.current {
+            guard tx.writable else { throw APIError(500, "internal_error", "a write inside a read") }
+            return try body(tx)
+        }
+        let bell = self.bell, shared = backend.isShared
+        return try backend.write({ tx in try StoreTx.$current.withValue(tx) { try body(tx) } }, committed: { events in
+            if shared {
+                for tenant in Set(events.map(\.tenantID)) { bell.ring(tenant: tenant) }
+            } else {
+                for e in events { bell.publish(e) }
+            }
+        })
     }
 
     static func now() -> String { Timestamp.format(Date()) }
@@ -65,21 +112,21 @@ public final class ServerStore: Sendable {
     }
 
     /// Makes a key of `tenantID`; returns its row (as the wire shows it) and the plaintext, once.
-    func insertKey(_ db: Database, tenantID: String, label: String, role: String, typePermissions: [String: String]?) throws -> ([String: JSONValue], String) {
+    func insertKey(_ db: StoreTx, tenantID: String, label: String, role: String, typePermissions: [String: String]?) throws -> ([String: JSONValue], String) {
         let key = Self.mintKey()
         let salt = Data(Self.randomBytes(16))
         let id = "key_" + ItemID.make()
         let now = Self.now()
         let perms = typePermissions.map { JSONCoding.encode($0.mapValues(JSONValue.string)) }
-        try db.cachedStatement(sql: """
+        try db.execute("""
             INSERT INTO keys(id, tenant_id, label, role, type_permissions, lookup, salt, hash, created_at)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [id, tenantID, label, role, perms, String(key.prefix(21)), salt, Self.hash(key, salt: salt), now])
+            """, [id, tenantID, label, role, perms, String(key.prefix(21)), salt, Self.hash(key, salt: salt), now])
         return (try keyJSON(db, id: id)!, key)
     }
 
-    func keyJSON(_ db: Database, id: String) throws -> [String: JSONValue]? {
-        guard let r = try Row.fetchOne(db.cachedStatement(sql: "SELECT k.*, t.operator FROM keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.id = ?"), arguments: [id]) else { return nil }
+    func keyJSON(_ db: StoreTx, id: String) throws -> [String: JSONValue]? {
+        guard let r = try db.row("SELECT k.*, t.operator FROM keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.id = ?", [id]) else { return nil }
         var o: [String: JSONValue] = [
             "id": .string(r["id"]), "label": .string(r["label"]), "role": .string(r["role"]),
             "tenant_id": .string(r["tenant_id"]), "space_id": .string(r["tenant_id"]),
@@ -93,43 +140,43 @@ public final class ServerStore: Sendable {
         return o
     }
 
-    func insertTenant(_ db: Database, name: String, operator isOperator: Bool) throws -> [String: JSONValue] {
+    func insertTenant(_ db: StoreTx, name: String, operator isOperator: Bool) throws -> [String: JSONValue] {
         let id = "tnt_" + ItemID.make()
         let now = Self.now()
-        try db.cachedStatement(sql: "INSERT INTO tenants(id, name, operator, created_at) VALUES (?, ?, ?, ?)").execute(arguments: [id, name, isOperator, now])
+        try db.execute("INSERT INTO tenants(id, name, operator, created_at) VALUES (?, ?, ?, ?)", [id, name, isOperator, now])
         return ["id": .string(id), "name": .string(name), "created_at": .string(now)]
     }
 
     /// W-18 bootstrap: on a server with no keys, the first tenant (the operator) and its admin key.
     public func bootstrap(label: String = "admin") throws -> ([String: JSONValue], String)? {
-        try pool.write { db in
-            if try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS(SELECT 1 FROM keys)")) ?? false { return nil }
+        try write { db in
+            try backend.serialize(db, on: "bootstrap")
+            if try db.value(Bool.self, "SELECT EXISTS(SELECT 1 FROM keys)") ?? false { return nil }
             let tenant = try insertTenant(db, name: "operator", operator: true)
             return try insertKey(db, tenantID: tenant["id"]!.stringValue!, label: label, role: "admin", typePermissions: nil)
         }
     }
 
     public func createKey(_ p: Principal, label: String, role: String, typePermissions: [String: String]?) throws -> ([String: JSONValue], String) {
-        try pool.write { db in try insertKey(db, tenantID: p.tenantID, label: label, role: role, typePermissions: typePermissions) }
+        try write { db in try insertKey(db, tenantID: p.tenantID, label: label, role: role, typePermissions: typePermissions) }
     }
 
     public func listKeys(_ p: Principal) throws -> [[String: JSONValue]] {
-        try pool.read { db in
-            try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM keys WHERE tenant_id = ? AND revoked_at IS NULL ORDER BY created_at, id"), arguments: [p.tenantID])
+        try read { db in
+            try db.values(String.self, "SELECT id FROM keys WHERE tenant_id = ? AND revoked_at IS NULL ORDER BY created_at, id", [p.tenantID])
                 .compactMap { try keyJSON(db, id: $0) }
         }
     }
 
     /// Revokes a key of the caller's tenant at once; false if there is no such key.
     public func revokeKey(_ p: Principal, id: String) throws -> Bool {
-        try pool.write { db in
-            try db.cachedStatement(sql: "UPDATE keys SET revoked_at = ? WHERE id = ? AND tenant_id = ? AND revoked_at IS NULL").execute(arguments: [Self.now(), id, p.tenantID])
-            return db.changesCount > 0
+        try write { db in
+            try db.execute("UPDATE keys SET revoked_at = ? WHERE id = ? AND tenant_id = ? AND revoked_at IS NULL", [Self.now(), id, p.tenantID]) > 0
         }
     }
 
     public func createTenant(name: String) throws -> ([String: JSONValue], String) {
-        try pool.write { db in
+        try write { db in
             let tenant = try insertTenant(db, name: name, operator: false)
             let (_, key) = try insertKey(db, tenantID: tenant["id"]!.stringValue!, label: "admin", role: "admin", typePermissions: nil)
             return (tenant, key)
@@ -137,8 +184,8 @@ public final class ServerStore: Sendable {
     }
 
     public func tenant(_ p: Principal) throws -> [String: JSONValue] {
-        try pool.read { db in
-            let r = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tenants WHERE id = ?"), arguments: [p.tenantID])!
+        try read { db in
+            let r = try db.row("SELECT * FROM tenants WHERE id = ?", [p.tenantID])!
             return ["id": .string(r["id"]), "name": .string(r["name"]), "created_at": .string(r["created_at"])]
         }
     }
@@ -149,8 +196,8 @@ public final class ServerStore: Sendable {
         guard let (p, lastUsed) = try lookUp(token) else { return nil }
         let now = Date()
         if Timestamp.parse(lastUsed).map({ now.timeIntervalSince1970 - $0 >= 60 }) ?? true {
-            try pool.write { db in
-                try db.cachedStatement(sql: "UPDATE keys SET last_used_at = ? WHERE id = ?").execute(arguments: [Timestamp.format(now), p.keyID])
+            try write { db in
+                try db.execute("UPDATE keys SET last_used_at = ? WHERE id = ?", [Timestamp.format(now), p.keyID])
             }
         }
         return p
@@ -158,11 +205,11 @@ public final class ServerStore: Sendable {
 
     func lookUp(_ token: String) throws -> (Principal, String)? {
         guard token.hasPrefix("marfa_k1_"), token.count >= 21, token.count <= 200 else { return nil }
-        return try pool.read { db in
-            for r in try Row.fetchAll(db.cachedStatement(sql: """
+        return try read { db in
+            for r in try db.rows("""
                 SELECT k.*, t.operator FROM keys k JOIN tenants t ON t.id = k.tenant_id
                 WHERE k.lookup = ? AND k.revoked_at IS NULL
-                """), arguments: [String(token.prefix(21))]) {
+                """, [String(token.prefix(21))]) {
                 let salt: Data = r["salt"], hash: Data = r["hash"]
                 guard Self.hash(token, salt: salt) == hash else { continue }
                 let perms = (r["type_permissions"] as String?).map { JSONCoding.object(from: $0).compactMapValues(\.stringValue) }
@@ -178,15 +225,27 @@ public final class ServerStore: Sendable {
 
     // MARK: idempotency (W-5)
 
-    public func storedResponse(_ p: Principal, key: String) throws -> (fingerprint: String, status: Int, body: String)? {
-        try pool.read { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT fingerprint, status, body FROM idempotency WHERE tenant_id = ? AND key = ?"), arguments: [p.tenantID, key]).map { ($0["fingerprint"], $0["status"], $0["body"]) }
-        }
+    /// What an idempotent request gets: the answer stored for its key, or the answer of running it now.
+    public enum IdempotentAnswer: Sendable {
+        case replayed(fingerprint: String, status: Int, body: String)
+        case fresh(status: Int, body: [String: JSONValue])
     }
 
-    public func storeResponse(_ p: Principal, key: String, fingerprint: String, status: Int, body: String) throws {
-        try pool.write { db in
-            try db.cachedStatement(sql: "INSERT OR IGNORE INTO idempotency(tenant_id, key, fingerprint, status, body, created_at) VALUES (?, ?, ?, ?, ?, ?)").execute(arguments: [p.tenantID, key, fingerprint, status, body, Self.now()])
+    /// W-5: runs `run` (a store call) at most once per key of the tenant, across processes. The
+    /// key is held until the transaction ends, the stored answer is looked up under it, and the
+    /// change and its answer commit together: the same key sent to two processes at once gives
+    /// one change, and the other request replays its answer. A refused request stores nothing.
+    public func idempotent(_ p: Principal, key: String, fingerprint: String,
+                           _ run: () throws -> (Int, [String: JSONValue])) throws -> IdempotentAnswer {
+        try write { db in
+            try backend.serialize(db, on: "idempotency \(p.tenantID) \(key)")
+            if let r = try db.row("SELECT fingerprint, status, body FROM idempotency WHERE tenant_id = ? AND key = ?", [p.tenantID, key]) {
+                return .replayed(fingerprint: r["fingerprint"], status: r["status"], body: r["body"])
+            }
+            let (status, out) = try run()
+            try db.execute("INSERT INTO idempotency(tenant_id, key, fingerprint, status, body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                           [p.tenantID, key, fingerprint, status, JSONCoding.encode(out), Self.now()])
+            return .fresh(status: status, body: out)
         }
     }
 }

@@ -14,15 +14,21 @@ public final class ServerHarness: @unchecked Sendable {
     /// The soft limit of open files the server starts with (nil: the test's own).
     let openFiles: Int?
 
-    public init(db: String? = nil, options: [String] = [], openFiles: Int? = nil) throws {
+    /// `db`: the database to serve (another process's, to run several on one PostgreSQL
+    /// database); nil: a new one, a SQLite file, or a PostgreSQL database of the tests' cluster
+    /// when `postgres` is true or `MARFAFS_TEST_SERVER_DB=postgres`.
+    public init(db: String? = nil, postgres: Bool = PostgresCluster.isDefault, options: [String] = [], openFiles: Int? = nil) throws {
         self.options = options
         self.openFiles = openFiles
         let top = ProcessInfo.processInfo.environment["MARFAFS_TEST_ROOT"] ?? (NSTemporaryDirectory() + "marfafs-tests")
         root = top + "/srv-" + UUID().uuidString.prefix(8).lowercased()
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        self.db = db ?? root + "/server.sqlite"
+        if let db { self.db = db } else if postgres { self.db = try PostgresCluster.shared.get().database() } else { self.db = root + "/server.sqlite" }
         try start()
     }
+
+    /// Whether this server runs on PostgreSQL.
+    public var isPostgres: Bool { db.hasPrefix("postgres://") }
 
     /// Starts the server (again, on the same database and, after the first time, the same port)
     /// and waits for its address.

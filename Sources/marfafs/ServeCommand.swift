@@ -10,8 +10,14 @@ struct ServeCommand: ParsableCommand {
         abstract: "Run the Marfa-compatible reference server.",
         discussion: "Prints the bound address (`listening on http://HOST:PORT`; --port 0 picks a free port). SIGTERM or SIGINT stops it gracefully.")
 
-    @Option(help: "The server's database. Default: $XDG_DATA_HOME/marfafs/server.sqlite.")
+    @Option(help: "The server's database: a SQLite file (the default, $XDG_DATA_HOME/marfafs/server.sqlite) or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (several serve processes may share it). Default: $MARFAFS_DB if set.")
     var db: String?
+
+    @Flag(help: "Apply the database's schema migrations, print the ones applied, and exit.")
+    var migrateOnly = false
+
+    @Option(help: "Where --init writes the admin key. Default: the SQLite file's path + .admin-key; for PostgreSQL, $XDG_DATA_HOME/marfafs/server.admin-key.")
+    var keyFile: String?
 
     @Option(help: "Address to listen on.")
     var host = "127.0.0.1"
@@ -38,9 +44,17 @@ struct ServeCommand: ParsableCommand {
     var `init` = false
 
     func run() throws {
-        let dbPath = Paths.absolute(db ?? ((Paths.defaultStore() as NSString).deletingLastPathComponent + "/server.sqlite"))
+        let dataDir = (Paths.defaultStore() as NSString).deletingLastPathComponent
+        let given = db ?? ProcessInfo.processInfo.environment["MARFAFS_DB"].flatMap { $0.isEmpty ? nil : $0 }
+        let isPostgres = given.map(ServerStore.isPostgres) ?? false
+        let dbPath = isPostgres ? given! : Paths.absolute(given ?? dataDir + "/server.sqlite")
+        if migrateOnly {
+            for id in try ServerStore.migrateOnly(db: dbPath, log: Logger(label: "marfafs.serve")) { print("applied \(id)") }
+            return
+        }
         if self.`init` {
-            let keyFile = dbPath + ".admin-key"
+            let keyFile = keyFile.map(Paths.absolute) ?? (isPostgres ? dataDir + "/server.admin-key" : dbPath + ".admin-key")
+            try FileManager.default.createDirectory(atPath: (keyFile as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             guard let path = try ReferenceServer.initialize(db: dbPath, keyFile: keyFile) else {
                 throw CLIError("\(dbPath) already has keys; manage them with POST /keys and an admin key", code: Exit.busy)
             }

@@ -1,0 +1,335 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import PostgresNIO
+import Synchronization
+
+/// The server on PostgreSQL: any number of `marfafs serve` processes on one database.
+///
+/// Event ids are per tenant, given by a counter row (`event_counters`) that a transaction updates
+/// as its last statement before COMMIT: the row stays locked until the commit, so a tenant's ids
+/// become visible in id order, and a stream reading `id > last` never passes an event that commits
+/// later (ARCHITECTURE.md, "Event ids on PostgreSQL"). Each commit that appended events sends
+/// `NOTIFY marfa_events, '<tenant>:<id>'`; every process listens on its own connection and wakes
+/// its streams of that tenant; a periodic read of the counters, and a reconnect, wake them too.
+final class PostgresBackend: ServerBackend {
+    let pool: PostgresPool
+    let log: Logger
+    let spoolDirectory = NSTemporaryDirectory()
+    var dialect: SQLDialect { .postgres }
+    var isShared: Bool { true }
+    static let channel = "marfa_events"
+    private let followers = Mutex<[Task<Void, Never>]>([])
+
+    init(url: String, log: Logger, migrate: Bool = true) throws {
+        self.log = log
+        pool = PostgresPool(configuration: try Self.configuration(url), log: log)
+        if migrate { try PostgresSchema.migrate(pool) }
+    }
+
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB`, with `?host=/dir` for a Unix socket directory
+    /// and `?sslmode=disable|prefer|require` (default: disable).
+    static func configuration(_ url: String) throws -> PostgresConnection.Configuration {
+        guard let c = URLComponents(string: url), ["postgres", "postgresql"].contains(c.scheme ?? ""),
+              let user = c.user, !user.isEmpty else {
+            throw ServerStoreError("--db must be a SQLite file or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, not \(url)")
+        }
+        let database = c.path.hasPrefix("/") ? String(c.path.dropFirst()) : c.path
+        let port = c.port ?? 5432
+        let query = Dictionary((c.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        var config: PostgresConnection.Configuration
+        if let dir = query["host"], dir.hasPrefix("/") {
+            config = .init(unixSocketPath: dir + "/.s.PGSQL.\(port)", username: user, password: c.password, database: database.isEmpty ? nil : database)
+        } else {
+            let tls: PostgresConnection.Configuration.TLS
+            switch query["sslmode"] ?? "disable" {
+            case "disable": tls = .disable
+            case "prefer": tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            case "require", "verify-full": tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            case let other: throw ServerStoreError("sslmode \(other) is not one of disable, prefer, require")
+            }
+            config = .init(host: c.host ?? "127.0.0.1", port: port, username: user, password: c.password, database: database.isEmpty ? nil : database, tls: tls)
+        }
+        config.options.connectTimeout = .seconds(10)
+        return config
+    }
+
+    func read<T>(_ body: (StoreTx) throws -> T) throws -> T {
+        try pool.withConnection { conn in
+            let session = PostgresSession(conn, log: log)
+            return try body(StoreTx(session: session, dialect: .postgres, writable: false))
+        }
+    }
+
+    /// SQLSTATEs after which the whole transaction is run again: a deadlock, a serialization
+    /// failure, and a unique key another process inserted first (the run again sees its row).
+    static let transient: Set<String> = ["40001", "40P01", "23505"]
+
+    func write<T>(_ body: (StoreTx) throws -> T, committed: @escaping @Sendable ([ServerStore.LoggedEvent]) -> Void) throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try pool.withConnection { conn in
+                    let session = PostgresSession(conn, log: log)
+                    try session.execute("BEGIN", [])
+                    do {
+                        let tx = StoreTx(session: session, dialect: .postgres, writable: true)
+                        let out = try body(tx)
+                        let events = try number(tx)
+                        try session.execute("COMMIT", [])
+                        if !events.isEmpty { committed(events) }
+                        return out
+                    } catch {
+                        _ = try? session.execute("ROLLBACK", [])
+                        throw error
+                    }
+                }
+            } catch let e as PSQLError where attempt < 8 && Self.transient.contains(e.serverInfo?[.sqlState] ?? "") {
+                usleep(UInt32.random(in: 1_000...(5_000 * UInt32(attempt))))
+                continue
+            }
+        }
+    }
+
+    /// Gives the transaction's events their ids: the tenant's counter goes up by their number, as
+    /// the transaction's last statements, then the events are written and the wake-up is queued
+    /// (PostgreSQL delivers a NOTIFY on commit).
+    func number(_ tx: StoreTx) throws -> [ServerStore.LoggedEvent] {
+        var out: [ServerStore.LoggedEvent] = []
+        var byTenant: [String: [ServerStore.LoggedEvent]] = [:]
+        var order: [String] = []
+        for e in tx.events {
+            if byTenant[e.tenantID] == nil { order.append(e.tenantID) }
+            byTenant[e.tenantID, default: []].append(e)
+        }
+        for tenant in order {
+            let events = byTenant[tenant]!
+            let last = try tx.value(Int64.self, """
+                INSERT INTO event_counters(tenant_id, last_id) VALUES (?, ?)
+                ON CONFLICT (tenant_id) DO UPDATE SET last_id = event_counters.last_id + excluded.last_id
+                RETURNING last_id
+                """, [tenant, Int64(events.count)]) ?? 0
+            var id = last - Int64(events.count)
+            for var e in events {
+                id += 1
+                e.id = id
+                try tx.execute("""
+                    INSERT INTO events(tenant_id, id, name, item_type, edge_type, source_type, target_type, data, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, [e.tenantID, e.id, e.name, e.itemType, e.edgeType, e.sourceType, e.targetType, e.data, e.createdAt])
+                out.append(e)
+            }
+            try tx.execute("SELECT pg_notify(?, ?)", [Self.channel, "\(tenant):\(last)"])
+        }
+        return out
+    }
+
+    func lastEventID(_ tx: StoreTx, tenant: String) throws -> Int64 {
+        try tx.value(Int64.self, "SELECT last_id FROM event_counters WHERE tenant_id = ?", [tenant]) ?? 0
+    }
+
+    /// A stable 64-bit number for a lock name (FNV-1a), the key of a transaction-scoped advisory lock.
+    static func lockKey(_ name: String) -> Int64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in name.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+        return Int64(bitPattern: h)
+    }
+
+    func serialize(_ tx: StoreTx, on name: String) throws {
+        try tx.execute("SELECT pg_advisory_xact_lock(?)", [Self.lockKey(name)])
+    }
+
+    func tryExclusive(_ tx: StoreTx, _ name: String) throws -> Bool {
+        try tx.value(Bool.self, "SELECT pg_try_advisory_xact_lock(?)", [Self.lockKey(name)]) ?? false
+    }
+
+    /// Wakes `bell`'s streams when another process commits events: on each NOTIFY, after each
+    /// (re)connection of the listening connection, and when a periodic read of the counters
+    /// finds a tenant's log has grown (a wake-up lost with a dropped connection).
+    func follow(_ bell: EventBell) {
+        let listener = Task { [pool, log] in
+            var attempt = 0
+            while !Task.isCancelled {
+                do {
+                    let conn = try await PostgresConnection.connect(configuration: pool.configuration, id: 0, logger: log)
+                    defer { Task { try? await conn.close() } }
+                    try await conn.listen(on: Self.channel) { notifications in
+                        attempt = 0
+                        bell.ringAll()
+                        for try await n in notifications {
+                            if let colon = n.payload.lastIndex(of: ":") { bell.ring(tenant: String(n.payload[..<colon])) }
+                        }
+                    }
+                } catch {
+                    if Task.isCancelled { return }
+                    log.warning("the event listener lost its connection; reconnecting", metadata: ["error": "\(String(reflecting: error))"])
+                }
+                attempt += 1
+                try? await Task.sleep(for: .milliseconds(min(2_000, 100 * attempt)))
+            }
+        }
+        let poller = Task { [pool, log] in
+            var seen: [String: Int64] = [:]
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(2))
+                do {
+                    let rows = try pool.withConnection { conn in
+                        try PostgresSession(conn, log: log).rows("SELECT tenant_id, last_id FROM event_counters", [])
+                    }
+                    for r in rows {
+                        let tenant: String = r["tenant_id"], last: Int64 = r["last_id"]
+                        if let before = seen[tenant], before != last { bell.ring(tenant: tenant) }
+                        seen[tenant] = last
+                    }
+                } catch {
+                    if Task.isCancelled { return }
+                    log.warning("reading the event counters failed", metadata: ["error": "\(String(reflecting: error))"])
+                }
+            }
+        }
+        followers.withLock { $0 += [listener, poller] }
+    }
+
+    func close() {
+        for t in followers.withLock({ f in defer { f.removeAll() }; return f }) { t.cancel() }
+        pool.close()
+    }
+}
+
+/// An error of the server's storage set-up (a bad `--db`, a failed migration).
+public struct ServerStoreError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ d: String) { description = d }
+}
+
+/// A fixed number of connections, lent one transaction at a time. A caller waits (on its own
+/// thread, as SQLite's callers do) when all are lent; an event stream borrows one only for each
+/// read of the log, never while it waits for events.
+final class PostgresPool: @unchecked Sendable {
+    let configuration: PostgresConnection.Configuration
+    let log: Logger
+    let size: Int
+    private let cond = NSCondition()
+    private var idle: [PostgresConnection] = []
+    private var open = 0
+    private var nextID = 1
+    private var closed = false
+
+    init(configuration: PostgresConnection.Configuration, log: Logger, size: Int = 10) {
+        self.configuration = configuration
+        self.log = log
+        self.size = size
+    }
+
+    func withConnection<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        let conn = try take()
+        defer { give(conn) }
+        return try body(conn)
+    }
+
+    private func take() throws -> PostgresConnection {
+        cond.lock()
+        while idle.isEmpty && open >= size && !closed { cond.wait() }
+        if closed { cond.unlock(); throw ServerStoreError("the database is closed") }
+        if let c = idle.popLast() { cond.unlock(); return c }
+        open += 1
+        let id = nextID
+        nextID += 1
+        cond.unlock()
+        do {
+            return try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.any(), configuration: configuration, id: id, logger: log).wait()
+        } catch {
+            cond.lock(); open -= 1; cond.signal(); cond.unlock()
+            throw error
+        }
+    }
+
+    private func give(_ conn: PostgresConnection) {
+        cond.lock()
+        if conn.isClosed || closed {
+            open -= 1
+            if !conn.isClosed { try? (conn.close() as EventLoopFuture<Void>).wait() }
+        } else {
+            idle.append(conn)
+        }
+        cond.signal()
+        cond.unlock()
+    }
+
+    deinit { close() }
+
+    func close() {
+        cond.lock()
+        closed = true
+        let all = idle
+        idle.removeAll()
+        cond.broadcast()
+        cond.unlock()
+        for c in all { try? (c.close() as EventLoopFuture<Void>).wait() }
+    }
+}
+
+/// The server's SQL on one PostgreSQL connection: `?` placeholders become `$1…`, values are bound
+/// with their types (text, int8, float8, bytea), and results read back as `SQLValue`s.
+final class PostgresSession: SQLSession {
+    let conn: PostgresConnection
+    let log: Logger
+    init(_ conn: PostgresConnection, log: Logger) { self.conn = conn; self.log = log }
+
+    /// `?` → `$n`, outside quoted text.
+    static func numbered(_ sql: String) -> String {
+        var out = "", n = 0, quoted = false
+        out.reserveCapacity(sql.utf8.count + 16)
+        for ch in sql {
+            if ch == "'" { quoted.toggle() }
+            if ch == "?" && !quoted { n += 1; out += "$\(n)" } else { out.append(ch) }
+        }
+        return out
+    }
+
+    static func bindings(_ args: [SQLValue]) -> PostgresBindings {
+        var b = PostgresBindings(capacity: args.count)
+        for v in args {
+            switch v {
+            case .null: b.appendNull()
+            case .int(let n): b.append(n)
+            case .double(let d): b.append(d)
+            case .text(let s): b.append(s)
+            case .blob(let d): b.append(ByteBuffer(bytes: d))
+            }
+        }
+        return b
+    }
+
+    static func value(_ cell: PostgresCell) -> SQLValue {
+        guard cell.bytes != nil else { return .null }
+        switch cell.dataType {
+        case .int8, .int4, .int2: return (try? cell.decode(Int64.self)).map(SQLValue.int) ?? .null
+        case .bool: return (try? cell.decode(Bool.self)).map { .int($0 ? 1 : 0) } ?? .null
+        case .float8, .float4: return (try? cell.decode(Double.self)).map(SQLValue.double) ?? .null
+        case .bytea: return (try? cell.decode(ByteBuffer.self)).map { .blob(Data($0.readableBytesView)) } ?? .null
+        default: return (try? cell.decode(String.self)).map(SQLValue.text) ?? .null
+        }
+    }
+
+    func query(_ sql: String, _ args: [SQLValue]) throws -> PostgresQueryResult {
+        let q = args.isEmpty && !sql.contains("?") ? PostgresQuery(unsafeSQL: sql) : PostgresQuery(unsafeSQL: Self.numbered(sql), binds: Self.bindings(args))
+        return try conn.query(q, logger: log).wait()
+    }
+
+    func rows(_ sql: String, _ args: [SQLValue]) throws -> [SQLRow] {
+        let result = try query(sql, args)
+        var names: [String]?
+        return result.rows.map { row in
+            if names == nil { names = row.map(\.columnName) }
+            return SQLRow(names: names!, values: row.map(Self.value))
+        }
+    }
+
+    func execute(_ sql: String, _ args: [SQLValue]) throws -> Int {
+        try query(sql, args).metadata.rows ?? 0
+    }
+}
