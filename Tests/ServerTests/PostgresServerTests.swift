@@ -1,0 +1,200 @@
+import Foundation
+import MarfaModel
+import MarfaTestSupport
+import Testing
+
+/// A value shared by threads.
+final class Locked<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: T
+    init(_ v: T) { value = v }
+    func withLock<R>(_ body: (inout T) -> R) -> R { lock.withLock { body(&value) } }
+}
+
+/// `marfafs serve` on PostgreSQL with several processes on one database (issue 17): what a client
+/// sees must not depend on which process answers. Every other server test also runs on
+/// PostgreSQL (`MARFAFS_TEST_SERVER_DB=postgres`, scripts/test); these are about more than one
+/// process. Real processes, a real PostgreSQL cluster (PostgresCluster), real HTTP.
+@Suite(.serialized) struct PostgresServerTests {
+    /// Two server processes on one new PostgreSQL database, and an admin key of its first tenant.
+    func pair(options: [String] = []) throws -> (ServerHarness, ServerHarness, String) {
+        let s1 = try ServerHarness(postgres: true, options: options)
+        let key = try s1.bootstrap()
+        let s2 = try ServerHarness(db: s1.db, options: options)
+        return (s1, s2, key)
+    }
+
+    func note(_ s: ServerHarness, _ key: String, _ title: String, headers: [String: String] = [:]) -> ServerHarness.Reply {
+        s.call("POST", "/items", key: key, body: #"{"type":"core.note","properties":{"title":"\#(title)"}}"#, headers: headers)
+    }
+
+    func count(_ s: ServerHarness, _ key: String) -> Int {
+        var n = 0, cursor: String? = nil
+        repeat {
+            let r = s.call("GET", "/items?limit=200" + (cursor.map { "&cursor=\($0)" } ?? ""), key: key)
+            if case .array(let a)? = r.json["data"] { n += a.count }
+            cursor = r.json["next_cursor"]?.stringValue
+        } while cursor != nil
+        return n
+    }
+
+    /// Runs `body(0..<n)` on n threads at once (not limited to the number of cores, as
+    /// `concurrentPerform` is), and waits for all of them.
+    static func parallel(_ n: Int, _ body: @escaping @Sendable (Int) -> Void) {
+        let group = DispatchGroup()
+        for i in 0..<n {
+            group.enter()
+            Thread { body(i); group.leave() }.start()
+        }
+        group.wait()
+    }
+
+    static func ids(_ frames: [EventTap.Frame]) -> [Int64] { frames.compactMap { $0.id.flatMap { Int64($0) } } }
+
+    /// 2,000 writes from 16 writers spread over both processes: every subscriber, on either
+    /// process, gets every event of its tenant once, in order, with ids that have no gap. A
+    /// subscriber whose process is killed (-9) mid-stream reconnects to the other with
+    /// Last-Event-ID and, across both streams, also gets each event once, in order.
+    @Test func pg_eventsOfConcurrentWritersOnTwoProcessesReachEveryStreamOnceAndInOrder() throws {
+        let (s1, s2, key) = try pair()
+        let taps = [try s1.events(key: key), try s2.events(key: key)]
+        let doomed = try s2.events(key: key)
+        for t in taps + [doomed] { #expect(t.wait { !$0.isEmpty }) }
+        let writers = 16, each = 125, total = writers * each
+        let created = Locked(Set<String>()), failed = Locked([Int]())
+        let killed = Locked(false)
+        Self.parallel(writers) { w in
+            for i in 0..<each {
+                // Half way, process 2 dies: its writers go on through process 1.
+                if w == 0, i == each / 2 { s2.kill9(); killed.withLock { $0 = true } }
+                let s = w % 2 == 1 && !killed.withLock({ $0 }) ? s2 : s1
+                var r = note(s, key, "w\(w)-\(i)", headers: ["Idempotency-Key": "w\(w)-\(i)"])
+                // A request cut off by the kill is sent again, to the process still up.
+                if r.status == 0 { r = note(s1, key, "w\(w)-\(i)", headers: ["Idempotency-Key": "w\(w)-\(i)"]) }
+                if r.status == 201, let id = r.item["id"]?.stringValue { created.withLock { _ = $0.insert(id) } } else { failed.withLock { $0.append(r.status) } }
+            }
+        }
+        #expect(failed.withLock { $0 }.isEmpty, "\(failed.withLock { $0 })")
+        #expect(created.withLock { $0.count } == total)
+        let expected = created.withLock { $0 }
+        func itemIDs(_ events: [EventTap.Frame]) -> [String] { events.compactMap { $0.json["id"]?.stringValue } }
+        // The survivor's subscriber, and the one on process 2 until it died.
+        let survivor = taps[0]
+        #expect(survivor.wait(timeout: 60) { $0.filter { $0.event == "item.created" }.count >= total }, "\(survivor.events.count) of \(total)")
+        #expect(Self.ids(survivor.events) == Array(1...Int64(total)), "every id once, in order, no gap")
+        #expect(Set(itemIDs(survivor.events)) == expected && itemIDs(survivor.events).count == total, "every item's event, once")
+        let before = doomed.events
+        let last = try #require(before.last?.id, "the stream on process 2 got events before the kill")
+        let resumed = try s1.events(key: key, lastEventID: last)
+        defer { resumed.close() }
+        #expect(resumed.wait(timeout: 60) { Self.ids($0.filter { $0.event != nil }).last == Int64(total) }, "\(resumed.events.count)")
+        let joined = before + resumed.events
+        #expect(Self.ids(joined) == Array(1...Int64(total)), "across the kill: every id once, in order")
+        #expect(itemIDs(joined) == itemIDs(survivor.events), "one order for every subscriber")
+        for t in taps + [doomed] { t.close() }
+    }
+
+    /// The same Idempotency-Key sent to both processes at the same moment: one item, one event;
+    /// the other request gets the first one's answer.
+    @Test func pg_oneIdempotencyKeySentToTwoProcessesAtOnceMakesOneItem() throws {
+        let (s1, s2, key) = try pair()
+        let tap = try s1.events(key: key)
+        defer { tap.close() }
+        #expect(tap.wait { !$0.isEmpty })
+        let keys = 20
+        let answers = Locked([Int: [ServerHarness.Reply]]())
+        Self.parallel(keys * 2) { n in
+            let k = n / 2
+            let r = note(n % 2 == 0 ? s1 : s2, key, "once-\(k)", headers: ["Idempotency-Key": "same-\(k)"])
+            answers.withLock { $0[k, default: []].append(r) }
+        }
+        for (k, pair) in answers.withLock({ $0 }) {
+            #expect(pair.count == 2 && pair.allSatisfy { $0.status == 201 }, "\(k): \(pair.map(\.status)) \(pair.map(\.body))")
+            #expect(pair[0].item["id"] != nil && pair[0].item["id"] == pair[1].item["id"], "one item for key \(k)")
+            #expect(pair.filter { $0.headers["idempotency-replayed"] == "true" }.count == 1, "one of the two is the replay")
+        }
+        #expect(count(s1, key) == keys && count(s2, key) == keys)
+        #expect(tap.wait(timeout: 20) { $0.filter { $0.event == "item.created" }.count >= keys })
+        usleep(300_000)
+        #expect(tap.events.filter { $0.event == "item.created" }.count == keys, "one event per key")
+    }
+
+    /// 50 PATCHes of one item, all based on version 1, sent to both processes at once: half set a
+    /// field of their own (the server merges them), half set one shared field (the first to commit
+    /// applies, the others overlap it and get 409). Each either applies or gets 409; nothing that
+    /// applied is lost, and the version counts exactly what applied.
+    @Test func pg_concurrentPatchesOfOneItemOnTwoProcessesLoseNoUpdate() throws {
+        let (s1, s2, key) = try pair()
+        let id = try #require(note(s1, key, "shared").item["id"]?.stringValue)
+        let patches = 50
+        let statuses = Locked([Int: Int]())
+        Self.parallel(patches) { n in
+            let field = n % 2 == 0 ? "f\(n)" : "shared"
+            let r = (n % 4 < 2 ? s1 : s2).call("PATCH", "/items/\(id)", key: key, body: #"{"version":1,"properties":{"\#(field)":\#(n)}}"#)
+            statuses.withLock { $0[n] = r.status }
+        }
+        let all = statuses.withLock { $0 }
+        #expect(all.values.allSatisfy { $0 == 200 || $0 == 409 }, "\(all)")
+        let applied = all.filter { $0.value == 200 }.map(\.key)
+        #expect(applied.filter { $0 % 2 == 0 }.count == patches / 2, "every patch of a field of its own merges")
+        #expect(applied.filter { $0 % 2 == 1 }.count == 1, "one patch of the shared field applies: \(applied.sorted())")
+        let item = s2.call("GET", "/items/\(id)", key: key).item
+        #expect(item["version"] == .int(Int64(applied.count + 1)), "the version counts what applied")
+        let props = item["properties"]?.objectValue ?? [:]
+        #expect(applied.allSatisfy { n in props[n % 2 == 0 ? "f\(n)" : "shared"] == .int(Int64(n)) }, "every applied patch is there: \(props)")
+        var versions: [JSONValue] = []
+        if case .array(let a)? = s1.call("GET", "/items/\(id)/versions", key: key).json["versions"] { versions = a.compactMap { $0.objectValue?["version"] } }
+        #expect(versions == (1...applied.count).map { .int(Int64($0)) }, "one snapshot per version")
+    }
+
+    /// An event stream holds no pooled connection while it waits: far more streams than the pool
+    /// has connections, and requests are still answered and every stream gets the event.
+    @Test func pg_openStreamsHoldNoDatabaseConnection() throws {
+        let (s1, s2, key) = try pair()
+        let taps = try (0..<30).map { n in try (n % 2 == 0 ? s1 : s2).events(key: key) }
+        defer { taps.forEach { $0.close() } }
+        for t in taps { #expect(t.wait { !$0.isEmpty }) }
+        #expect(note(s1, key, "seen by all").status == 201)
+        for t in taps { #expect(t.wait(timeout: 20) { $0.contains { $0.event == "item.created" } }) }
+    }
+
+    /// `--migrate-only` applies the schema once; processes started at once on a new database
+    /// migrate it once between them and all serve.
+    @Test func pg_migrationsRunOnceWhateverStartsThem() throws {
+        let cluster = try PostgresCluster.shared.get()
+        let url = try cluster.database()
+        let first = Shell.run([MountHarness.binary, "serve", "--db", url, "--migrate-only"])
+        #expect(first.status == 0 && first.out.contains("applied pg1"), "\(first.stdout) \(first.stderr)")
+        let again = Shell.run([MountHarness.binary, "serve", "--db", url, "--migrate-only"])
+        #expect(again.status == 0 && again.out.isEmpty, "\(again.stdout) \(again.stderr)")
+        let fresh = try cluster.database()
+        let servers = Locked([ServerHarness]())
+        Self.parallel(3) { _ in
+            if let s = try? ServerHarness(db: fresh) { servers.withLock { $0.append(s) } }
+        }
+        let all = servers.withLock { $0 }
+        #expect(all.count == 3)
+        #expect(cluster.psql("SELECT count(*) FROM schema_migrations", database: String(fresh.split(separator: "/").last!)).out == "1")
+        // The env variable names the database as --db does.
+        let viaEnv = Shell.run(["/usr/bin/env", "MARFAFS_DB=\(fresh)", MountHarness.binary, "serve", "--migrate-only"])
+        #expect(viaEnv.status == 0 && viaEnv.out.isEmpty)
+        let bad = Shell.run([MountHarness.binary, "serve", "--db", "postgres://nobody@127.0.0.1:\(cluster.port)/nothing", "--migrate-only"])
+        #expect(bad.status != 0 && !bad.stderr.isEmpty, "a database that cannot be reached is a clear error")
+    }
+
+    /// Two mounts, each syncing through its own server process on one database, converge.
+    @Test func pg_twoMountsOnTwoProcessesConverge() throws {
+        let (s1, s2, key) = try pair()
+        let file = s1.root + "/key"
+        try (key + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        chmod(file, 0o600)
+        try MountHarness.with(options: ["--server", s1.base, "--key-file", file, "--device", "dev-a"]) { a in
+            try MountHarness.with(options: ["--server", s2.base, "--key-file", file, "--device", "dev-b"]) { b in
+                #expect(a.sh("printf 'from a\\n' > types/core.note/pg.md").status == 0)
+                #expect(MountHarness.eventually(timeout: 20) { (try? String(contentsOfFile: b.path("types/core.note/pg.md"), encoding: .utf8)) == "from a\n" })
+                #expect(b.sh("printf 'from a\\nand b\\n' > types/core.note/pg.md").status == 0)
+                #expect(MountHarness.eventually(timeout: 20) { (try? String(contentsOfFile: a.path("types/core.note/pg.md"), encoding: .utf8)) == "from a\nand b\n" })
+            }
+        }
+    }
+}
