@@ -80,7 +80,7 @@ public final class PostgresCluster: @unchecked Sendable {
     public func url(_ database: String) -> String { "postgres://\(user)@127.0.0.1:\(port)/\(database)" }
 
     /// A port nothing listens on now.
-    static func freePort() -> Int {
+    public static func freePort() -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var addr = sockaddr_in()

@@ -27,6 +27,18 @@ public final class ServerHarness: @unchecked Sendable {
         try start()
     }
 
+    /// A harness for a server this one did not start (a proxy in front of servers): requests
+    /// only, no process.
+    public init(address: String) throws {
+        options = []
+        openFiles = nil
+        let top = ProcessInfo.processInfo.environment["MARFAFS_TEST_ROOT"] ?? (NSTemporaryDirectory() + "marfafs-tests")
+        root = top + "/front-" + UUID().uuidString.prefix(8).lowercased()
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        db = ""
+        base = address
+    }
+
     /// Whether this server runs on PostgreSQL.
     public var isPostgres: Bool { db.hasPrefix("postgres://") }
 

@@ -198,3 +198,78 @@ final class Locked<T>: @unchecked Sendable {
         }
     }
 }
+
+/// The documented deployment (deploy/nginx-marfafs.conf): real nginx in front of two processes
+/// on one PostgreSQL database.
+@Suite(.serialized) struct NginxDeploymentTests {
+    /// nginx with the repository's sample config, its three ports replaced by these servers' and a
+    /// free one; stopped when the returned object goes.
+    final class Proxy {
+        let pid: pid_t
+        let base: String
+        init(_ s1: ServerHarness, _ s2: ServerHarness, dir: String) throws {
+            let listen = PostgresCluster.freePort()
+            func port(of s: ServerHarness) -> String { String(s.base.split(separator: ":").last!) }
+            var conf = try String(contentsOfFile: MountHarness.repoRoot + "/deploy/nginx-marfafs.conf", encoding: .utf8)
+            conf = conf.replacingOccurrences(of: "127.0.0.1:8601", with: "127.0.0.1:" + port(of: s1))
+                .replacingOccurrences(of: "127.0.0.1:8602", with: "127.0.0.1:" + port(of: s2))
+                .replacingOccurrences(of: "listen 8600;", with: "listen 127.0.0.1:\(listen);")
+            try FileManager.default.createDirectory(atPath: dir + "/tmp", withIntermediateDirectories: true)
+            try conf.write(toFile: dir + "/marfafs.conf", atomically: true, encoding: .utf8)
+            let main = """
+                daemon off; user root; worker_processes 1; pid \(dir)/nginx.pid; error_log \(dir)/error.log;
+                events { worker_connections 512; }
+                http {
+                  access_log off;
+                  client_body_temp_path \(dir)/tmp/body; proxy_temp_path \(dir)/tmp/proxy; fastcgi_temp_path \(dir)/tmp/fcgi;
+                  uwsgi_temp_path \(dir)/tmp/uwsgi; scgi_temp_path \(dir)/tmp/scgi;
+                  include \(dir)/marfafs.conf;
+                }
+                """
+            try main.write(toFile: dir + "/nginx.conf", atomically: true, encoding: .utf8)
+            guard let p = Shell.spawn(["/usr/sbin/nginx", "-p", dir, "-c", dir + "/nginx.conf"], stderr: dir + "/stderr") else {
+                throw HarnessError("nginx did not start")
+            }
+            pid = p
+            base = "http://127.0.0.1:\(listen)"
+            guard MountHarness.eventually(timeout: 10, { Shell.run(["/usr/bin/curl", "-s", "-o", "/dev/null", base + "/items"]).status == 0 }) else {
+                throw HarnessError("nginx is not answering: \((try? String(contentsOfFile: dir + "/error.log", encoding: .utf8)) ?? "")")
+            }
+        }
+        deinit { kill(pid, SIGQUIT); var st: Int32 = 0; waitpid(pid, &st, 0) }
+    }
+
+    @Test func pg_twoProcessesBehindNginxServeOneStreamAndTheStreamIsNotBuffered() throws {
+        let s1 = try ServerHarness(postgres: true)
+        let key = try s1.bootstrap()
+        let s2 = try ServerHarness(db: s1.db)
+        let proxy = try Proxy(s1, s2, dir: s1.root + "/nginx")
+        // The harness speaks to nginx from here on.
+        let front = try ServerHarness(address: proxy.base)
+        let tap = try front.events(key: key)
+        defer { tap.close() }
+        #expect(tap.wait { !$0.isEmpty }, "the stream's first bytes come through at once: \(tap.text)")
+        var created: [String] = []
+        for i in 0..<40 {
+            // Through nginx (either process), and straight to each process.
+            let via = [front, s1, s2][i % 3]
+            let r = via.call("POST", "/items", key: key, body: #"{"type":"core.note","properties":{"title":"n\#(i)"}}"#)
+            #expect(r.status == 201)
+            if let id = r.item["id"]?.stringValue { created.append(id) }
+            // Each event is passed on by itself, before the next write.
+            #expect(tap.wait(timeout: 10) { $0.filter { $0.event == "item.created" }.count == i + 1 }, "event \(i) came through alone")
+        }
+        #expect(tap.events.compactMap { $0.json["id"]?.stringValue } == created)
+        #expect(PostgresServerTests.ids(tap.events) == Array(1...40))
+        // An upload goes through unbuffered and a range comes back.
+        let bytes = Data((0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        let up = front.call("POST", "/blobs", key: key, data: bytes, contentType: "application/octet-stream")
+        #expect(up.status == 201, "\(up.body)")
+        let hash = try #require(up.json["hash"]?.stringValue)
+        let part = front.call("GET", "/blobs/\(hash)", key: key, headers: ["Range": "bytes=1048576-1048585"])
+        #expect(part.status == 206 && part.headers["content-range"] == "bytes 1048576-1048585/\(bytes.count)", "\(part.headers)")
+        // One process gone: nginx sends requests to the other.
+        s2.kill9()
+        for _ in 0..<4 { #expect(front.call("GET", "/items?limit=1", key: key).status == 200) }
+    }
+}
