@@ -15,28 +15,17 @@ too slowly; the server's RSS while oversized uploads are refused; filtered list 
 usage: bench-server.py BINARY OUTDIR [--seconds 10] [--connections 32] [--subscribers 100] [--events 200]
                        [--slow 1000] [--list-items 100000]
 """
-import argparse
 import json
 import os
-import re
-import selectors
 import socket
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchserve import Served  # noqa: E402
+from benchserve import MODES, Served, fan_out, load_arguments, run_wrk, write_lua  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("binary")
-ap.add_argument("outdir")
-ap.add_argument("--seconds", type=int, default=10)
-ap.add_argument("--connections", type=int, default=32)
-ap.add_argument("--threads", type=int, default=2)
-ap.add_argument("--subscribers", type=int, default=100)
-ap.add_argument("--events", type=int, default=200)
-ap.add_argument("--rate", type=float, default=50, help="items created per second during the fan-out")
+ap = load_arguments(subscribers=100)
 ap.add_argument("--slow", type=int, default=1000, help="idle and slow connections held open")
 ap.add_argument("--list-items", type=int, default=100000, help="items for the filtered-list latency")
 args = ap.parse_args()
@@ -72,93 +61,18 @@ try:
            for i in range(100)]
 
     lua = os.path.join(work, "bench.lua")
-    with open(lua, "w") as f:
-        f.write("ids = {" + ",".join(f'"{i}"' for i in ids) + "}\n" + """
-mode = os.getenv("MODE")
-counter = 0
-wrk.headers["Authorization"] = "Bearer " .. os.getenv("KEY")
-wrk.headers["Content-Type"] = "application/json"
-request = function()
-  counter = counter + 1
-  local id = ids[math.random(#ids)]
-  if mode == "get" then
-    return wrk.format("GET", "/items/" .. id)
-  elseif mode == "patch" then
-    return wrk.format("PATCH", "/items/" .. id, nil, '{"properties":{"body":"edit ' .. counter .. '"}}')
-  else
-    return wrk.format("POST", "/items", nil, '{"type":"core.note","properties":{"title":"load ' .. counter .. '","body":"created under load"}}')
-  end
-end
-response = function(status, headers, body)
-  if status >= 300 then wrk.thread:stop() end
-end
-""")
-
-    def unit(v):
-        n, u = float(re.match(r"[\d.]+", v).group()), re.search(r"[a-z]+", v).group()
-        return n * {"us": 0.001, "ms": 1, "s": 1000}[u]
-
+    write_lua(lua, ids)
     rows = []
-    for mode, label in [("get", "GET /items/{id}"), ("patch", "PATCH /items/{id}"), ("post", "POST /items")]:
-        out = subprocess.run(["wrk", "-t", str(args.threads), "-c", str(args.connections), "-d", f"{args.seconds}s", "--latency",
-                              "-s", lua, base], env={**os.environ, "MODE": mode, "KEY": key}, capture_output=True, text=True).stdout
-        rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-        pct = {p: unit(v) for p, v in re.findall(r"^\s+(50|90|99)%\s+(\S+)", out, re.M)}
-        errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-        rows.append({"endpoint": label, "rps": rps, "p50_ms": pct.get("50"), "p99_ms": pct.get("99"),
-                     "non_2xx": int(errors.group(1)) if errors else 0})
-        print(f"{label}: {rps:.0f} req/s, p50 {pct.get('50')} ms, p99 {pct.get('99')} ms", file=sys.stderr)
+    for mode, label in MODES:
+        r = run_wrk(lua, base, mode, key, args.seconds, args.connections, args.threads)
+        rows.append({"endpoint": label, "rps": r["rps"], "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "non_2xx": r["non_2xx"]})
+        print(f"{label}: {r['rps']:.0f} req/s, p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms", file=sys.stderr)
 
-    # SSE fan-out: SUBSCRIBERS raw sockets, one selector; each frame's arrival is stamped.
-    sel = selectors.DefaultSelector()
-    subs = []
-    for i in range(args.subscribers):
-        s = socket.create_connection(("127.0.0.1", port))
-        s.sendall(f"GET /events?event=item.created HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: Bearer {key}\r\n\r\n".encode())
-        s.setblocking(False)
-        sub = {"sock": s, "buf": b"", "seen": {}}
-        sel.register(s, selectors.EVENT_READ, sub)
-        subs.append(sub)
-
-    def pump(until):
-        while True:
-            timeout = until - time.monotonic()
-            if timeout <= 0:
-                return
-            for k, _ in sel.select(timeout):
-                sub = k.data
-                chunk = sub["sock"].recv(65536)
-                now = time.monotonic()
-                sub["buf"] += chunk
-                while b"\n\n" in sub["buf"]:
-                    frame, sub["buf"] = sub["buf"].split(b"\n\n", 1)
-                    for l in frame.split(b"\n"):
-                        if l.startswith(b"data: "):
-                            try:
-                                title = json.loads(l[6:])["properties"]["title"]
-                            except Exception:
-                                continue
-                            sub["seen"].setdefault(title, now)
-
-    pump(time.monotonic() + 1.0)  # every stream open and past its first ping
-    sent = {}
-    t0 = time.monotonic()
-    for i in range(args.events):
-        title = f"fan {i}"
-        call("POST", "/items", {"type": "core.note", "properties": {"title": title, "body": "fan-out"}}, key)
-        sent[title] = time.monotonic()
-        pump(t0 + (i + 1) / args.rate)
-    pump(time.monotonic() + 3.0)
-    lat = sorted((sub["seen"][t] - at) * 1000 for sub in subs for t, at in sent.items() if t in sub["seen"])
-    delivered = len(lat)
-    expected = args.events * args.subscribers
-    pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] if lat else None
-    fan = {"subscribers": args.subscribers, "events": args.events, "rate": args.rate, "delivered": delivered, "expected": expected,
-           "p50_ms": pick(0.50), "p99_ms": pick(0.99), "max_ms": lat[-1] if lat else None,
-           "frames_per_s": delivered / (max(sent.values()) - t0) if sent else 0}
+    # SSE fan-out: the time from each POST's answer to each subscriber's frame.
+    fan = fan_out(lambda title: call("POST", "/items", {"type": "core.note", "properties": {"title": title, "body": "fan-out"}}, key),
+                  port, key, args.subscribers, args.events, args.rate)
+    delivered, expected = fan["delivered"], fan["expected"]
     print(f"fan-out: {delivered}/{expected} delivered, p50 {fan['p50_ms']:.1f} ms, p99 {fan['p99_ms']:.1f} ms", file=sys.stderr)
-    for sub in subs:
-        sub["sock"].close()
 
     # Idle and slow clients: half connect and say nothing, half send part of their headers, then
     # a body that stops; normal requests are timed before and while they are held.

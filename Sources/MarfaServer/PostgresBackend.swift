@@ -56,10 +56,20 @@ final class PostgresBackend: ServerBackend {
         return config
     }
 
+    /// A read sees one snapshot, as a SQLite read does (a page and its cursor, a stream's start
+    /// and its first events agree).
     func read<T>(_ body: (StoreTx) throws -> T) throws -> T {
         try pool.withConnection { conn in
             let session = PostgresSession(conn, log: log)
-            return try body(StoreTx(session: session, dialect: .postgres, writable: false))
+            try session.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", [])
+            do {
+                let out = try body(StoreTx(session: session, dialect: .postgres, writable: false))
+                try session.execute("COMMIT", [])
+                return out
+            } catch {
+                _ = try? session.execute("ROLLBACK", [])
+                throw error
+            }
         }
     }
 

@@ -39,9 +39,6 @@ public final class ServerHarness: @unchecked Sendable {
         base = address
     }
 
-    /// Whether this server runs on PostgreSQL.
-    public var isPostgres: Bool { db.hasPrefix("postgres://") }
-
     /// Starts the server (again, on the same database and, after the first time, the same port)
     /// and waits for its address.
     public func start() throws {
