@@ -59,6 +59,16 @@ final class PostgresBackend: ServerBackend {
     /// A read sees one snapshot, as a SQLite read does (a page and its cursor, a stream's start
     /// and its first events agree).
     func read<T>(_ body: (StoreTx) throws -> T) throws -> T {
+        try Self.again(onLost: { _ in true }) { try readOnce(body) }
+    }
+
+    /// Runs `attempt` again, once, on a new connection when the connection was lost and
+    /// `retry` says the attempt may be repeated (a read; a write nothing of which was answered).
+    static func again<T>(onLost retry: (PostgresSession.ConnectionLost) -> Bool, _ attempt: () throws -> T) throws -> T {
+        do { return try attempt() } catch let lost as PostgresSession.ConnectionLost where retry(lost) { return try attempt() }
+    }
+
+    private func readOnce<T>(_ body: (StoreTx) throws -> T) throws -> T {
         try pool.withConnection { conn in
             let session = PostgresSession(conn, log: log)
             try session.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", [])
@@ -77,7 +87,14 @@ final class PostgresBackend: ServerBackend {
     /// failure, and a unique key another process inserted first (the run again sees its row).
     static let transient: Set<String> = ["40001", "40P01", "23505"]
 
+    /// A write whose connection was lost before its first statement was answered is run again on
+    /// a new one; one lost later is not (its COMMIT may have happened): the client retries it with
+    /// its Idempotency-Key.
     func write<T>(_ body: (StoreTx) throws -> T, committed: @escaping @Sendable ([ServerStore.LoggedEvent]) -> Void) throws -> T {
+        try Self.again(onLost: { $0.answered == 0 }) { try writeOnce(body, committed: committed) }
+    }
+
+    private func writeOnce<T>(_ body: (StoreTx) throws -> T, committed: @escaping @Sendable ([ServerStore.LoggedEvent]) -> Void) throws -> T {
         var attempt = 0
         while true {
             attempt += 1
@@ -244,7 +261,12 @@ final class PostgresPool: @unchecked Sendable {
         cond.lock()
         while idle.isEmpty && open >= size && !closed { cond.wait() }
         if closed { cond.unlock(); throw ServerStoreError("the database is closed") }
-        if let c = idle.popLast() { cond.unlock(); return c }
+        // A connection the database ended while it was idle (a restart, a terminated backend)
+        // is dropped, never lent.
+        while let c = idle.popLast() {
+            if !c.isClosed { cond.unlock(); return c }
+            open -= 1
+        }
         open += 1
         let id = nextID
         nextID += 1
@@ -325,9 +347,40 @@ final class PostgresSession: SQLSession {
         }
     }
 
+    /// Statements answered on this session so far (0: nothing reached the database yet).
+    private(set) var answered = 0
+
     func query(_ sql: String, _ args: [SQLValue]) throws -> PostgresQueryResult {
         let q = args.isEmpty && !sql.contains("?") ? PostgresQuery(unsafeSQL: sql) : PostgresQuery(unsafeSQL: Self.numbered(sql), binds: Self.bindings(args))
-        return try conn.query(q, logger: log).wait()
+        do {
+            let result = try Self.wait(conn.query(q, logger: log), unless: conn)
+            answered += 1
+            return result
+        } catch var lost as ConnectionLost {
+            lost.answered = answered
+            throw lost
+        }
+    }
+
+    /// The connection was closed (by the database or the network) before a statement's answer.
+    struct ConnectionLost: Error, CustomStringConvertible {
+        /// How many statements of the session had been answered (0: none reached the database).
+        var answered = 0
+        var description: String { "the connection to PostgreSQL was lost" }
+    }
+
+    /// `future`'s value, or `ConnectionLost` once `conn` closes: a statement written to a
+    /// connection that has just closed is never answered, and its future never completes.
+    static func wait<T: Sendable>(_ future: EventLoopFuture<T>, unless conn: PostgresConnection) throws -> T {
+        let outcome = Mutex<Result<T, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let settle: @Sendable (Result<T, any Error>) -> Void = { r in
+            if outcome.withLock({ o in if o == nil { o = r; return true }; return false }) { done.signal() }
+        }
+        future.whenComplete(settle)
+        conn.closeFuture.whenComplete { _ in settle(.failure(ConnectionLost())) }
+        done.wait()
+        return try outcome.withLock { $0! }.get()
     }
 
     func rows(_ sql: String, _ args: [SQLValue]) throws -> [SQLRow] {

@@ -158,6 +158,28 @@ final class Locked<T>: @unchecked Sendable {
         for t in taps { #expect(t.wait(timeout: 20) { $0.contains { $0.event == "item.created" } }) }
     }
 
+    /// The database ends every connection of the server (as a restart or an administrator does):
+    /// the next requests are answered on new connections, none hangs, and streams go on (the
+    /// listener reconnects; the poller is the backup).
+    @Test func pg_connectionsTheDatabaseEndsAreReplacedAndNoRequestHangs() throws {
+        let cluster = try PostgresCluster.shared.get()
+        let (s1, _, key) = try pair()
+        let tap = try s1.events(key: key)
+        defer { tap.close() }
+        #expect(tap.wait { !$0.isEmpty })
+        #expect(note(s1, key, "before").status == 201)
+        let database = String(s1.db.split(separator: "/").last!)
+        for round in 0..<3 {
+            let ended = cluster.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(database)' AND pid <> pg_backend_pid()")
+            #expect(ended.status == 0 && (Int(ended.out) ?? 0) > 0, "\(ended.stdout) \(ended.stderr)")
+            for i in 0..<4 {
+                #expect(note(s1, key, "after \(round) \(i)").status == 201, "round \(round), request \(i)")
+                #expect(s1.call("GET", "/items?limit=1", key: key).status == 200)
+            }
+        }
+        #expect(tap.wait(timeout: 20) { $0.filter { $0.event == "item.created" }.count == 13 }, "\(tap.events.count)")
+    }
+
     /// `--migrate-only` applies the schema once; processes started at once on a new database
     /// migrate it once between them and all serve.
     @Test func pg_migrationsRunOnceWhateverStartsThem() throws {
