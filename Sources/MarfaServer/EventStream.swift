@@ -20,6 +20,8 @@ public final class EventBell: Sendable {
     }
     private let state = Mutex(State())
     static let keep = 4096
+    /// On a shared database, each tenant's newest events, read once for all its streams here.
+    let shared = SharedEventLog()
 
     /// Events up to `id` are in the log only (the log's newest id when the server starts).
     func start(after id: Int64) {
@@ -72,6 +74,12 @@ public final class EventBell: Sendable {
         state.withLock { $0.subscribers.removeValue(forKey: id) }?.continuation.finish()
     }
 
+    /// Wakes the streams of `tenant`: its log has grown up to `id` (written by any process).
+    func ring(tenant: String, upTo id: Int64) {
+        shared.announce(tenant: tenant, upTo: id)
+        ring(tenant: tenant)
+    }
+
     /// Wakes the streams of `tenant`: its log has grown.
     func ring(tenant: String) {
         for c in state.withLock({ $0.subscribers.values.filter { $0.tenant == tenant }.map(\.continuation) }) { c.yield(.event) }
@@ -79,6 +87,7 @@ public final class EventBell: Sendable {
 
     /// Wakes every stream (the log may have grown while wake-ups could not arrive).
     func ringAll() {
+        shared.refreshAll()
         for c in state.withLock({ $0.subscribers.values.map(\.continuation) }) { c.yield(.event) }
     }
 

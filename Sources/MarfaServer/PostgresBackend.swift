@@ -187,7 +187,9 @@ final class PostgresBackend: ServerBackend {
                         attempt = 0
                         bell.ringAll()
                         for try await n in notifications {
-                            if let colon = n.payload.lastIndex(of: ":") { bell.ring(tenant: String(n.payload[..<colon])) }
+                            if let colon = n.payload.lastIndex(of: ":"), let last = Int64(n.payload[n.payload.index(after: colon)...]) {
+                                bell.ring(tenant: String(n.payload[..<colon]), upTo: last)
+                            }
                         }
                     }
                 } catch {
@@ -208,7 +210,7 @@ final class PostgresBackend: ServerBackend {
                     }
                     for r in rows {
                         let tenant: String = r["tenant_id"], last: Int64 = r["last_id"]
-                        if let before = seen[tenant], before != last { bell.ring(tenant: tenant) }
+                        if let before = seen[tenant], before != last { bell.ring(tenant: tenant, upTo: last) }
                         seen[tenant] = last
                     }
                 } catch {

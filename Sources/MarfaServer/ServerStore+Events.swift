@@ -36,10 +36,18 @@ extension ServerStore {
     }
 
     /// Up to `limit` events of the tenant after `id`, oldest first: from memory when it holds
-    /// them, else from the log.
+    /// them (this process's commits on SQLite; on PostgreSQL the tenant's newest events, read
+    /// once for all its streams here), else from the log.
     public func events(_ p: Principal, after id: Int64, limit: Int = 500) throws -> [LoggedEvent] {
         if let recent = bell.recent(after: id, tenant: p.tenantID, limit: limit) { return recent }
-        return try read { db in
+        if backend.isShared, let held = try bell.shared.events(tenant: p.tenantID, after: id, limit: limit, read: { try readLog(p, after: $0, limit: $1) }) {
+            return held
+        }
+        return try readLog(p, after: id, limit: limit)
+    }
+
+    func readLog(_ p: Principal, after id: Int64, limit: Int) throws -> [LoggedEvent] {
+        try read { db in
             try db.rows("""
                 SELECT id, name, data, item_type, edge_type, source_type, target_type FROM events
                 WHERE tenant_id = ? AND id > ? ORDER BY id LIMIT ?

@@ -86,7 +86,9 @@ public final class ServerStore: Sendable {
         let bell = self.bell, shared = backend.isShared
         return try backend.write({ tx in try StoreTx.$current.withValue(tx) { try body(tx) } }, committed: { events in
             if shared {
-                for tenant in Set(events.map(\.tenantID)) { bell.ring(tenant: tenant) }
+                var newest: [String: Int64] = [:]
+                for e in events { newest[e.tenantID] = max(newest[e.tenantID] ?? 0, e.id) }
+                for (tenant, id) in newest { bell.ring(tenant: tenant, upTo: id) }
             } else {
                 for e in events { bell.publish(e) }
             }
