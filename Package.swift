@@ -78,6 +78,6 @@ let package = Package(
             "MarfaSync", "MarfaModel", "MarfaStore", "MarfaTestSupport", .product(name: "Logging", package: "swift-log"),
             .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
-        .testTarget(name: "ServerTests", dependencies: ["MarfaTestSupport", "MarfaModel"]),
+        .testTarget(name: "ServerTests", dependencies: ["MarfaTestSupport", "MarfaModel", "MarfaServer"]),
     ]
 )
