@@ -14,7 +14,6 @@ Prints a Markdown section and writes sync.json beside it.
 
 usage: bench-sync.py BINARY OUTDIR [--items 20000] [--edits 200] [--big 100000]
 """
-import argparse
 import json
 import os
 import re
@@ -25,11 +24,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchserve import Served  # noqa: E402
+from benchserve import Served, bench_arguments  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("binary")
-ap.add_argument("outdir")
+ap = bench_arguments()
 ap.add_argument("--items", type=int, default=20000)
 ap.add_argument("--edits", type=int, default=200)
 ap.add_argument("--big", type=int, default=100000)

@@ -146,13 +146,20 @@ def fan_out(post, port, key, subscribers, events, rate):
             "frames_per_s": len(lat) / (max(sent.values()) - t0) if sent else 0}
 
 
-def load_arguments(subscribers):
-    """The arguments every load benchmark of the server takes: BINARY OUTDIR, wrk's seconds,
-    connections and threads, and the fan-out's subscribers, events and rate."""
+def bench_arguments():
+    """The two arguments every benchmark script takes: the marfafs BINARY and the OUTDIR for its
+    results."""
     import argparse
     ap = argparse.ArgumentParser()
     ap.add_argument("binary")
     ap.add_argument("outdir")
+    return ap
+
+
+def load_arguments(subscribers):
+    """The arguments every load benchmark of the server takes: BINARY OUTDIR, wrk's seconds,
+    connections and threads, and the fan-out's subscribers, events and rate."""
+    ap = bench_arguments()
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
