@@ -69,6 +69,15 @@ enum PostgresSchema {
             CREATE TRIGGER items_updated_at_to_tags AFTER UPDATE OF updated_at ON items FOR EACH ROW
               WHEN (OLD.updated_at IS DISTINCT FROM NEW.updated_at) EXECUTE FUNCTION items_updated_at_to_tags();
             """.replacingOccurrences(of: " TEXT", with: " TEXT COLLATE \"C\"")),
+        // A blob is read in slices (1 MiB at a time for a download, any range for a Range
+        // request). Compressed, every slice decompresses the value from its start: a 200 MiB text
+        // file took 15 s to download, against 0.8 s for one stored as is. Uncompressed
+        // (EXTERNAL), a slice reads only its own TOAST chunks. Blobs stored compressed before
+        // this migration are rewritten (`pg_column_compression`: PostgreSQL 14 or later).
+        ("pg2", """
+            ALTER TABLE blobs ALTER COLUMN data SET STORAGE EXTERNAL;
+            UPDATE blobs SET data = data || ''::bytea WHERE pg_column_compression(data) IS NOT NULL;
+            """),
     ]
 
     /// A migration's statements, one at a time (a prepared statement holds one): split at each
