@@ -69,8 +69,8 @@ final class PostgresBackend: ServerBackend {
     }
 
     private func readOnce<T>(_ body: (StoreTx) throws -> T) throws -> T {
-        try pool.withConnection { conn in
-            let session = PostgresSession(conn, log: log)
+        try pool.withConnection { pooled in
+            let session = PostgresSession(pooled, log: log)
             try session.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", [])
             do {
                 let out = try body(StoreTx(session: session, dialect: .postgres, writable: false))
@@ -99,8 +99,8 @@ final class PostgresBackend: ServerBackend {
         while true {
             attempt += 1
             do {
-                return try pool.withConnection { conn in
-                    let session = PostgresSession(conn, log: log)
+                return try pool.withConnection { pooled in
+                    let session = PostgresSession(pooled, log: log)
                     try session.execute("BEGIN", [])
                     do {
                         let tx = StoreTx(session: session, dialect: .postgres, writable: true)
@@ -205,8 +205,8 @@ final class PostgresBackend: ServerBackend {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(2))
                 do {
-                    let rows = try pool.withConnection { conn in
-                        try PostgresSession(conn, log: log).rows("SELECT tenant_id, last_id FROM event_counters", [])
+                    let rows = try pool.withConnection { pooled in
+                        try PostgresSession(pooled, log: log).rows("SELECT tenant_id, last_id FROM event_counters", [])
                     }
                     for r in rows {
                         let tenant: String = r["tenant_id"], last: Int64 = r["last_id"]
@@ -232,169 +232,4 @@ final class PostgresBackend: ServerBackend {
 public struct ServerStoreError: Error, CustomStringConvertible {
     public let description: String
     init(_ d: String) { description = d }
-}
-
-/// A fixed number of connections, lent one transaction at a time. A caller waits (on its own
-/// thread, as SQLite's callers do) when all are lent; an event stream borrows one only for each
-/// read of the log, never while it waits for events.
-final class PostgresPool: @unchecked Sendable {
-    let configuration: PostgresConnection.Configuration
-    let log: Logger
-    let size: Int
-    private let cond = NSCondition()
-    private var idle: [PostgresConnection] = []
-    private var open = 0
-    private var nextID = 1
-    private var closed = false
-
-    init(configuration: PostgresConnection.Configuration, log: Logger, size: Int = 10) {
-        self.configuration = configuration
-        self.log = log
-        self.size = size
-    }
-
-    func withConnection<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
-        let conn = try take()
-        defer { give(conn) }
-        return try body(conn)
-    }
-
-    private func take() throws -> PostgresConnection {
-        cond.lock()
-        while idle.isEmpty && open >= size && !closed { cond.wait() }
-        if closed { cond.unlock(); throw ServerStoreError("the database is closed") }
-        // A connection the database ended while it was idle (a restart, a terminated backend)
-        // is dropped, never lent.
-        while let c = idle.popLast() {
-            if !c.isClosed { cond.unlock(); return c }
-            open -= 1
-        }
-        open += 1
-        let id = nextID
-        nextID += 1
-        cond.unlock()
-        do {
-            return try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.any(), configuration: configuration, id: id, logger: log).wait()
-        } catch {
-            cond.lock(); open -= 1; cond.signal(); cond.unlock()
-            throw error
-        }
-    }
-
-    private func give(_ conn: PostgresConnection) {
-        cond.lock()
-        if conn.isClosed || closed {
-            open -= 1
-            if !conn.isClosed { try? (conn.close() as EventLoopFuture<Void>).wait() }
-        } else {
-            idle.append(conn)
-        }
-        cond.signal()
-        cond.unlock()
-    }
-
-    deinit { close() }
-
-    func close() {
-        cond.lock()
-        closed = true
-        let all = idle
-        idle.removeAll()
-        cond.broadcast()
-        cond.unlock()
-        for c in all { try? (c.close() as EventLoopFuture<Void>).wait() }
-    }
-}
-
-/// The server's SQL on one PostgreSQL connection: `?` placeholders become `$1…`, values are bound
-/// with their types (text, int8, float8, bytea), and results read back as `SQLValue`s.
-final class PostgresSession: SQLSession {
-    let conn: PostgresConnection
-    let log: Logger
-    init(_ conn: PostgresConnection, log: Logger) { self.conn = conn; self.log = log }
-
-    /// `?` → `$n`, outside quoted text.
-    static func numbered(_ sql: String) -> String {
-        var out = "", n = 0, quoted = false
-        out.reserveCapacity(sql.utf8.count + 16)
-        for ch in sql {
-            if ch == "'" { quoted.toggle() }
-            if ch == "?" && !quoted { n += 1; out += "$\(n)" } else { out.append(ch) }
-        }
-        return out
-    }
-
-    static func bindings(_ args: [SQLValue]) -> PostgresBindings {
-        var b = PostgresBindings(capacity: args.count)
-        for v in args {
-            switch v {
-            case .null: b.appendNull()
-            case .int(let n): b.append(n)
-            case .double(let d): b.append(d)
-            case .text(let s): b.append(s)
-            case .blob(let d): b.append(ByteBuffer(bytes: d))
-            }
-        }
-        return b
-    }
-
-    static func value(_ cell: PostgresCell) -> SQLValue {
-        guard cell.bytes != nil else { return .null }
-        switch cell.dataType {
-        case .int8, .int4, .int2: return (try? cell.decode(Int64.self)).map(SQLValue.int) ?? .null
-        case .bool: return (try? cell.decode(Bool.self)).map { .int($0 ? 1 : 0) } ?? .null
-        case .float8, .float4: return (try? cell.decode(Double.self)).map(SQLValue.double) ?? .null
-        case .bytea: return (try? cell.decode(ByteBuffer.self)).map { .blob(Data($0.readableBytesView)) } ?? .null
-        default: return (try? cell.decode(String.self)).map(SQLValue.text) ?? .null
-        }
-    }
-
-    /// Statements answered on this session so far (0: nothing reached the database yet).
-    private(set) var answered = 0
-
-    func query(_ sql: String, _ args: [SQLValue]) throws -> PostgresQueryResult {
-        let q = args.isEmpty && !sql.contains("?") ? PostgresQuery(unsafeSQL: sql) : PostgresQuery(unsafeSQL: Self.numbered(sql), binds: Self.bindings(args))
-        do {
-            let result = try Self.wait(conn.query(q, logger: log), unless: conn)
-            answered += 1
-            return result
-        } catch var lost as ConnectionLost {
-            lost.answered = answered
-            throw lost
-        }
-    }
-
-    /// The connection was closed (by the database or the network) before a statement's answer.
-    struct ConnectionLost: Error, CustomStringConvertible {
-        /// How many statements of the session had been answered (0: none reached the database).
-        var answered = 0
-        var description: String { "the connection to PostgreSQL was lost" }
-    }
-
-    /// `future`'s value, or `ConnectionLost` once `conn` closes: a statement written to a
-    /// connection that has just closed is never answered, and its future never completes.
-    static func wait<T: Sendable>(_ future: EventLoopFuture<T>, unless conn: PostgresConnection) throws -> T {
-        let outcome = Mutex<Result<T, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        let settle: @Sendable (Result<T, any Error>) -> Void = { r in
-            if outcome.withLock({ o in if o == nil { o = r; return true }; return false }) { done.signal() }
-        }
-        future.whenComplete(settle)
-        conn.closeFuture.whenComplete { _ in settle(.failure(ConnectionLost())) }
-        done.wait()
-        return try outcome.withLock { $0! }.get()
-    }
-
-    func rows(_ sql: String, _ args: [SQLValue]) throws -> [SQLRow] {
-        let result = try query(sql, args)
-        var names: [String]?
-        return result.rows.map { row in
-            if names == nil { names = row.map(\.columnName) }
-            return SQLRow(names: names!, values: row.map(Self.value))
-        }
-    }
-
-    func execute(_ sql: String, _ args: [SQLValue]) throws -> Int {
-        try query(sql, args).metadata.rows ?? 0
-    }
 }

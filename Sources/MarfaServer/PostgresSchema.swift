@@ -103,7 +103,8 @@ enum PostgresSchema {
     /// advisory lock), each in the same transaction as its record; returns the ids applied.
     @discardableResult
     static func migrate(_ pool: PostgresPool) throws -> [String] {
-        try pool.withConnection { conn in
+        try pool.withConnection { pooled in
+            let conn = pooled.conn
             _ = try conn.simpleQuery("BEGIN").wait()
             do {
                 _ = try conn.simpleQuery("SELECT pg_advisory_xact_lock(\(PostgresBackend.lockKey("marfafs migrations")))").wait()

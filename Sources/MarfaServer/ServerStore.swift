@@ -198,7 +198,7 @@ public final class ServerStore: Sendable {
         guard let (p, lastUsed) = try lookUp(token) else { return nil }
         let now = Date()
         if Timestamp.parse(lastUsed).map({ now.timeIntervalSince1970 - $0 >= 60 }) ?? true {
-            try write { db in
+            _ = try write { db in
                 try db.execute("UPDATE keys SET last_used_at = ? WHERE id = ?", [Timestamp.format(now), p.keyID])
             }
         }
