@@ -71,13 +71,13 @@ final class PostgresBackend: ServerBackend {
     private func readOnce<T>(_ body: (StoreTx) throws -> T) throws -> T {
         try pool.withConnection { pooled in
             let session = PostgresSession(pooled, log: log)
-            try session.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", [])
+            pooled.send("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: log)
             do {
                 let out = try body(StoreTx(session: session, dialect: .postgres, writable: false))
-                try session.execute("COMMIT", [])
+                pooled.send("COMMIT", logger: log)
                 return out
             } catch {
-                _ = try? session.execute("ROLLBACK", [])
+                pooled.send("ROLLBACK", logger: log)
                 throw error
             }
         }
@@ -110,7 +110,7 @@ final class PostgresBackend: ServerBackend {
                         if !events.isEmpty { committed(events) }
                         return out
                     } catch {
-                        _ = try? session.execute("ROLLBACK", [])
+                        pooled.send("ROLLBACK", logger: log)
                         throw error
                     }
                 }

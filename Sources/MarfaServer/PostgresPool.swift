@@ -15,6 +15,8 @@ final class PooledConnection: @unchecked Sendable {
     private let lock = NSLock()
     private var closed = false
     private var onClose: (@Sendable () -> Void)?
+    /// The failure of a statement sent without waiting (`send`).
+    private var unseen: (any Error)?
 
     init(_ conn: PostgresConnection) {
         self.conn = conn
@@ -47,8 +49,24 @@ final class PooledConnection: @unchecked Sendable {
         }
         if lost { settle(.failure(PostgresSession.ConnectionLost())) }
         done.wait()
-        lock.withLock { onClose = nil }
-        return try outcome.withLock { $0! }.get()
+        let earlier = lock.withLock { () -> (any Error)? in onClose = nil; return unseen }
+        let value = try outcome.withLock { $0! }.get()
+        if let earlier { throw earlier }
+        return value
+    }
+
+    /// Sends a statement no one waits for (a read's BEGIN and COMMIT, a ROLLBACK): each costs a
+    /// round trip between threads when waited for, and the connection answers its statements in
+    /// order, so the next statement waited for comes after it. If it fails, the connection is
+    /// closed (its transaction state is unknown: it is never lent again) and the next statement
+    /// waited for on it throws the failure. Never a write's BEGIN or COMMIT: a write's statements
+    /// must not run if its BEGIN failed, and its COMMIT's answer is the write's outcome.
+    func send(_ sql: String, logger: Logger) {
+        conn.query(PostgresQuery(unsafeSQL: sql), logger: logger).whenFailure { [weak self] error in
+            guard let self else { return }
+            self.lock.withLock { if self.unseen == nil { self.unseen = error } }
+            let _: EventLoopFuture<Void> = self.conn.close()
+        }
     }
 }
 
