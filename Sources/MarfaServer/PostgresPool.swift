@@ -83,6 +83,11 @@ final class PostgresPool: @unchecked Sendable {
     private var nextID = 1
     private var closed = false
 
+    /// A connection asked of a pool the server closed (it is shutting down).
+    struct Closed: Error, CustomStringConvertible {
+        var description: String { "the server is closing its database connections" }
+    }
+
     init(configuration: PostgresConnection.Configuration, log: Logger, size: Int = 10) {
         self.configuration = configuration
         self.log = log
@@ -98,7 +103,7 @@ final class PostgresPool: @unchecked Sendable {
     private func take() throws -> PooledConnection {
         cond.lock()
         while idle.isEmpty && open >= size && !closed { cond.wait() }
-        if closed { cond.unlock(); throw ServerStoreError("the database is closed") }
+        if closed { cond.unlock(); throw Closed() }
         // A connection the database ended while it was idle (a restart, a terminated backend)
         // is dropped, never lent.
         while let c = idle.popLast() {
@@ -197,6 +202,9 @@ final class PostgresSession: SQLSession {
         } catch var lost as ConnectionLost {
             lost.answered = answered
             throw lost
+        } catch let e as PSQLError where PostgresFailure.isUnreachable(e) {
+            // The database ended the connection (a shutdown, a restart, a terminated backend).
+            throw ConnectionLost(answered: answered, cause: PostgresFailure.describe(e))
         }
     }
 
@@ -204,7 +212,8 @@ final class PostgresSession: SQLSession {
     struct ConnectionLost: Error, CustomStringConvertible {
         /// How many statements of the session had been answered (0: none reached the database).
         var answered = 0
-        var description: String { "the connection to PostgreSQL was lost" }
+        var cause = ""
+        var description: String { "the connection to PostgreSQL was lost" + (cause.isEmpty ? "" : " (\(cause))") }
     }
 
     func rows(_ sql: String, _ args: [SQLValue]) throws -> [SQLRow] {
@@ -218,5 +227,37 @@ final class PostgresSession: SQLSession {
 
     @discardableResult func execute(_ sql: String, _ args: [SQLValue]) throws -> Int {
         try query(sql, args).metadata.rows ?? 0
+    }
+}
+
+/// What a failure of PostgreSQL means for a request.
+enum PostgresFailure {
+    /// The database cannot be reached now (down, restarting, refusing connections, or it ended the
+    /// connection): the request is answered 503 with `Retry-After`, for the client to retry.
+    static func isUnreachable(_ error: any Error) -> Bool {
+        if error is PostgresSession.ConnectionLost || error is PostgresPool.Closed { return true }
+        guard let e = error as? PSQLError else { return false }
+        switch e.code {
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed:
+            return true
+        case .server:
+            // Class 08 (connection exception), 57P01–57P04 (shut down, crashed, starting up,
+            // database dropped).
+            let state = e.serverInfo?[.sqlState] ?? ""
+            return state.hasPrefix("08") || state.hasPrefix("57P")
+        default:
+            return false
+        }
+    }
+
+    /// A failure for the server's log: PostgreSQL's code, SQLSTATE and message, never the query or
+    /// its values (an item's text, a key's lookup prefix).
+    static func describe(_ error: any Error) -> String {
+        guard let e = error as? PSQLError else { return String(describing: error) }
+        var out = "PostgreSQL \(e.code)"
+        if let state = e.serverInfo?[.sqlState] { out += " \(state)" }
+        if let message = e.serverInfo?[.message] { out += ": \(message)" }
+        if let underlying = e.underlying { out += " (\(underlying))" }
+        return out
     }
 }

@@ -60,7 +60,12 @@ struct EnvelopeMiddleware<Context: RequestContext>: RouterMiddleware {
             }
             return json(e.status.code, APIError(e.status.code, code, e.body ?? e.status.reasonPhrase).body)
         default:
-            log.error("request failed", metadata: ["request_id": "\(rid)", "error": "\(error)"])
+            if PostgresFailure.isUnreachable(error) {
+                log.warning("the database is unreachable", metadata: ["request_id": "\(rid)", "error": "\(PostgresFailure.describe(error))"])
+                return json(503, APIError(503, "service_unavailable", "the database cannot be reached now; retry").body,
+                            headers: [.retryAfter: "1"])
+            }
+            log.error("request failed", metadata: ["request_id": "\(rid)", "error": "\(PostgresFailure.describe(error))"])
             return json(500, APIError(500, "internal_error", "the server failed; see its log (request \(rid))").body)
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A private PostgreSQL cluster for the tests of `marfafs serve --db postgres://…`: started once
 /// per test process (initdb and pg_ctl run as the `postgres` user, which initdb requires), on a
@@ -41,21 +42,54 @@ public final class PostgresCluster: @unchecked Sendable {
         guard own.status == 0 else { throw HarnessError("chown postgres \(directory): \(own.stderr)") }
         let initdb = asPostgres([bin + "/initdb", "-D", directory + "/data", "-U", user, "-A", "trust", "-E", "UTF8", "--no-sync"])
         guard initdb.status == 0 else { throw HarnessError("initdb failed: \(initdb.stderr)") }
+        let dir = directory
+        Self.registry.withLock { (clusters: inout [String: String]) in
+            if clusters.isEmpty { atexit { PostgresCluster.stopRunning() } }
+            clusters[dir] = bin
+        }
+        try start()
+    }
+
+    /// A cluster of the test's own, for a test that stops and starts it (the shared one serves the
+    /// tests running beside it); `destroy()` it at the end.
+    public static func own() throws -> PostgresCluster { try PostgresCluster() }
+
+    /// Starts the cluster (again).
+    public func start() throws {
         let options = "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=300"
         let start = asPostgres([bin + "/pg_ctl", "-D", directory + "/data", "-o", options, "-l", directory + "/log", "-w", "-t", "60", "start"])
         guard start.status == 0 else { throw HarnessError("pg_ctl start failed: \(start.stderr) \(log)") }
-        Self.running = (bin, directory)
-        atexit { PostgresCluster.stopRunning() }
     }
 
-    nonisolated(unsafe) static var running: (bin: String, directory: String)?
+    /// Stops the cluster as an administrator does (`pg_ctl stop -m fast`: every connection is
+    /// ended); its files stay, for `start()`.
+    public func stop() throws {
+        let stop = asPostgres([bin + "/pg_ctl", "-D", directory + "/data", "-m", "fast", "-w", "stop"])
+        guard stop.status == 0 else { throw HarnessError("pg_ctl stop failed: \(stop.stderr)") }
+    }
 
-    /// Stops the cluster at once and removes its files (at the test process's exit).
+    /// Stops the cluster at once and removes its files.
+    public func destroy() {
+        Self.registry.withLock { (clusters: inout [String: String]) in _ = clusters.removeValue(forKey: directory) }
+        Self.remove(bin: bin, directory: directory)
+    }
+
+    /// Every cluster this process started and has not destroyed: directory → programs.
+    static let registry = Mutex<[String: String]>([:])
+
+    /// Stops every cluster at once and removes its files (at the test process's exit).
     static func stopRunning() {
-        guard let (bin, dir) = running else { return }
-        running = nil
-        _ = Shell.run(["runuser", "-u", "postgres", "--", bin + "/pg_ctl", "-D", dir + "/data", "-m", "immediate", "-w", "stop"])
-        try? FileManager.default.removeItem(atPath: dir)
+        let all = registry.withLock { (clusters: inout [String: String]) -> [String: String] in
+            let all = clusters
+            clusters = [:]
+            return all
+        }
+        for (dir, bin) in all { remove(bin: bin, directory: dir) }
+    }
+
+    static func remove(bin: String, directory: String) {
+        _ = Shell.run(["runuser", "-u", "postgres", "--", bin + "/pg_ctl", "-D", directory + "/data", "-m", "immediate", "-w", "stop"])
+        try? FileManager.default.removeItem(atPath: directory)
     }
 
     public var log: String { (try? String(contentsOfFile: directory + "/log", encoding: .utf8)) ?? "" }

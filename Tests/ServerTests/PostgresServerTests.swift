@@ -252,6 +252,32 @@ final class Locked<T>: @unchecked Sendable {
         #expect(s1.call("GET", "/items/\(id)", key: key).status == 200)
     }
 
+    /// The database goes down under a running server (an administrator's `pg_ctl stop`): requests
+    /// are answered at once with 503 `service_unavailable` and `Retry-After` (not a 500, not a
+    /// hang), the server stays up, and once the database is back, requests succeed and the open
+    /// stream gets the new events.
+    @Test func pg_aDatabaseOutageIsAnswered503WithRetryAfterAndTheServerRecovers() throws {
+        let cluster = try PostgresCluster.own()
+        defer { cluster.destroy() }
+        let s1 = try ServerHarness(db: try cluster.database())
+        let key = try s1.bootstrap()
+        let tap = try s1.events(key: key)
+        defer { tap.close() }
+        #expect(tap.wait { !$0.isEmpty })
+        let before = note(s1, key, "before the outage")
+        let id = try #require(before.item["id"]?.stringValue)
+        try cluster.stop()
+        for reply in [s1.call("GET", "/items/\(id)", key: key), note(s1, key, "during the outage"), s1.call("GET", "/items?limit=5", key: key)] {
+            #expect(reply.status == 503 && reply.code == "service_unavailable", "\(reply.status) \(reply.body)")
+            #expect(reply.headers["retry-after"] == "1")
+        }
+        #expect(kill(s1.pid, 0) == 0, "the server is still running")
+        try cluster.start()
+        #expect(s1.call("GET", "/items/\(id)", key: key).status == 200)
+        #expect(note(s1, key, "after the outage").status == 201)
+        #expect(tap.wait(timeout: 20) { frames in frames.contains { $0.event == "item.created" && $0.data.contains("after the outage") } })
+    }
+
     /// `--migrate-only` applies the schema once; processes started at once on a new database
     /// migrate it once between them and all serve.
     @Test func pg_migrationsRunOnceWhateverStartsThem() throws {
