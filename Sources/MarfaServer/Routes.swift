@@ -60,10 +60,11 @@ struct EnvelopeMiddleware<Context: RequestContext>: RouterMiddleware {
             }
             return json(e.status.code, APIError(e.status.code, code, e.body ?? e.status.reasonPhrase).body)
         default:
-            if PostgresFailure.isUnreachable(error) {
-                log.warning("the database is unreachable", metadata: ["request_id": "\(rid)", "error": "\(PostgresFailure.describe(error))"])
-                return json(503, APIError(503, "service_unavailable", "the database cannot be reached now; retry").body,
-                            headers: [.retryAfter: "1"])
+            if let answer = ServerFailure.answer(error) {
+                log.warning("request not done: \(answer.code)", metadata: ["request_id": "\(rid)", "error": "\(PostgresFailure.describe(error))"])
+                var headers = HTTPFields()
+                if let seconds = answer.retryAfter { headers[.retryAfter] = String(seconds) }
+                return json(answer.status, APIError(answer.status, answer.code, answer.message).body, headers: headers)
             }
             log.error("request failed", metadata: ["request_id": "\(rid)", "error": "\(PostgresFailure.describe(error))"])
             return json(500, APIError(500, "internal_error", "the server failed; see its log (request \(rid))").body)
@@ -135,11 +136,13 @@ struct API: Sendable {
             for try await chunk in request.body {
                 total += chunk.readableBytes
                 if total > limit { throw Self.tooLarge(limit) }
-                do { try file.write(contentsOf: chunk.readableBytesView) } catch {
+                do { try file.write(contentsOf: chunk.readableBytesView) } catch where ServerFailure.isNoSpace(error) {
+                    throw error
+                } catch {
                     throw APIError(500, "internal_error", "the server cannot keep the upload: \(error)")
                 }
             }
-        } catch let e as APIError { throw e } catch { throw Self.cutShort }
+        } catch let e as APIError { throw e } catch where ServerFailure.isNoSpace(error) { throw error } catch { throw Self.cutShort }
         return [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
     }
 
