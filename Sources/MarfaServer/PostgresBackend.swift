@@ -26,7 +26,16 @@ final class PostgresBackend: ServerBackend {
     init(url: String, log: Logger, migrate: Bool = true) throws {
         self.log = log
         pool = PostgresPool(configuration: try Self.configuration(url), log: log)
-        if migrate { try PostgresSchema.migrate(pool) }
+        if migrate { try Self.opening(url) { _ = try PostgresSchema.migrate(pool) } }
+    }
+
+    /// Runs the first work on a database, saying which database failed and why (a wrong user or
+    /// password, a database that does not exist, nothing listening, TLS refused) instead of
+    /// postgres-nio's generic text; the URL without its password.
+    static func opening<T>(_ url: String, _ body: () throws -> T) throws -> T {
+        do { return try body() } catch let e as PSQLError {
+            throw ServerStoreError("cannot use the database \(ServerStore.redacted(url)): \(PostgresFailure.describe(e))")
+        }
     }
 
     /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB`, with `?host=/dir` for a Unix socket directory
@@ -34,7 +43,7 @@ final class PostgresBackend: ServerBackend {
     static func configuration(_ url: String) throws -> PostgresConnection.Configuration {
         guard let c = URLComponents(string: url), ["postgres", "postgresql"].contains(c.scheme ?? ""),
               let user = c.user, !user.isEmpty else {
-            throw ServerStoreError("--db must be a SQLite file or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, not \(url)")
+            throw ServerStoreError("--db must be \(ServerStore.locations), not \(ServerStore.redacted(url))")
         }
         let database = c.path.hasPrefix("/") ? String(c.path.dropFirst()) : c.path
         let port = c.port ?? 5432

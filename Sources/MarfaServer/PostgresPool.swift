@@ -254,6 +254,7 @@ enum PostgresFailure {
     /// its values (an item's text, a key's lookup prefix).
     static func describe(_ error: any Error) -> String {
         guard let e = error as? PSQLError else { return String(describing: error) }
+        if e.code == .sslUnsupported { return "PostgreSQL does not accept TLS there (sslmode=require); use sslmode=prefer or disable" }
         var out = "PostgreSQL \(e.code)"
         if let state = e.serverInfo?[.sqlState] { out += " \(state)" }
         if let message = e.serverInfo?[.message] { out += ": \(message)" }

@@ -278,6 +278,32 @@ final class Locked<T>: @unchecked Sendable {
         #expect(tap.wait(timeout: 20) { frames in frames.contains { $0.event == "item.created" && $0.data.contains("after the outage") } })
     }
 
+    /// A `--db` that cannot be used is a clear error naming the cause, exits non-zero, prints no
+    /// password and creates nothing: a role or a database that does not exist, nothing listening,
+    /// a URL of another kind (not taken for a SQLite file's name).
+    @Test func pg_aDatabaseURLThatCannotBeUsedIsAClearErrorAndCreatesNothing() throws {
+        let cluster = try PostgresCluster.shared.get()
+        let dir = (ProcessInfo.processInfo.environment["MARFAFS_TEST_ROOT"] ?? NSTemporaryDirectory()) + "/urls-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let cases: [(url: String, says: String)] = [
+            ("postgres://nobody:secret@127.0.0.1:\(cluster.port)/postgres", #"role "nobody" does not exist"#),
+            ("postgres://\(cluster.user):secret@127.0.0.1:\(cluster.port)/nosuchdb", #"database "nosuchdb" does not exist"#),
+            ("postgres://\(cluster.user):secret@127.0.0.1:\(PostgresCluster.freePort())/postgres", "Connection refused"),
+            ("mysql://me:secret@127.0.0.1/db", "--db must be a SQLite file or postgres://"),
+            ("sqlite://me:secret@host/server.sqlite", "--db must be a SQLite file or postgres://"),
+        ]
+        for (url, says) in cases {
+            for extra in [["--port", "0"], ["--migrate-only"]] {
+                let r = Shell.run([MountHarness.binary, "serve", "--db", url] + extra, cwd: dir)
+                #expect(r.status != 0, "\(url) \(extra)")
+                #expect(r.stderr.contains(says), "\(url) \(extra): \(r.stderr)")
+                #expect(!(r.stdout + r.stderr).contains("secret"), "\(url) \(extra): \(r.stderr)")
+            }
+        }
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? ["?"]).isEmpty, "nothing created")
+    }
+
     /// `--migrate-only` applies the schema once; processes started at once on a new database
     /// migrate it once between them and all serve.
     @Test func pg_migrationsRunOnceWhateverStartsThem() throws {
