@@ -328,6 +328,37 @@ final class Locked<T>: @unchecked Sendable {
         #expect(bad.status != 0 && !bad.stderr.isEmpty, "a database that cannot be reached is a clear error")
     }
 
+    /// The database goes down while two mounts work: their changes wait in their queues (the
+    /// server answers 503), and once the database is back every change reaches the other mount.
+    @Test func pg_changesMadeWhileTheDatabaseIsDownArriveOnceItIsBack() throws {
+        let cluster = try PostgresCluster.own()
+        defer { cluster.destroy() }
+        let s1 = try ServerHarness(db: try cluster.database())
+        let key = try s1.bootstrap()
+        let file = s1.root + "/key"
+        try (key + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        chmod(file, 0o600)
+        func text(_ m: MountHarness, _ name: String) -> String? { try? String(contentsOfFile: m.path("types/core.note/" + name), encoding: .utf8) }
+        func queued(_ m: MountHarness) -> Int {
+            let status = (try? String(contentsOfFile: m.path(".marfafs/status"), encoding: .utf8)) ?? ""
+            return (try? JSONParser.parse(status))?.objectValue?["queue_depth"].flatMap { if case .int(let n) = $0 { Int(n) } else { nil } } ?? -1
+        }
+        try MountHarness.with(options: ["--server", s1.base, "--key-file", file, "--device", "dev-a"]) { a in
+            try MountHarness.with(options: ["--server", s1.base, "--key-file", file, "--device", "dev-b"]) { b in
+                #expect(a.sh("printf 'before\\n' > types/core.note/before.md").status == 0)
+                #expect(MountHarness.eventually(timeout: 20) { text(b, "before.md") == "before\n" })
+                try cluster.stop()
+                for i in 0..<5 { #expect(a.sh("printf 'during \(i)\\n' > 'types/core.note/during \(i).md'").status == 0) }
+                #expect(b.sh("printf 'from b\\n' > types/core.note/b.md").status == 0)
+                #expect(MountHarness.eventually(timeout: 20) { queued(a) >= 5 && queued(b) >= 1 }, "\(queued(a)) \(queued(b))")
+                try cluster.start()
+                #expect(MountHarness.eventually(timeout: 90) { (0..<5).allSatisfy { text(b, "during \($0).md") == "during \($0)\n" } })
+                #expect(MountHarness.eventually(timeout: 90) { text(a, "b.md") == "from b\n" })
+                #expect(MountHarness.eventually(timeout: 20) { queued(a) == 0 && queued(b) == 0 }, "\(queued(a)) \(queued(b))")
+            }
+        }
+    }
+
     /// Two mounts, each syncing through its own server process on one database, converge.
     @Test func pg_twoMountsOnTwoProcessesConverge() throws {
         let (s1, s2, key) = try pair()
