@@ -20,12 +20,13 @@ final class PostgresBackend: ServerBackend {
     let spoolDirectory = NSTemporaryDirectory()
     var dialect: SQLDialect { .postgres }
     var isShared: Bool { true }
+    var waitingRequests: Int { pool.size }
     static let channel = "marfa_events"
     private let followers = Mutex<[Task<Void, Never>]>([])
 
     init(url: String, log: Logger, migrate: Bool = true) throws {
         self.log = log
-        pool = PostgresPool(configuration: try Self.configuration(url), log: log)
+        pool = PostgresPool(configuration: try Self.configuration(url), log: log, size: try Self.poolSize(url))
         if migrate { try Self.opening(url) { _ = try PostgresSchema.migrate(pool) } }
     }
 
@@ -38,8 +39,23 @@ final class PostgresBackend: ServerBackend {
         }
     }
 
-    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB`, with `?host=/dir` for a Unix socket directory
-    /// and `?sslmode=disable|prefer|require` (default: disable).
+    /// The parameters a `--db` URL may carry; any other is refused (a misspelt `sslmode` must not
+    /// quietly mean no TLS).
+    static let parameters = ["host", "sslmode", "pool_max_conns"]
+
+    /// `?pool_max_conns=N` (1–1000, default 10): how many connections this process keeps for
+    /// requests (one more listens for other processes' events). A database's `max_connections`
+    /// must hold every process's N + 1.
+    static func poolSize(_ url: String) throws -> Int {
+        guard let given = URLComponents(string: url)?.queryItems?.last(where: { $0.name == "pool_max_conns" })?.value else { return 10 }
+        guard let n = Int(given), (1...1000).contains(n) else {
+            throw ServerStoreError("pool_max_conns must be a number from 1 to 1000, not \(given)")
+        }
+        return n
+    }
+
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB`, with `?host=/dir` for a Unix socket directory,
+    /// `?sslmode=disable|prefer|require` (default: disable) and `?pool_max_conns=N`.
     static func configuration(_ url: String) throws -> PostgresConnection.Configuration {
         guard let c = URLComponents(string: url), ["postgres", "postgresql"].contains(c.scheme ?? ""),
               let user = c.user, !user.isEmpty else {
@@ -48,6 +64,9 @@ final class PostgresBackend: ServerBackend {
         let database = c.path.hasPrefix("/") ? String(c.path.dropFirst()) : c.path
         let port = c.port ?? 5432
         let query = Dictionary((c.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        if let unknown = query.keys.sorted().first(where: { !parameters.contains($0) }) {
+            throw ServerStoreError("--db has an unknown parameter \(unknown) (known: \(parameters.joined(separator: ", ")))")
+        }
         var config: PostgresConnection.Configuration
         if let dir = query["host"], dir.hasPrefix("/") {
             config = .init(unixSocketPath: dir + "/.s.PGSQL.\(port)", username: user, password: c.password, database: database.isEmpty ? nil : database)

@@ -31,6 +31,9 @@ public enum ReferenceServer {
         let store = try ServerStore(db: o.db, log: logger)
         let router = Router()
         let routes = RouteTable()
+        if store.waitingRequests > 0 {
+            router.add(middleware: DatabaseThreads<BasicRequestContext>(threads: store.waitingRequests))
+        }
         router.add(middleware: EnvelopeMiddleware<BasicRequestContext>(log: logger, routes: routes))
         if let limit = o.rateLimit { router.add(middleware: RateLimitMiddleware<BasicRequestContext>(limit: limit, log: logger)) }
         API(store: store, maxBody: o.maxBody, maxBlob: o.maxBlob, eventRetention: o.eventRetention, heartbeat: o.heartbeat).register(router, table: routes)

@@ -154,6 +154,9 @@ public protocol ServerBackend: Sendable {
     var spoolDirectory: String { get }
     /// Whether other processes write the same log (then streams read the log, not memory).
     var isShared: Bool { get }
+    /// How many requests may wait on the database at once, on threads of their own
+    /// (`DatabaseThreads`); 0: its calls do not wait on a network, and requests run where they are.
+    var waitingRequests: Int { get }
     func read<T>(_ body: (StoreTx) throws -> T) throws -> T
     /// Runs `body` in a write transaction (again, from the start, when the engine reports a
     /// transient conflict); numbers the events it appended and commits;

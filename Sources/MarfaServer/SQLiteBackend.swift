@@ -9,6 +9,7 @@ final class SQLiteBackend: ServerBackend {
     let spoolDirectory: String
     var dialect: SQLDialect { .sqlite }
     var isShared: Bool { false }
+    var waitingRequests: Int { 0 }
 
     init(path: String) throws {
         let dir = (path as NSString).deletingLastPathComponent

@@ -51,6 +51,9 @@ public final class ServerStore: Sendable {
 
     public convenience init(path: String) throws { try self.init(db: path) }
 
+    /// How many requests may wait on the database at once (0: they need no threads of their own).
+    public var waitingRequests: Int { backend.waitingRequests }
+
     /// Whether `--db` names a PostgreSQL database rather than a SQLite file.
     public static func isPostgres(_ db: String) -> Bool { db.hasPrefix("postgres://") || db.hasPrefix("postgresql://") }
 

@@ -292,6 +292,8 @@ final class Locked<T>: @unchecked Sendable {
             ("postgres://\(cluster.user):secret@127.0.0.1:\(PostgresCluster.freePort())/postgres", "Connection refused"),
             ("mysql://me:secret@127.0.0.1/db", "--db must be a SQLite file or postgres://"),
             ("sqlite://me:secret@host/server.sqlite", "--db must be a SQLite file or postgres://"),
+            ("postgres://\(cluster.user):secret@127.0.0.1:\(cluster.port)/postgres?sslmod=require", "unknown parameter sslmod"),
+            ("postgres://\(cluster.user):secret@127.0.0.1:\(cluster.port)/postgres?pool_max_conns=0", "pool_max_conns must be a number from 1 to 1000"),
         ]
         for (url, says) in cases {
             for extra in [["--port", "0"], ["--migrate-only"]] {
@@ -302,6 +304,49 @@ final class Locked<T>: @unchecked Sendable {
             }
         }
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? ["?"]).isEmpty, "nothing created")
+    }
+
+    /// 16 clients at once, 8 notes each, on `s`: the most connections the database held for
+    /// `database` meanwhile, and whether every request was answered 201.
+    func peakConnections(_ s: ServerHarness, _ key: String, database: String) throws -> (most: Int, allAnswered: Bool) {
+        let cluster = try PostgresCluster.shared.get()
+        let done = Locked(false)
+        let most = Locked(0)
+        let sampler = Thread {
+            while !done.withLock({ $0 }) {
+                let n = Int(cluster.psql("SELECT count(*) FROM pg_stat_activity WHERE datname = '\(database)'").out) ?? 0
+                most.withLock { $0 = max($0, n) }
+            }
+        }
+        sampler.start()
+        let statuses = Locked([Int]())
+        Self.parallel(16) { i in
+            for j in 0..<8 { let status = note(s, key, "load \(i) \(j)").status; statuses.withLock { $0.append(status) } }
+        }
+        done.withLock { $0 = true }
+        while !sampler.isFinished { usleep(10_000) }
+        let all = statuses.withLock { $0 }
+        return (most.withLock { $0 }, all.count == 128 && all.allSatisfy { $0 == 201 })
+    }
+
+    /// Requests wait on PostgreSQL on threads of their own, as many as the process has
+    /// connections (10), not one per core: 16 clients at once keep more than the cores' worth of
+    /// connections busy. `?pool_max_conns=2` bounds them: at most 2 for requests (and 1 listening),
+    /// and every request is still answered.
+    @Test func pg_requestsUseThePoolsConnectionsAndPoolMaxConnsBoundsThem() throws {
+        let cluster = try PostgresCluster.shared.get()
+        let url = try cluster.database()
+        let database = String(url.split(separator: "/").last!)
+        let s1 = try ServerHarness(db: url)
+        let key = try s1.bootstrap()
+        let free = try peakConnections(s1, key, database: database)
+        #expect(free.allAnswered)
+        #expect(free.most > 4, "\(free.most) connections on \(ProcessInfo.processInfo.activeProcessorCount) cores")
+        _ = s1.stop()
+        let bounded = try ServerHarness(db: url + "?pool_max_conns=2")
+        let load = try peakConnections(bounded, key, database: database)
+        #expect(load.allAnswered)
+        #expect(load.most >= 2 && load.most <= 3, "\(load.most) connections")
     }
 
     /// `--migrate-only` applies the schema once; processes started at once on a new database
