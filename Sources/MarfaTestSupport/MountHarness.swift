@@ -1,4 +1,5 @@
 import Foundation
+import MarfaModel
 
 /// Starts the built `marfafs` binary on a temporary mount point with a temporary store, runs real
 /// programs against it, and always unmounts (lazily and by aborting the connection if it must).
@@ -97,6 +98,11 @@ public final class MountHarness: @unchecked Sendable {
     public static func forceUnmount(_ path: String) {
         _ = Shell.run(["/bin/fusermount3", "-u", "-z", path])
         _ = Shell.run(["/bin/umount", "-l", path])
+    }
+
+    /// `.marfafs/status` as JSON (empty when it cannot be read).
+    public var syncStatus: [String: JSONValue] {
+        (try? JSONParser.parse(String(contentsOfFile: path(".marfafs/status"), encoding: .utf8)))?.objectValue ?? [:]
     }
 
     /// Runs a shell command with the mount point as working directory.

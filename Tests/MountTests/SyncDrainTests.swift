@@ -13,10 +13,6 @@ import Testing
         return (s, key, s.root + "/key", options)
     }
 
-    func status(_ m: MountHarness) -> [String: JSONValue] {
-        (try? JSONParser.parse(m.sh("cat .marfafs/status").out))?.objectValue ?? [:]
-    }
-
     func serverItem(_ s: ServerHarness, _ key: String, _ id: String) -> [String: JSONValue] {
         s.call("GET", "/items/\(id)", key: key).item
     }
@@ -24,7 +20,7 @@ import Testing
     @Test func W5_theServerFollowsTheMountCreatesEditsTagsEdgesAndDeletes() throws {
         let (s, key, _, options) = try setUp()
         try MountHarness.with(options: options) { m in
-            #expect(MountHarness.eventually { status(m)["connection"] == .string("online") }, "an idle mount checks the server at once")
+            #expect(MountHarness.eventually { m.syncStatus["connection"] == .string("online") }, "an idle mount checks the server at once")
             #expect(m.sh("printf 'first body\\n' > types/core.note/first.md && printf 'second\\n' > types/core.note/second.md").status == 0)
             let first = m.sh("getfattr --only-values -n user.marfa.id types/core.note/first.md").out
             let second = m.sh("getfattr --only-values -n user.marfa.id types/core.note/second.md").out
@@ -64,8 +60,8 @@ import Testing
             // `marfafs sync --wait` returns once all of it is on the server.
             let waited = Shell.run([MountHarness.binary, "sync", m.mountpoint, "--wait"])
             #expect(waited.status == 0 && waited.stdout == "ok: the queue is empty\n", "\(waited.stdout)\(waited.stderr)")
-            #expect(status(m)["queue_depth"] == .int(0))
-            let st = status(m)
+            #expect(m.syncStatus["queue_depth"] == .int(0))
+            let st = m.syncStatus
             #expect(st["mode"] == .string("synced") && st["server"] == .string(s.base) && st["connection"] == .string("online"), "\(st)")
             if case .array(let all)? = s.call("GET", "/items?state=any", key: key).json["data"] { #expect(all.count == 3, "nothing created twice") }
             #expect(!m.sh("cat \(m.store).log").out.contains(key), "the key is never logged")
@@ -80,9 +76,9 @@ import Testing
             let id = m.sh("getfattr --only-values -n user.marfa.id types/core.note/offline.md").out
             #expect(MountHarness.eventually { m.sh("cat .marfafs/pending").out.contains("retrying") }, "the mutation was tried and kept")
             #expect(MountHarness.eventually {
-                let st = status(m)
+                let st = m.syncStatus
                 return st["connection"] == .string("offline") && st["last_error"]?.stringValue?.contains("network") == true
-            }, "\(status(m))")
+            }, "\(m.syncStatus)")
             // A flush blocks while the server is away and returns once the queue is sent.
             let flushed = s.root + "/flushed"
             let reader = try #require(Shell.spawn(["/bin/cat", m.path(".marfafs/flush")], stdout: flushed, stderr: flushed + ".err"))
@@ -93,7 +89,7 @@ import Testing
             waitpid(reader, &st, 0)
             #expect((try? String(contentsOfFile: flushed, encoding: .utf8)) == "ok: the queue is empty\n")
             #expect(MountHarness.eventually(timeout: 30) { serverItem(s, key, id)["properties"]?.objectValue?["body"] == .string("written offline\n") })
-            #expect(MountHarness.eventually { status(m)["connection"] == .string("online") && status(m)["queue_depth"] == .int(0) })
+            #expect(MountHarness.eventually { m.syncStatus["connection"] == .string("online") && m.syncStatus["queue_depth"] == .int(0) })
         }
     }
 
@@ -108,21 +104,21 @@ import Testing
             #expect(s.call("DELETE", "/keys/\(mine)", key: spare).status == 200)
             #expect(m.sh("printf 'kept\\n' > types/core.note/kept.md").status == 0)
             let id = m.sh("getfattr --only-values -n user.marfa.id types/core.note/kept.md").out
-            #expect(MountHarness.eventually { status(m)["connection"] == .string("unauthorized") }, "\(status(m))")
+            #expect(MountHarness.eventually { m.syncStatus["connection"] == .string("unauthorized") }, "\(m.syncStatus)")
             #expect(m.sh("cat types/core.note/kept.md").out == "kept", "local writes are kept")
             #expect(m.sh("printf 'kept too\\n' > types/core.note/also.md").status == 0)
             try (spare + "\n").write(toFile: file, atomically: true, encoding: .utf8)
             chmod(file, 0o600)
             #expect(m.sh("cat .marfafs/flush").out == "paused: 2 mutations wait for a valid key", "a paused queue does not block a flush")
             #expect(MountHarness.eventually(timeout: 20) { serverItem(s, spare, id)["properties"]?.objectValue?["body"] == .string("kept\n") })
-            #expect(MountHarness.eventually { status(m)["queue_depth"] == .int(0) && status(m)["connection"] == .string("online") })
+            #expect(MountHarness.eventually { m.syncStatus["queue_depth"] == .int(0) && m.syncStatus["connection"] == .string("online") })
         }
     }
 
     @Test func W5_aKilledDaemonResendsUnderTheSameKeysAndNothingIsDuplicated() throws {
         let (s, key, _, options) = try setUp()
         try MountHarness.with(options: options) { m in
-            #expect(MountHarness.eventually { status(m)["connection"] == .string("online") })
+            #expect(MountHarness.eventually { m.syncStatus["connection"] == .string("online") })
             // The server takes connections but answers nothing: creates are on the wire (one
             // chain per item, so several at once), unanswered, when the daemon dies. The server
             // applies them afterwards, and the remounted daemon sends them again under the same keys.
@@ -134,7 +130,7 @@ import Testing
             s.resume()
             let atKill = (s.call("GET", "/items?state=any&limit=200", key: key).json["data"]).map { if case .array(let a) = $0 { return a.count }; return -1 } ?? -1
             try m.mount()
-            #expect(MountHarness.eventually(timeout: 30) { status(m)["queue_depth"] == .int(0) }, "\(status(m))")
+            #expect(MountHarness.eventually(timeout: 30) { m.syncStatus["queue_depth"] == .int(0) }, "\(m.syncStatus)")
             guard case .array(let all)? = s.call("GET", "/items?state=any&limit=200", key: key).json["data"] else { Issue.record("list"); return }
             #expect(all.count == 40, "\(atKill) had reached the server when the daemon was killed")
             #expect(all.allSatisfy { $0.objectValue?["version"] == .int(1) }, "each create applied once")
@@ -178,7 +174,7 @@ import Testing
         try ("marfa_k1_" + String(repeating: "0", count: 48) + "\n").write(toFile: file, atomically: true, encoding: .utf8)
         chmod(file, 0o600)
         try MountHarness.with(options: options) { m in
-            #expect(MountHarness.eventually { status(m)["connection"] == .string("unauthorized") }, "\(status(m))")
+            #expect(MountHarness.eventually { m.syncStatus["connection"] == .string("unauthorized") }, "\(m.syncStatus)")
             #expect(m.sh("printf 'x\\n' > types/core.note/x.md").status == 0, "the mount works on")
         }
         _ = s

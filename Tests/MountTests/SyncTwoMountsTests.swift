@@ -12,11 +12,7 @@ import Testing
         try MountPair.with(serverOptions: serverOptions, mountOptions: mountOptions, body)
     }
 
-    func status(_ m: MountHarness) -> [String: JSONValue] {
-        (try? JSONParser.parse(m.sh("cat .marfafs/status").out))?.objectValue ?? [:]
-    }
-
-    func live(_ m: MountHarness) -> Bool { MountHarness.eventually { status(m)["stream"] == .string("live") } }
+    func live(_ m: MountHarness) -> Bool { MountHarness.eventually { m.syncStatus["stream"] == .string("live") } }
 
     /// A file's exact bytes, read through the mount.
     func cat(_ m: MountHarness, _ path: String) -> String { (try? String(contentsOfFile: m.path(path), encoding: .utf8)) ?? "" }
@@ -91,7 +87,7 @@ import Testing
             #expect(b.sh("printf 'l1\\nl2\\nl3\\nl4\\nL5 by b\\n' > types/core.note/merge.md").status == 0)
             #expect(a.sh("printf 'alpha wrote this\\nline\\n' > types/core.note/clash.md").status == 0)
             #expect(b.sh("printf 'beta wrote that\\nline\\n' > types/core.note/clash.md").status == 0)
-            #expect(a.sh("cat .marfafs/status").out.contains("\"queue_depth\":") && status(a)["queue_depth"] != .int(0), "the writes wait in the queue")
+            #expect(a.sh("cat .marfafs/status").out.contains("\"queue_depth\":") && a.syncStatus["queue_depth"] != .int(0), "the writes wait in the queue")
             try s.start()
             #expect(a.sh("cat .marfafs/flush").out.hasPrefix("ok") && b.sh("cat .marfafs/flush").out.hasPrefix("ok"))
             let merged = "L1 by a\nl2\nl3\nl4\nL5 by b\n"
@@ -131,7 +127,7 @@ import Testing
             for n in 0..<20 { #expect(note(n)) }
             #expect(MountHarness.eventually { b.sh("ls types/core.note | wc -l").out == "20" })
             s.kill9()
-            #expect(MountHarness.eventually { status(b)["stream"] != .string("live") })
+            #expect(MountHarness.eventually { b.syncStatus["stream"] != .string("live") })
             try s.start()
             for n in 20..<40 { #expect(note(n)) }
             #expect(MountHarness.eventually(timeout: 30) { b.sh("ls types/core.note | wc -l").out == "40" }, "\(b.sh("cat .marfafs/events").out)")

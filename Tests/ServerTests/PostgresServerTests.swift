@@ -385,8 +385,7 @@ final class Locked<T>: @unchecked Sendable {
         chmod(file, 0o600)
         func text(_ m: MountHarness, _ name: String) -> String? { try? String(contentsOfFile: m.path("types/core.note/" + name), encoding: .utf8) }
         func queued(_ m: MountHarness) -> Int {
-            let status = (try? String(contentsOfFile: m.path(".marfafs/status"), encoding: .utf8)) ?? ""
-            return (try? JSONParser.parse(status))?.objectValue?["queue_depth"].flatMap { if case .int(let n) = $0 { Int(n) } else { nil } } ?? -1
+            if case .int(let n)? = m.syncStatus["queue_depth"] { Int(n) } else { -1 }
         }
         try MountHarness.with(options: ["--server", s1.base, "--key-file", file, "--device", "dev-a"]) { a in
             try MountHarness.with(options: ["--server", s1.base, "--key-file", file, "--device", "dev-b"]) { b in
