@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import NIOCore
 
 /// Request handlers on threads of their own, for a database whose calls wait on the network
 /// (PostgreSQL). The store's calls are synchronous; on Swift's cooperative pool (one thread per
@@ -21,8 +22,7 @@ struct DatabaseThreads<Context: RequestContext>: RouterMiddleware {
 /// Its threads last as long as the process.
 final class BlockingExecutor: TaskExecutor, @unchecked Sendable {
     private let cond = NSCondition()
-    private var jobs: [UnownedJob] = []
-    private var head = 0
+    private var jobs = CircularBuffer<UnownedJob>()
 
     init(threads: Int, name: String) {
         for i in 0..<max(1, threads) {
@@ -43,16 +43,8 @@ final class BlockingExecutor: TaskExecutor, @unchecked Sendable {
     private func work() {
         while true {
             cond.lock()
-            while head == jobs.count { cond.wait() }
-            let job = jobs[head]
-            head += 1
-            if head == jobs.count {
-                jobs.removeAll(keepingCapacity: true)
-                head = 0
-            } else if head >= 1024, head * 2 >= jobs.count {
-                jobs.removeFirst(head)
-                head = 0
-            }
+            while jobs.isEmpty { cond.wait() }
+            let job = jobs.removeFirst()
             cond.unlock()
             job.runSynchronously(on: asUnownedTaskExecutor())
         }

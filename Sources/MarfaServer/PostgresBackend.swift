@@ -26,7 +26,8 @@ final class PostgresBackend: ServerBackend {
 
     init(url: String, log: Logger, migrate: Bool = true) throws {
         self.log = log
-        pool = PostgresPool(configuration: try Self.configuration(url), log: log, size: try Self.poolSize(url))
+        let settings = try Self.settings(url)
+        pool = PostgresPool(configuration: settings.configuration, log: log, size: settings.poolSize)
         if migrate { try Self.opening(url) { _ = try PostgresSchema.migrate(pool) } }
     }
 
@@ -35,7 +36,7 @@ final class PostgresBackend: ServerBackend {
     /// postgres-nio's generic text; the URL without its password.
     static func opening<T>(_ url: String, _ body: () throws -> T) throws -> T {
         do { return try body() } catch let e as PSQLError {
-            throw ServerStoreError("cannot use the database \(ServerStore.redacted(url)): \(PostgresFailure.describe(e))")
+            throw ServerStoreError("cannot use the database \(ServerStore.redacted(url)): \(ServerFailure.describe(e))")
         }
     }
 
@@ -43,29 +44,27 @@ final class PostgresBackend: ServerBackend {
     /// quietly mean no TLS).
     static let parameters = ["host", "sslmode", "pool_max_conns"]
 
-    /// `?pool_max_conns=N` (1–1000, default 10): how many connections this process keeps for
-    /// requests (one more listens for other processes' events). A database's `max_connections`
-    /// must hold every process's N + 1.
-    static func poolSize(_ url: String) throws -> Int {
-        guard let given = URLComponents(string: url)?.queryItems?.last(where: { $0.name == "pool_max_conns" })?.value else { return 10 }
-        guard let n = Int(given), (1...1000).contains(n) else {
-            throw ServerStoreError("pool_max_conns must be a number from 1 to 1000, not \(given)")
-        }
-        return n
-    }
-
     /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB`, with `?host=/dir` for a Unix socket directory,
-    /// `?sslmode=disable|prefer|require` (default: disable) and `?pool_max_conns=N`.
-    static func configuration(_ url: String) throws -> PostgresConnection.Configuration {
+    /// `?sslmode=disable|prefer|require` (default: disable) and `?pool_max_conns=N` (1–1000,
+    /// default 10: how many connections this process keeps for requests; one more listens for
+    /// other processes' events, so a database's `max_connections` must hold every process's N + 1).
+    static func settings(_ url: String) throws -> (configuration: PostgresConnection.Configuration, poolSize: Int) {
         guard let c = URLComponents(string: url), ["postgres", "postgresql"].contains(c.scheme ?? ""),
               let user = c.user, !user.isEmpty else {
-            throw ServerStoreError("--db must be \(ServerStore.locations), not \(ServerStore.redacted(url))")
+            throw ServerStore.badLocation(url)
         }
         let database = c.path.hasPrefix("/") ? String(c.path.dropFirst()) : c.path
         let port = c.port ?? 5432
         let query = Dictionary((c.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
         if let unknown = query.keys.sorted().first(where: { !parameters.contains($0) }) {
             throw ServerStoreError("--db has an unknown parameter \(unknown) (known: \(parameters.joined(separator: ", ")))")
+        }
+        var poolSize = 10
+        if let given = query["pool_max_conns"] {
+            guard let n = Int(given), (1...1000).contains(n) else {
+                throw ServerStoreError("pool_max_conns must be a number from 1 to 1000, not \(given)")
+            }
+            poolSize = n
         }
         var config: PostgresConnection.Configuration
         if let dir = query["host"], dir.hasPrefix("/") {
@@ -81,7 +80,7 @@ final class PostgresBackend: ServerBackend {
             config = .init(host: c.host ?? "127.0.0.1", port: port, username: user, password: c.password, database: database.isEmpty ? nil : database, tls: tls)
         }
         config.options.connectTimeout = .seconds(10)
-        return config
+        return (config, poolSize)
     }
 
     /// A read sees one snapshot, as a SQLite read does (a page and its cursor, a stream's start

@@ -202,9 +202,9 @@ final class PostgresSession: SQLSession {
         } catch var lost as ConnectionLost {
             lost.answered = answered
             throw lost
-        } catch let e as PSQLError where PostgresFailure.isUnreachable(e) {
+        } catch let e as PSQLError where ServerFailure.isUnreachable(e) {
             // The database ended the connection (a shutdown, a restart, a terminated backend).
-            throw ConnectionLost(answered: answered, cause: PostgresFailure.describe(e))
+            throw ConnectionLost(answered: answered, cause: ServerFailure.describe(e))
         }
     }
 
@@ -227,38 +227,5 @@ final class PostgresSession: SQLSession {
 
     @discardableResult func execute(_ sql: String, _ args: [SQLValue]) throws -> Int {
         try query(sql, args).metadata.rows ?? 0
-    }
-}
-
-/// What a failure of PostgreSQL means for a request.
-enum PostgresFailure {
-    /// The database cannot be reached now (down, restarting, refusing connections, or it ended the
-    /// connection): the request is answered 503 with `Retry-After`, for the client to retry.
-    static func isUnreachable(_ error: any Error) -> Bool {
-        if error is PostgresSession.ConnectionLost || error is PostgresPool.Closed { return true }
-        guard let e = error as? PSQLError else { return false }
-        switch e.code {
-        case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed:
-            return true
-        case .server:
-            // Class 08 (connection exception), 57P01–57P04 (shut down, crashed, starting up,
-            // database dropped).
-            let state = e.serverInfo?[.sqlState] ?? ""
-            return state.hasPrefix("08") || state.hasPrefix("57P")
-        default:
-            return false
-        }
-    }
-
-    /// A failure for the server's log: PostgreSQL's code, SQLSTATE and message, never the query or
-    /// its values (an item's text, a key's lookup prefix).
-    static func describe(_ error: any Error) -> String {
-        guard let e = error as? PSQLError else { return String(describing: error) }
-        if e.code == .sslUnsupported { return "PostgreSQL does not accept TLS there (sslmode=require); use sslmode=prefer or disable" }
-        var out = "PostgreSQL \(e.code)"
-        if let state = e.serverInfo?[.sqlState] { out += " \(state)" }
-        if let message = e.serverInfo?[.message] { out += ": \(message)" }
-        if let underlying = e.underlying { out += " (\(underlying))" }
-        return out
     }
 }

@@ -61,12 +61,12 @@ struct EnvelopeMiddleware<Context: RequestContext>: RouterMiddleware {
             return json(e.status.code, APIError(e.status.code, code, e.body ?? e.status.reasonPhrase).body)
         default:
             if let answer = ServerFailure.answer(error) {
-                log.warning("request not done: \(answer.code)", metadata: ["request_id": "\(rid)", "error": "\(PostgresFailure.describe(error))"])
+                log.warning("request not done: \(answer.code)", metadata: ["request_id": "\(rid)", "error": "\(ServerFailure.describe(error))"])
                 var headers = HTTPFields()
                 if let seconds = answer.retryAfter { headers[.retryAfter] = String(seconds) }
                 return json(answer.status, APIError(answer.status, answer.code, answer.message).body, headers: headers)
             }
-            log.error("request failed", metadata: ["request_id": "\(rid)", "error": "\(PostgresFailure.describe(error))"])
+            log.error("request failed", metadata: ["request_id": "\(rid)", "error": "\(ServerFailure.describe(error))"])
             return json(500, APIError(500, "internal_error", "the server failed; see its log (request \(rid))").body)
         }
     }

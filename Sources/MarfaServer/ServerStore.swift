@@ -38,7 +38,7 @@ public final class ServerStore: Sendable {
     /// `db`: a SQLite file, or `postgres://USER@HOST:PORT/DB`. `migrate: false` opens a
     /// PostgreSQL database as it is (the schema must be current).
     public init(db: String, log: Logger = Logger(label: "marfafs.serve"), migrate: Bool = true) throws {
-        if Self.isOtherURL(db) { throw ServerStoreError("--db must be \(Self.locations), not \(Self.redacted(db))") }
+        try Self.checkLocation(db)
         if Self.isPostgres(db) {
             backend = try PostgresBackend(url: db, log: log, migrate: migrate)
             backend.follow(bell)
@@ -57,10 +57,17 @@ public final class ServerStore: Sendable {
     /// Whether `--db` names a PostgreSQL database rather than a SQLite file.
     public static func isPostgres(_ db: String) -> Bool { db.hasPrefix("postgres://") || db.hasPrefix("postgresql://") }
 
-    /// Whether `--db` is a URL of another kind (`mysql://`, `sqlite://`, `http://`): refused, never
+    /// Refuses a `--db` that is a URL of another kind (`mysql://`, `sqlite://`, `http://`): never
     /// taken for the name of a SQLite file.
-    public static func isOtherURL(_ db: String) -> Bool {
-        !isPostgres(db) && db.range(of: "^[A-Za-z][A-Za-z0-9+.-]*://", options: .regularExpression) != nil
+    public static func checkLocation(_ db: String) throws {
+        if !isPostgres(db), db.range(of: "^[A-Za-z][A-Za-z0-9+.-]*://", options: .regularExpression) != nil {
+            throw badLocation(db)
+        }
+    }
+
+    /// The error for a `--db` that is neither a SQLite file nor a PostgreSQL URL.
+    static func badLocation(_ db: String) -> ServerStoreError {
+        ServerStoreError("--db must be a SQLite file or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, not \(redacted(db))")
     }
 
     /// A `--db` URL as the server may print it: without its password.
@@ -69,9 +76,6 @@ public final class ServerStore: Sendable {
         if c.password != nil { c.password = "xxx" }
         return c.string ?? "(a URL that cannot be read)"
     }
-
-    /// What `--db` may be.
-    public static let locations = "a SQLite file or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
 
     /// Migrates a PostgreSQL database (`marfafs serve --migrate-only`); the ids applied.
     public static func migrateOnly(db: String, log: Logger) throws -> [String] {

@@ -46,7 +46,7 @@ struct ServeCommand: ParsableCommand {
     func run() throws {
         let dataDir = (Paths.defaultStore() as NSString).deletingLastPathComponent
         let given = db ?? ProcessInfo.processInfo.environment["MARFAFS_DB"].flatMap { $0.isEmpty ? nil : $0 }
-        if let given, ServerStore.isOtherURL(given) { throw CLIError("--db must be \(ServerStore.locations), not \(ServerStore.redacted(given))") }
+        if let given { try ServerStore.checkLocation(given) }
         let isPostgres = given.map(ServerStore.isPostgres) ?? false
         let dbPath = isPostgres ? given! : Paths.absolute(given ?? dataDir + "/server.sqlite")
         if migrateOnly {
