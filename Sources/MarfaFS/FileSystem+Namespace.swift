@@ -38,7 +38,10 @@ extension FileSystem {
 
     public func create(parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
         if isReplay(reader) { return try replayedCreate(parent: parent, name: name) }
+        let w = writers.writer(reader)
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
+            currentWriter = w
+            defer { currentWriter = .unknown }
             let p = try node(parent)
             try checkName(name)
             if try childNode(p, name) != nil { throw FSError(.exists, name) }
@@ -104,7 +107,8 @@ extension FileSystem {
             // and attributes.
             let copy = try wrap { try store.backupItem(pk.item, dir: key, name: backup) }
             catalog.addScratch(copy)
-            let (size, mtime) = try wrap { try store.truncateUnsettled(rowid: pk.item, size: 0) }
+            // vim's save with a backup: the new file is the program's save over the item (FS-29).
+            let (size, mtime) = try wrap { try store.truncateUnsettled(rowid: pk.item, size: 0, by: currentWriter) }
             wroteUnsettled(pk.item, size: size, mtimeNs: mtime)
             return (try attr(.item(pk.item)), invalidations((p, [backup])))
         }
@@ -114,7 +118,7 @@ extension FileSystem {
             // that deletes before it writes): the item comes back from the trash, empty, with its
             // id, inode, tags, edges and attributes (FS-28).
             try wrap { try store.untrash(rowid: r) }
-            let (size, mtime) = try wrap { try store.truncateUnsettled(rowid: r, size: 0) }
+            let (size, mtime) = try wrap { try store.truncateUnsettled(rowid: r, size: 0, by: currentWriter) }
             var inv = try refreshItem(r)
             wroteUnsettled(r, size: size, mtimeNs: mtime)
             catalog.createdHere.insert(r)
@@ -284,7 +288,10 @@ extension FileSystem {
 
     public func symlink(target: String, parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
         if isReplay(reader) { return try replayedCreate(parent: parent, name: name) }
+        let w = writers.writer(reader)
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
+            currentWriter = w
+            defer { currentWriter = .unknown }
             let p = try node(parent)
             try checkName(name)
             // A scratch name takes any target, kept as it is (Emacs' lock files, FS-14).

@@ -9,7 +9,10 @@ extension FileSystem {
     public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, noReplace: Bool = false, exchange: Bool = false,
                        reader: Int32 = 0) throws {
         if isReplay(reader) { return try replayedRename(parent: parent, name: name, newParent: newParent, newName: newName) }
+        let w = writers.writer(reader)
         let inv: [Invalidation] = try locked {
+            currentWriter = w
+            defer { currentWriter = .unknown }
             let p = try node(parent), np = try node(newParent)
             guard let src = try childNode(p, name) else { throw FSError(.notFound, name) }
             try checkName(newName)
@@ -174,7 +177,8 @@ extension FileSystem {
     /// must forget.
     func saveOver(_ t: Int64, from source: Store.SaveSource) throws -> [Invalidation] {
         var inv: [Invalidation] = []
-        if let f = try wrap({ try store.saveOver(t, from: source) }) {
+        // Its base is what the renaming program saw of the item (FS-29).
+        if let f = try wrap({ try store.saveOver(t, from: source, by: currentWriter) }) {
             // A new file saved over the item never gets a row of its own, and the item's names,
             // tags and state stay as they are until it settles.
             if case .item(let r) = source { inv += try refreshItem(r, .removed) }

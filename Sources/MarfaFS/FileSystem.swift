@@ -51,6 +51,11 @@ public final class FileSystem: @unchecked Sendable {
     /// The process (thread) whose request is being answered, for control-file snapshots: each
     /// reader gets the bytes its own stat measured, whoever else reads meanwhile.
     var currentReader: Int32 = 0
+    /// Thread → program, for the bases of saves (FS-29).
+    let writers = Writers()
+    /// The program whose namespace request (a rename, a create) is being answered, under the lock:
+    /// an editor's save by rename or by re-creating the file has its base (FS-29).
+    var currentWriter: Writer = .unknown
 
     public init(store: Store, logger: Logger, settleWindow: Double = 0.1) throws {
         self.store = store
@@ -205,7 +210,11 @@ public final class FileSystem: @unchecked Sendable {
         let (n, summary, staged): (Node, ItemSummary?, [UInt8]?) = try locked {
             let n = try node(ino)
             // A staged file is read from memory, a spooled blob from its spool file (FS-28).
-            if let k = stagedKey(n) { return (n, nil, Self.slice(store.stagedFile(k)?.bytes ?? [], offset: offset, size: size)) }
+            if let k = stagedKey(n) {
+                let bytes = store.stagedFile(k)?.bytes ?? []
+                if k.kind == .item { store.noteRead(k.rowid, by: writers.writer(reader), bytes) }
+                return (n, nil, Self.slice(bytes, offset: offset, size: size))
+            }
             if case .item(let r) = n, store.spool.has(r) { return (n, nil, try wrap { try store.spool.read(r, offset: offset, count: size) }) }
             if case .item(let r) = n { return (n, catalog.items[r], nil) }
             return (n, nil, nil)
@@ -221,7 +230,8 @@ public final class FileSystem: @unchecked Sendable {
                 log.error("blob is not in the local cache and could not be fetched", metadata: ["item.id": "\(s.id)", "blob": "\(h)"])
                 throw FSError(.io, "blob \(h) of \(s.id) is not cached")
             }
-            let bytes = try store.textContent(rowid: r)
+            // What this reader saw is the base of its next save (FS-29).
+            let bytes = try store.readText(rowid: r, by: writers.writer(reader))
             return Self.slice(bytes, offset: offset, size: size)
         case .scratch(let id):
             return Self.slice(try wrap { try store.scratchData(id) }, offset: offset, size: size)
@@ -247,14 +257,12 @@ public final class FileSystem: @unchecked Sendable {
     /// Writes bytes at an offset of a file. An item's bytes commit before the reply and the file
     /// settles later (FS-14). A write that would take the file past its limit is refused whole
     /// (EFBIG) before any work.
-    public func write(_ ino: UInt64, offset: Int64, data: [UInt8]) throws -> Int {
+    /// `writer`: the thread that writes (its program's save has a base: FS-29).
+    public func write(_ ino: UInt64, offset: Int64, data: [UInt8], writer: Int32 = 0) throws -> Int {
         guard offset >= 0, offset <= Int64.max - Int64(data.count) else {
             throw FSError(.tooLarge, "a write to byte \(offset) is past any file's limit")
         }
-        try changeFile(ino, reaching: offset + Int64(data.count),
-                       item: { r in try self.store.writeUnsettled(rowid: r, offset: offset, data: data, type: self.catalog.items[r]?.type) },
-                       scratch: { bytes in bytes.put(data, at: Int(offset)) },
-                       staged: .write(offset: offset, data: data))
+        try changeFile(ino, reaching: offset + Int64(data.count), .write(offset: offset, data: data), by: writer)
         return data.count
     }
 
@@ -265,10 +273,7 @@ public final class FileSystem: @unchecked Sendable {
         if isReplay(reader) { return try getattr(ino) }
         if let size {
             guard size >= 0 else { throw FSError(.invalid, "negative size") }
-            try changeFile(ino, reaching: size,
-                           item: { r in try self.store.truncateUnsettled(rowid: r, size: size, type: self.catalog.items[r]?.type) },
-                           scratch: { bytes in bytes.resize(to: Int(size)) },
-                           staged: .truncate(size: size))
+            try changeFile(ino, reaching: size, .truncate(size: size), by: reader)
         }
         if let mtimeNs { try setMtime(ino, mtimeNs) }
         return try getattr(ino)
@@ -277,16 +282,12 @@ public final class FileSystem: @unchecked Sendable {
     func setMtime(_ ino: UInt64, _ ns: Int64) throws {
         try locked {
             let n = try node(ino)
-            if let k = stagedKey(n), let f = try wrap({ try store.changeStaged(k, .mtime(ns: ns)) }) {
-                if k.kind == .item { catalog.items[k.rowid]?.mtimeNs = f.mtimeNs } else if let s = store.scratchFile(ofStaged: f) { catalog.addScratch(s) }
-                return
-            }
             switch n {
             case .item(let r):
-                let (_, mtime) = try wrap { try store.setMtime(rowid: r, ns: ns) }
-                catalog.items[r]?.mtimeNs = mtime
+                let f = try wrap { try store.changeFile(.item(r, type: catalog.items[r]?.type), .mtime(ns: ns)) }
+                catalog.items[r]?.mtimeNs = f.mtimeNs
             case .scratch(let id):
-                catalog.addScratch(try wrap { try store.setScratchMtime(id, ns: ns) })
+                if let s = try wrap({ try store.changeFile(.scratch(id), .mtime(ns: ns)) }).scratch { catalog.addScratch(s) }
             default:
                 // A type or tag directory keeps the time set on it; other directories and links
                 // show the mount's.
@@ -299,32 +300,26 @@ public final class FileSystem: @unchecked Sendable {
 
     /// Changes the bytes of an item (committed now, settled later) or of a scratch file, after
     /// checking that the file may grow to `end` bytes: a text item to a note's limit, a blob item or
-    /// a scratch file to one cached blob's.
-    func changeFile(_ ino: UInt64, reaching end: Int64, item: (Int64) throws -> (size: Int64, mtimeNs: Int64),
-                    scratch: @escaping (inout [UInt8]) throws -> Void, staged: Store.StagedChange) throws {
+    /// a scratch file to one cached blob's. Where the bytes go, and the base of the save a change
+    /// begins, are the store's decision (`Store.changeFile`); the catalog takes the new size and time.
+    func changeFile(_ ino: UInt64, reaching end: Int64, _ change: Store.StagedChange, by thread: Int32) throws {
+        let w = writers.writer(thread)
         try locked {
             let n = try node(ino)
             let limit: Int64
+            let ref: Store.FileRef
             switch n {
-            case .item(let r): limit = catalog.items[r].map { Store.maxFileBytes(type: $0.type) } ?? Int64(Store.maxTextBytes)
-            case .scratch: limit = Store.maxBlobBytes
+            case .item(let r):
+                limit = catalog.items[r].map { Store.maxFileBytes(type: $0.type) } ?? Int64(Store.maxTextBytes)
+                ref = .item(r, type: catalog.items[r]?.type)
+            case .scratch(let s): limit = Store.maxBlobBytes; ref = .scratch(s)
             case .controlFile: throw FSError(.notPermitted, "control files are read-only")
             default: throw FSError(.isDirectory, "not a file")
             }
             guard end <= limit else { throw FSError(.tooLarge, "\(end) bytes is past the limit of \(limit) bytes") }
-            // A staged file stays in memory while it is small (grown past that, the store has
-            // committed it, and it is written on there).
-            if let k = stagedKey(n), let f = try wrap({ try store.changeStaged(k, staged) }) {
-                if k.kind == .item { wroteUnsettled(k.rowid, size: f.size, mtimeNs: f.mtimeNs) }
-                else if let s = store.scratchFile(ofStaged: f) { catalog.addScratch(s); settler.noteWrite() }
-                return
-            }
-            if case .item(let r) = n {
-                let (size, mtime) = try wrap { try item(r) }
-                wroteUnsettled(r, size: size, mtimeNs: mtime)
-            } else if case .scratch(let id) = n {
-                catalog.addScratch(try wrap { try store.modifyScratch(id, scratch) })
-            }
+            let f = try wrap { try store.changeFile(ref, change, by: w) }
+            if case .item(let r, _) = ref { wroteUnsettled(r, size: f.size, mtimeNs: f.mtimeNs) }
+            else if let s = f.scratch { catalog.addScratch(s); if f.staged { settler.noteWrite() } }
         }
     }
 

@@ -190,7 +190,7 @@ extension FuseMount {
         ops.write = { req, ino, buf, size, off, _ in
             guarded(req, "write") { m in
                 let data = [UInt8](UnsafeRawBufferPointer(start: buf, count: size))
-                let n = try m.fs.write(ino, offset: Int64(off), data: data)
+                let n = try m.fs.write(ino, offset: Int64(off), data: data, writer: reader(req))
                 fuse_reply_write(req, n)
             }
         }

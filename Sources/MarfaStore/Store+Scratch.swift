@@ -108,8 +108,9 @@ extension Store {
 
     /// An editor's save through a scratch name (FS-13, `saveOver`): the item takes the scratch
     /// file's bytes, and the scratch file is gone, in one transaction.
-    func saveScratch(_ target: Int64, from rowid: Int64) throws {
+    func saveScratch(_ target: Int64, from rowid: Int64, by writer: Writer) throws {
         try write { db in
+            try beginSave(db, target, by: writer, patch: false)
             guard let d = try Data.fetchOne(db.cachedStatement(sql: "SELECT data FROM scratch WHERE rowid = ?"), arguments: [rowid]),
                   let dst = try Self.fetchItem(db, rowid: target) else { throw StoreError.notFound("scratch file or item") }
             _ = try applyContent(db, dst, bytes: [UInt8](d), now: Date())

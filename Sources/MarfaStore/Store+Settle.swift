@@ -14,10 +14,11 @@ import GRDBSQLite
 extension Store {
     /// Writes `data` at `offset` of an item's file; returns the new size and mtime.
     /// `type`: the item's, when the caller knows it (a blob item's bytes go to its spool file).
-    public func writeUnsettled(rowid: Int64, offset: Int64, data: [UInt8], type: String? = nil) throws -> (size: Int64, mtimeNs: Int64) {
+    /// `writer`: the program that writes (FS-29: a save's base is what it saw).
+    public func writeUnsettled(rowid: Int64, offset: Int64, data: [UInt8], type: String? = nil, by writer: Writer = .unknown) throws -> (size: Int64, mtimeNs: Int64) {
         if let done = try spoolWrite(rowid: rowid, offset: offset, data: data, type: type) { return done }
         return try write { db in
-            var f = try openUnsettled(db, rowid, patch: true)
+            var f = try openUnsettled(db, rowid, patch: true, by: writer)
             let end = Int(offset) + data.count
             try f.reserve(db, max(f.size, end), limit: f.limit)
             if Int(offset) > f.size { try f.put(db, at: f.size, [UInt8](repeating: 0, count: Int(offset) - f.size)) }
@@ -27,10 +28,10 @@ extension Store {
     }
 
     /// Sets an item's file length (truncate or extend with zeros).
-    public func truncateUnsettled(rowid: Int64, size: Int64, type: String? = nil) throws -> (size: Int64, mtimeNs: Int64) {
+    public func truncateUnsettled(rowid: Int64, size: Int64, type: String? = nil, by writer: Writer = .unknown) throws -> (size: Int64, mtimeNs: Int64) {
         if let done = try spoolTruncate(rowid: rowid, size: size, type: type) { return done }
         return try write { db in
-            var f = try openUnsettled(db, rowid, patch: size != 0)
+            var f = try openUnsettled(db, rowid, patch: size != 0, by: writer)
             let n = Int(size)
             try f.reserve(db, n, limit: f.limit)
             if n > f.size { try f.put(db, at: f.size, [UInt8](repeating: 0, count: n - f.size)) }
@@ -53,9 +54,10 @@ extension Store {
     /// An editor's atomic save (FS-13, `saveOver`): `target` takes `source`'s bytes (settled
     /// later) and keeps its identity; `source` disappears (forgotten if the server never saw it,
     /// else trashed).
-    func saveUnsettled(_ target: Int64, from source: Int64) throws {
+    func saveUnsettled(_ target: Int64, from source: Int64, by writer: Writer) throws {
         try write { db in
             guard let src = try Self.fetchItem(db, rowid: source) else { throw StoreError.notFound("item \(source)") }
+            try beginSave(db, target, by: writer, patch: false)
             if spool.has(source), TypeSchema.isBlobType(try Self.typeOf(db, target)) {
                 // A large blob saved over another (rsync's temporary file): the spool file moves.
                 let (size, mtime) = try spool.attributes(source)
@@ -98,9 +100,13 @@ extension Store {
                                       arguments: [writtenBefore ?? .max, limit])
         for r in rows {
             guard let cur = try Self.fetchItem(db, rowid: r) else { continue }
-            _ = try applyContent(db, cur, bytes: try currentBytes(db, cur), now: Date(timeIntervalSince1970: Double(cur.mtimeNs) / 1e9))
-            // The file's time stays what the kernel and editors saw at the write.
-            try db.run("UPDATE items SET mtime_ns = ? WHERE rowid = ?", [cur.mtimeNs, r])
+            let written = try currentBytes(db, cur)
+            let now = try applyContent(db, cur, bytes: written, now: Date(timeIntervalSince1970: Double(cur.mtimeNs) / 1e9))
+            // The file's time stays what the kernel and editors saw at the write, unless the save
+            // was merged (FS-29): the file then holds what its writer has not seen, and a newer
+            // time tells editors to reload.
+            let merged = now.raw.map { $0 != written } ?? false
+            try db.run("UPDATE items SET mtime_ns = ? WHERE rowid = ?", [merged ? max(Self.ns(Date()), cur.mtimeNs + 1) : cur.mtimeNs, r])
         }
         return rows
     }
@@ -156,7 +162,7 @@ extension Store {
     /// than 0), not a whole new text (a truncate to 0 then writes, as `>` and editors save). A
     /// patch is made from the bytes the mount shows now, so the save that follows is not stale
     /// (FS-24): what the mount showed before a remote change is forgotten.
-    func openUnsettled(_ db: Database, _ rowid: Int64, patch: Bool) throws -> UnsettledFile {
+    func openUnsettled(_ db: Database, _ rowid: Int64, patch: Bool, by writer: Writer = .unknown) throws -> UnsettledFile {
         // length() of a blob reads no content; anything else on `raw` would read it whole.
         guard let row = try db.row("SELECT type, size, unsettled, length(raw) AS capacity FROM items WHERE rowid = ?", [rowid]) else {
             throw StoreError.notFound("item \(rowid)")
@@ -165,8 +171,10 @@ extension Store {
         let isBlob = TypeSchema.isBlobType(t)
         let limit = Int(Self.maxFileBytes(type: t))
         var f = UnsettledFile(rowid: rowid, isBlob: isBlob, limit: limit, size: row["size"], capacity: row["capacity"] ?? 0)
-        if patch, (row["unsettled"] as Int) == 0, f.size > 0 {
-            try db.run("UPDATE items SET shown_base = NULL WHERE rowid = ? AND shown_base IS NOT NULL", [rowid])
+        if (row["unsettled"] as Int) == 0, !isBlob {
+            // A save begins (FS-29, `Store+Save`).
+            try beginSave(db, rowid, by: writer, patch: patch && f.size > 0)
+            if patch, f.size > 0 { try db.run("UPDATE items SET shown_base = NULL WHERE rowid = ? AND shown_base IS NOT NULL", [rowid]) }
         }
         if (row["unsettled"] as Int) == 0 && (isBlob || row["capacity"] == nil) {
             // A settled blob (in `sqlar`) or a text known only by its properties: its bytes move to `raw`.

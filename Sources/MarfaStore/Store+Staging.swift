@@ -174,39 +174,4 @@ extension Store {
         try staging.sync()
         try syncDurably()
     }
-
-    // MARK: an editor's save over an item (FS-13)
-
-    /// What an editor saves over an item with: a file made through the mount or a scratch file.
-    public enum SaveSource: Sendable, Hashable {
-        case item(Int64)
-        case scratch(Int64)
-
-        var key: StagedKey {
-            switch self {
-            case .item(let r): return StagedKey(.item, r)
-            case .scratch(let s): return StagedKey(.scratch, s)
-            }
-        }
-    }
-
-    /// An editor's save (FS-13): item `target` takes the bytes of `source` and keeps its identity
-    /// (id, names, tags); `source` is gone. Where the bytes go:
-    /// - `source` is a new staged file (never committed): it never gets a row; the bytes are staged
-    ///   as the item's until the next commit. Returns the item's staged file.
-    /// - `source` is an item in the store: the bytes are the target's unsettled file (parsed and
-    ///   queued when it settles); the source is forgotten if the server never saw it, else trashed.
-    /// - `source` is a stored scratch file: the bytes are applied now, and the scratch file deleted,
-    ///   in one transaction.
-    /// Otherwise, if either has staged bytes, everything staged is committed first.
-    @discardableResult
-    public func saveOver(_ target: Int64, from source: SaveSource) throws -> StagedFile? {
-        if staging.isNew(source.key) { return try staging.saveOver(target, from: source.key) }
-        try commitStaged(ifAnyOf: source.key, StagedKey(.item, target))
-        switch source {
-        case .item(let r): try saveUnsettled(target, from: r)
-        case .scratch(let s): try saveScratch(target, from: s)
-        }
-        return nil
-    }
 }

@@ -49,6 +49,8 @@ public final class Store: Sendable {
     let announced = Mutex(StoreChanges())
     let observers = Mutex<[@Sendable (StoreChanges) -> Void]>([])
     let rowids = RowidAllocator()
+    /// What each writer last saw of each text item, and the saves under way (FS-29, `Store+Save`).
+    let saveBases = SaveBases()
     /// The largest text file accepted (a note is text, not a disk image).
     public static let maxTextBytes = 16 << 20
     /// The largest blob accepted through a write: one `sqlar` row, below SQLite's 1 GB value limit.

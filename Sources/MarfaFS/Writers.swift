@@ -1,0 +1,37 @@
+import Foundation
+import MarfaStore
+import Synchronization
+
+/// The program behind a request: the kernel names the calling thread (`fuse_req_ctx()->pid`);
+/// a save's base is kept per program (FS-29), so the thread is mapped to its thread group, read
+/// from `/proc/<tid>/status` once and remembered (a thread id is reused only after the kernel's
+/// pid space wraps).
+final class Writers: Sendable {
+    private let known = Mutex<[Int32: Int32]>([:])
+    static let maxRemembered = 8192
+
+    func writer(_ thread: Int32) -> Writer {
+        guard thread > 0 else { return .unknown }
+        if let p = known.withLock({ $0[thread] }) { return Writer(process: p) }
+        let p = Self.threadGroup(thread) ?? thread
+        known.withLock {
+            if $0.count >= Self.maxRemembered { $0.removeAll(keepingCapacity: true) }
+            $0[thread] = p
+        }
+        return Writer(process: p)
+    }
+
+    /// The `Tgid:` line of `/proc/<tid>/status`; nil when the thread is gone.
+    static func threadGroup(_ tid: Int32) -> Int32? {
+        let fd = open("/proc/\(tid)/status", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buf = [UInt8](repeating: 0, count: 1024)
+        let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n > 0, let text = String(bytes: buf[..<n], encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("Tgid:") {
+            return Int32(line.dropFirst(5).trimmingCharacters(in: .whitespaces))
+        }
+        return nil
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+
+/// The process behind a request of the mount (its thread group id; 0: not known, as for `import`).
+/// A save's base is kept per writer (FS-29): the threads of one program (an editor whose reads and
+/// writes run on a pool of threads) are one writer.
+public struct Writer: Hashable, Sendable {
+    public let process: Int32
+    public init(process: Int32) { self.process = process }
+    public static let unknown = Writer(process: 0)
+}
+
+/// What each writer last saw of each text item, and the base of each save in progress (FS-29).
+/// In memory, for the life of the mount; bounded (the least recently used records go first). A
+/// remount starts with none: a save then merges against what the mount showed before the last
+/// remote change no local save has followed (`items.shown_base`), else the item as it is.
+///
+/// Guarantees: every method is safe from any thread (one lock of its own, never held while
+/// anything else is taken); nothing here touches the database.
+///
+/// Lock order: `SaveBases.lock` is a leaf (taken last, released before returning).
+final class SaveBases: @unchecked Sendable {
+    /// A save under way: the bytes its writer last saw (the merge's ancestor), and the item's
+    /// bytes when it began (the other side: remote changes wait while an item has unsettled bytes,
+    /// so the item is still that when the save settles).
+    struct Save {
+        var writer: Writer
+        var base: [UInt8]
+        var before: [UInt8]
+    }
+
+    private struct Key: Hashable { var rowid: Int64; var writer: Writer }
+    private struct Seen { var bytes: [UInt8]; var tick: UInt64 }
+
+    private let lock = NSLock()
+    /// (item, writer) → the bytes the writer last read or wrote.
+    private var seen: [Key: Seen] = [:]
+    /// Item → the bytes the mount last showed anyone (read by, or written by, any writer).
+    private var shown: [Int64: Seen] = [:]
+    /// Item → the save under way (its bytes written, not yet settled).
+    private var saves: [Int64: Save] = [:]
+    /// (item, writer) → the conflicted copy made of that writer's save: its later overlapping
+    /// saves go on in that copy, so one concurrent edit makes one copy however often it is saved.
+    private var copies: [Key: String] = [:]
+    private var tick: UInt64 = 0
+    private var bytes = 0
+
+    static let maxRecords = 4096
+    static let maxBytes = 64 << 20
+
+    /// A writer read `b`, the item's bytes (`shown` too: the mount showed them).
+    func noteRead(_ rowid: Int64, by w: Writer, _ b: [UInt8]) {
+        lock.lock(); defer { lock.unlock() }
+        if w != .unknown { put(&seen, Key(rowid: rowid, writer: w), b) }
+        put(&shown, rowid, b)
+        bound()
+    }
+
+    /// A writer's save settled: its own bytes `b` are what it saw last. The mount showed them too
+    /// (a merge result nobody has read yet was shown to no one).
+    func noteWrote(_ rowid: Int64, by w: Writer, _ b: [UInt8]) {
+        lock.lock(); defer { lock.unlock() }
+        if w != .unknown { put(&seen, Key(rowid: rowid, writer: w), b) }
+        put(&shown, rowid, b)
+        bound()
+    }
+
+    /// What `w` last read or wrote of `rowid`; nil: no record.
+    func seen(_ rowid: Int64, by w: Writer) -> [UInt8]? {
+        lock.lock(); defer { lock.unlock() }
+        return w == .unknown ? nil : seen[Key(rowid: rowid, writer: w)]?.bytes
+    }
+
+    /// What the mount last showed anyone of `rowid`; nil: no record.
+    func shown(_ rowid: Int64) -> [UInt8]? {
+        lock.lock(); defer { lock.unlock() }
+        return shown[rowid]?.bytes
+    }
+
+    /// Records a save that begins; a save already under way (more writes before it settled) keeps
+    /// the base it began with. Returns whether this one began.
+    @discardableResult
+    func begin(_ rowid: Int64, _ save: Save) -> Bool {
+        lock.lock(); defer { lock.unlock() }
+        if saves[rowid] != nil { return false }
+        saves[rowid] = save
+        return true
+    }
+
+    func isSaving(_ rowid: Int64) -> Bool { lock.lock(); defer { lock.unlock() }; return saves[rowid] != nil }
+
+    /// The save under way on `rowid`, taken (it is settling).
+    func take(_ rowid: Int64) -> Save? {
+        lock.lock(); defer { lock.unlock() }
+        return saves.removeValue(forKey: rowid)
+    }
+
+    /// Forgets what concerns an item that is gone.
+    func forget(_ rowid: Int64) {
+        lock.lock(); defer { lock.unlock() }
+        saves[rowid] = nil
+        if let s = shown.removeValue(forKey: rowid) { bytes -= s.bytes.count }
+        for k in seen.keys where k.rowid == rowid { bytes -= seen.removeValue(forKey: k)!.bytes.count }
+        for k in copies.keys where k.rowid == rowid { copies[k] = nil }
+    }
+
+    func copy(of rowid: Int64, by w: Writer) -> String? {
+        lock.lock(); defer { lock.unlock() }
+        return w == .unknown ? nil : copies[Key(rowid: rowid, writer: w)]
+    }
+
+    func setCopy(_ id: String, of rowid: Int64, by w: Writer) {
+        lock.lock(); defer { lock.unlock() }
+        if w != .unknown { copies[Key(rowid: rowid, writer: w)] = id }
+    }
+
+    // MARK: bounds (lock held)
+
+    private func put<K: Hashable>(_ table: inout [K: Seen], _ k: K, _ b: [UInt8]) {
+        tick += 1
+        bytes += b.count - (table[k]?.bytes.count ?? 0)
+        table[k] = Seen(bytes: b, tick: tick)
+    }
+
+    /// Keeps the records within bounds; call after `put`, never inside it (it is given one of them).
+    private func bound() {
+        if seen.count + shown.count > Self.maxRecords || bytes > Self.maxBytes { evict() }
+    }
+
+    /// Drops the older half of the records.
+    private func evict() {
+        let ticks = (seen.values.map(\.tick) + shown.values.map(\.tick)).sorted()
+        let cut = ticks[ticks.count / 2]
+        for (k, v) in seen where v.tick < cut { seen[k] = nil; bytes -= v.bytes.count }
+        for (k, v) in shown where v.tick < cut { shown[k] = nil; bytes -= v.bytes.count }
+        if copies.count > Self.maxRecords { copies.removeAll() }
+    }
+}
