@@ -168,9 +168,11 @@ extension FileSystem {
                 if r == nil { r = try store.summary(id: id)?.rowid }
                 guard let r else { continue }
                 let tagsBefore = catalog.tagsOf[r] ?? []
+                // The folders of the vault's tree before the change, if anything can watch them (FS-30).
+                let folders = catalog.vault != nil && knownIno(.treeDir("")) != nil ? catalog.currentTagTree() : nil
                 out += try refreshItem(r, c.content.contains(id) ? .content : .metadata)
                 replays += self.replays(r, before: before, after: placement(r), tagsBefore: tagsBefore,
-                                        modified: c.content.contains(id), attributes: c.attributes.contains(id))
+                                        modified: c.content.contains(id), attributes: c.attributes.contains(id), foldersBefore: folders)
             } catch { log.error("refreshing an item failed", metadata: ["item": "\(id)", "error": "\(error)"]) }
         }
         for rec in c.edgesRemoved {

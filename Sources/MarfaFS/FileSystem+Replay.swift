@@ -1,4 +1,5 @@
 import Foundation
+import MarfaLayout
 import MarfaModel
 
 // Changes that came without a system call on the mount, replayed on it as the system call that
@@ -6,19 +7,24 @@ import MarfaModel
 // MarfaFUSE makes the calls).
 
 /// Where an item shows, as far as watchers are concerned: its file in `types/` (or `archive/`,
-/// `trash/`) and its entries in the tag directories the kernel has seen.
+/// `trash/`), the same file in the vault's tree, and its entries in the tag directories the kernel
+/// has seen.
 struct Placement {
     var dir: Node
     var name: String
     var attr: FileAttr
     /// tag → the entry's name and attributes in `tags/<tag>/`.
     var tags: [String: (name: String, attr: FileAttr)]
+    /// Its folder in the vault's tree and its name there (FS-30); nil: not in the tree (not
+    /// active, or the tree was never looked at).
+    var tree: (dir: Node, name: String)?
 
     static func dirPath(_ d: Node) -> String {
         switch d {
         case .typeDir(let v, let t): return "\(v.rawValue)/\(t)"
         case .tagDir(let tag): return "tags/" + tag
         case .tagsRoot: return "tags"
+        case .treeDir(let f): return FileSystem.vaultLinkTarget + (f.isEmpty ? "" : "/" + f)
         default: preconditionFailure("no replays in \(d)")
         }
     }
@@ -34,7 +40,9 @@ extension FileSystem {
             // Only directories the kernel has seen can be watched.
             for tag in catalog.tagsOf[r] ?? [] where knownIno(.tagDir(tag)) != nil { tags[tag] = tagEntry(tag, r) }
         }
-        return Placement(dir: .typeDir(StateView.of(s.state), s.type), name: name, attr: a, tags: tags)
+        var tree: (dir: Node, name: String)?
+        if s.state == .active, let v = catalog.vault, let f = v.folderOf[r], let n = v.trees[f]?.nameOf[r] { tree = (.treeDir(f), n) }
+        return Placement(dir: .typeDir(StateView.of(s.state), s.type), name: name, attr: a, tags: tags, tree: tree)
     }
 
     /// Item `r`'s entry in `tags/<tag>/`: its name, and attributes no cache keeps.
@@ -53,7 +61,10 @@ extension FileSystem {
     /// `attributes`: its tags, tier or extended attributes changed (IN_ATTRIB), also when its bytes
     /// changed with them (a tag written into a note's front matter changes both). Call with the
     /// lock held, after `refreshItem`.
-    func replays(_ r: Int64, before: Placement?, after: Placement?, tagsBefore: Set<String>, modified: Bool, attributes: Bool) -> [Replay] {
+    /// `foldersBefore`: the tag tree before the change, when the vault's tree is watched (its
+    /// folders come from `folder:` tags).
+    func replays(_ r: Int64, before: Placement?, after: Placement?, tagsBefore: Set<String>, modified: Bool, attributes: Bool,
+                 foldersBefore: [String: Set<String>]? = nil) -> [Replay] {
         var out: [Replay] = []
         func place(_ d: Node, _ name: String) -> Replay.Place {
             Replay.Place(parent: ino(d), name: name, path: "\(Placement.dirPath(d))/\(name)")
@@ -96,6 +107,9 @@ extension FileSystem {
             break
         }
 
+        out += treeReplays(r, before: before, after: after, tagsBefore: tagsBefore, tagsAfter: tagsAfter, foldersBefore: foldersBefore,
+                           modified: modified, attributes: attributes)
+
         // Its entries in tag directories (a new tag directory is seen once it is made).
         var entriesAfter = after?.tags ?? [:]
         if after != nil, catalog.items[r]?.state == .active {
@@ -123,6 +137,95 @@ extension FileSystem {
             out.append(Replay(at: g.at, op: .remove(ghost: g.attr)))
         }
         return out
+    }
+
+    /// The replays in the vault's tree (FS-30), as in `types/`: the folders that came into use
+    /// (parents first), the file created, removed, moved between folders or changed, then the
+    /// folders that went out of use (deepest first). A folder made by this change is seen once it
+    /// is made.
+    func treeReplays(_ r: Int64, before: Placement?, after: Placement?, tagsBefore: Set<String>, tagsAfter: Set<String>,
+                     foldersBefore: [String: Set<String>]?, modified: Bool, attributes: Bool) -> [Replay] {
+        guard catalog.vault != nil, knownIno(.treeDir("")) != nil else { return [] }
+        var out: [Replay] = []
+        func place(_ d: Node, _ name: String) -> Replay.Place {
+            Replay.Place(parent: ino(d), name: name, path: "\(Placement.dirPath(d))/\(name)")
+        }
+        // Folders: every level of every `folder:` tag the item had or has.
+        var made: [String] = [], gone: [String] = []
+        if let foldersBefore {
+            let foldersAfter = catalog.currentTagTree()
+            var paths = Set<String>()
+            for tag in tagsBefore.symmetricDifference(tagsAfter) where tag.hasPrefix(VaultText.folderPrefix) {
+                var path = ""
+                for c in tag.dropFirst(VaultText.folderPrefix.count).split(separator: "/") { path = VaultIndex.join(path, String(c)); paths.insert(path) }
+            }
+            for f in paths {
+                let (b, a) = (Self.folderExists(foldersBefore, f), Self.folderExists(foldersAfter, f))
+                if a && !b { made.append(f) } else if b && !a { gone.append(f) }
+            }
+        }
+        let depth: (String) -> Int = { $0.reduce(0) { $1 == "/" ? $0 + 1 : $0 } }
+        made.sort { (depth($0), $0) < (depth($1), $1) }
+        gone.sort { (depth($0), $0) > (depth($1), $1) }
+        let madeSet = Set(made)
+        func seen(_ d: Node) -> Bool {
+            if case .treeDir(let f) = d, madeSet.contains(f) { return true }
+            return knownIno(d) != nil
+        }
+        for f in made {
+            let (parent, name) = Self.treeDirPlace(f)
+            if seen(parent) { out.append(Replay(at: place(parent, name), op: .create(.directory))) }
+        }
+        // Folders gone with this change still show to the replay thread until they are removed, so
+        // the file's path through them can be walked.
+        var ghosts: [String: Replay.Ghost] = [:]
+        for f in gone {
+            let (parent, name) = Self.treeDirPlace(f)
+            let attr = FileAttr(ino: ino(.treeDir(f)), kind: .directory, size: 0, mtimeNs: Int64(Date().timeIntervalSince1970 * 1e9), nlink: 2, timeout: 0)
+            ghosts[f] = Replay.Ghost(at: place(parent, name), attr: attr)
+        }
+        func ghostsOn(_ d: Node) -> [Replay.Ghost] {
+            guard case .treeDir(let f) = d else { return [] }
+            return ghosts.filter { f == $0.key || f.hasPrefix($0.key + "/") }.sorted { $0.key < $1.key }.map(\.value)
+        }
+        switch (before?.tree, after?.tree) {
+        case (nil, let a?):
+            if seen(a.dir) { out.append(Replay(at: place(a.dir, a.name), op: .create(.file))) }
+        case (let b?, nil):
+            if seen(b.dir), let ghost = before?.attr { out.append(Replay(at: place(b.dir, b.name), op: .remove(ghost: ghost), gone: ghostsOn(b.dir))) }
+        case (let b?, let a?):
+            if b.dir != a.dir || b.name != a.name {
+                if seen(b.dir) || seen(a.dir), let ghost = before?.attr {
+                    out.append(Replay(at: place(b.dir, b.name), op: .rename(to: place(a.dir, a.name), ghost: ghost), gone: ghostsOn(b.dir)))
+                }
+            }
+            if seen(a.dir) {
+                if modified { out.append(Replay(at: place(a.dir, a.name), op: .touch(modified: true))) }
+                if attributes || (!modified && b.dir == a.dir && b.name == a.name) { out.append(Replay(at: place(a.dir, a.name), op: .touch(modified: false))) }
+            }
+        case (nil, nil):
+            break
+        }
+        for f in gone {
+            let (parent, _) = Self.treeDirPlace(f)
+            guard seen(parent), knownIno(.treeDir(f)) != nil, let g = ghosts[f] else { continue }
+            // Its parents that went with it still show while it is removed (deepest first).
+            out.append(Replay(at: g.at, op: .remove(ghost: g.attr), gone: ghostsOn(parent)))
+        }
+        return out
+    }
+
+    /// Where folder `f` of the tree shows: its parent folder and its last name.
+    static func treeDirPlace(_ f: String) -> (Node, String) {
+        guard let slash = f.lastIndex(of: "/") else { return (.treeDir(""), f) }
+        return (.treeDir(String(f[..<slash])), String(f[f.index(after: slash)...]))
+    }
+
+    /// Whether folder `f` is in the tree a tag tree gives (`Catalog.tagChildren`).
+    static func folderExists(_ tree: [String: Set<String>], _ f: String) -> Bool {
+        let tag = VaultText.folderPrefix + f
+        guard let slash = tag.lastIndex(of: "/") else { return tree[""]?.contains(tag) ?? false }
+        return tree[String(tag[..<slash])]?.contains(String(tag[tag.index(after: slash)...])) ?? false
     }
 
     // MARK: the replay thread's requests

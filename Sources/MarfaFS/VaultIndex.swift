@@ -192,6 +192,12 @@ extension Catalog {
         return tagChildren(prefix + folder)
     }
 
+    /// Every level of tag paths (`tagChildren` for all of them at once), built if it is not.
+    mutating func currentTagTree() -> [String: Set<String>] {
+        _ = tagChildren("")
+        return tagTree ?? [:]
+    }
+
     /// The next level of tag paths under `path` ("" for the top): `tags/a/` holds `b` when the tag
     /// `a/b` (or `a/b/…`) is in use or made locally (FS-26: nested tags are nested directories).
     mutating func tagChildren(_ path: String) -> Set<String> {

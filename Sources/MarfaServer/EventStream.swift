@@ -28,17 +28,22 @@ public final class EventBell: Sendable {
         state.withLock { $0.floor = id; $0.recent = []; $0.head = 0 }
     }
 
-    /// A committed event (one process, one writer: in id order); wakes the tenant's streams.
-    func publish(_ e: ServerStore.LoggedEvent) {
+    /// The events one transaction committed (one process, one writer: in id order), put in memory
+    /// together before any stream is woken: a stream never sends part of a transaction's events
+    /// (an item's creation without its tags), so a client applies them as one change.
+    func publish(_ events: [ServerStore.LoggedEvent]) {
         state.withLock { s in
-            s.recent.append(e)
-            if s.recent.count - s.head > Self.keep {
-                s.floor = s.recent[s.head].id
-                s.head += 1
-                if s.head > Self.keep { s.recent.removeFirst(s.head); s.head = 0 }
+            for e in events {
+                s.recent.append(e)
+                if s.recent.count - s.head > Self.keep {
+                    s.floor = s.recent[s.head].id
+                    s.head += 1
+                    if s.head > Self.keep { s.recent.removeFirst(s.head); s.head = 0 }
+                }
             }
         }
-        ring(tenant: e.tenantID)
+        var rung = Set<String>()
+        for e in events where rung.insert(e.tenantID).inserted { ring(tenant: e.tenantID) }
     }
 
     /// The tenant's events after `id` from memory, or nil if some may be older than what memory holds.

@@ -114,7 +114,7 @@ public final class ServerStore: Sendable {
                 for e in events { newest[e.tenantID] = max(newest[e.tenantID] ?? 0, e.id) }
                 for (tenant, id) in newest { bell.ring(tenant: tenant, upTo: id) }
             } else {
-                for e in events { bell.publish(e) }
+                bell.publish(events)
             }
         })
     }

@@ -1,0 +1,121 @@
+import Foundation
+import MarfaTestSupport
+import Testing
+
+/// FS-30: changes made on mount A raise, in B's vault tree (`vault/`, where Obsidian, VS Code
+/// and git are pointed), the events the same change made on B would raise: an edit, a new note, a
+/// move between folders (one cookie), a delete, a folder made and removed, an attribute. Real
+/// watchers: `inotifywait -m -r`, Python's watchdog (recursive), Node's `fs.watch` with
+/// `recursive: true`, and chokidar (Debian's node-chokidar).
+@Suite(.serialized) struct VaultWatcherTests {
+    func cat(_ m: MountHarness, _ path: String) -> String { (try? String(contentsOfFile: m.path(path), encoding: .utf8)) ?? "" }
+    func read(_ file: String) -> String { (try? String(contentsOfFile: file, encoding: .utf8)) ?? "" }
+    func lines(_ file: String) -> [String] { read(file).split(separator: "\n").map(String.init) }
+
+    static let watchdog = """
+    import sys, time
+    from watchdog.observers import Observer
+    from watchdog.events import FileSystemEventHandler
+    root = sys.argv[1]
+    class H(FileSystemEventHandler):
+        def on_any_event(self, e):
+            if e.event_type in ("opened", "closed", "closed_no_write"): return
+            kind = "dir" if e.is_directory else "file"
+            dest = getattr(e, "dest_path", "")
+            rel = lambda p: p[len(root):].lstrip("/") if p else ""
+            print(e.event_type, kind, rel(e.src_path), rel(dest), flush=True)
+    o = Observer(); o.schedule(H(), root, recursive=True); o.start(); print("ready", flush=True)
+    time.sleep(300)
+    """
+
+    static let nodeWatch = """
+    const fs = require('fs');
+    fs.watch(process.argv[2], { recursive: true }, (ev, name) => console.log(ev, name));
+    console.log('ready');
+    setTimeout(() => process.exit(0), 300000);
+    """
+
+    static let chokidar = """
+    const chokidar = require('chokidar');
+    const root = process.argv[2];
+    const w = chokidar.watch(root, { ignoreInitial: true, followSymlinks: false });
+    w.on('all', (ev, p) => console.log(ev, require('path').relative(root, p)));
+    w.on('ready', () => console.log('ready'));
+    setTimeout(() => process.exit(0), 300000);
+    """
+
+    @Test func FS30_remoteChangesRaiseTheirEventsInTheVaultTree() throws {
+        try MountPair.with { p in
+            let (a, b) = (p.a, p.b)
+            #expect(a.sh("mkdir -p vault/w/sub && printf 'one\\n' > vault/w/a.md && printf 's\\n' > vault/w/sub/s.md").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) { cat(b, "vault/w/sub/s.md") == "s\n" && cat(b, "vault/w/a.md") == "one\n" })
+            let root = b.path(".marfafs/vault")
+            for (name, text) in [("watch.py", Self.watchdog), ("watch.js", Self.nodeWatch), ("chokidar.js", Self.chokidar)] {
+                try text.write(toFile: b.root + "/" + name, atomically: true, encoding: .utf8)
+            }
+            let ino = b.root + "/inotify.log", inoErr = b.root + "/inotify.err"
+            let wd = b.root + "/watchdog.log", nw = b.root + "/fswatch.log", ck = b.root + "/chokidar.log"
+            var pids: [pid_t] = []
+            defer { pids.forEach(Shell.killAndReap) }
+            pids += [Shell.spawn(["inotifywait", "-m", "-r", "--format", "%e %c %w%f", b.path("vault/")], stdout: ino, stderr: inoErr)].compactMap { $0 }
+            pids += [Shell.spawn(["/usr/bin/python3", b.root + "/watch.py", root], stdout: wd, stderr: b.root + "/watchdog.err")].compactMap { $0 }
+            pids += [Shell.spawn(["/usr/bin/env", "NODE_PATH=/usr/share/nodejs", "node", b.root + "/watch.js", root], stdout: nw, stderr: b.root + "/fswatch.err")].compactMap { $0 }
+            pids += [Shell.spawn(["/usr/bin/env", "NODE_PATH=/usr/share/nodejs", "node", b.root + "/chokidar.js", root], stdout: ck, stderr: b.root + "/chokidar.err")].compactMap { $0 }
+            #expect(pids.count == 4)
+            #expect(MountHarness.eventually {
+                read(inoErr).contains("Watches established") && read(wd).contains("ready") && read(nw).contains("ready") && read(ck).contains("ready")
+            }, "watchers ready: \(read(inoErr)) \(read(b.root + "/watchdog.err")) \(read(b.root + "/fswatch.err")) \(read(b.root + "/chokidar.err"))")
+            let v = b.path("vault/")
+            // A line of inotifywait's: the events, the cookie, the path.
+            func events(_ l: String) -> (String, String, String) {
+                let f = l.split(separator: " ", maxSplits: 2).map(String.init)
+                return f.count == 3 ? (f[0], f[1], f[2]) : ("", "", "")
+            }
+            func inotify(_ line: String) -> Bool {
+                let want = line.split(separator: " ", maxSplits: 1).map(String.init)
+                return MountHarness.eventually(timeout: 20) { lines(ino).contains { let e = events($0); return e.0 == want[0] && e.2 == want[1] } }
+            }
+
+            // An edit.
+            #expect(a.sh("printf 'one\\ntwo\\n' > vault/w/a.md").status == 0)
+            #expect(inotify("MODIFY \(v)w/a.md"), "\(read(ino))")
+            #expect(inotify("CLOSE_WRITE,CLOSE \(v)w/a.md"), "\(read(ino))")
+            // A new note.
+            #expect(a.sh("printf 'n\\n' > vault/w/new.md").status == 0)
+            #expect(inotify("CREATE \(v)w/new.md"), "\(read(ino))")
+            // A move between folders (and a new name): renames on B, each MOVED_FROM paired with its
+            // MOVED_TO by one cookie.
+            #expect(a.sh("mv vault/w/new.md vault/w/sub/moved.md").status == 0)
+            #expect(inotify("MOVED_FROM \(v)w/new.md") && inotify("MOVED_TO \(v)w/sub/moved.md"), "\(read(ino))")
+            let moves = lines(ino).map(events).filter { $0.0.hasPrefix("MOVED_") }
+            for m in moves where m.0 == "MOVED_FROM" {
+                #expect(moves.contains { $0.0 == "MOVED_TO" && $0.1 == m.1 && m.1 != "0" }, "a MOVED_TO with cookie \(m.1): \(moves)")
+            }
+            // A delete.
+            #expect(a.sh("rm vault/w/sub/moved.md").status == 0)
+            #expect(inotify("DELETE \(v)w/sub/moved.md"), "\(read(ino))")
+            // A folder made (with a note in it) and removed.
+            #expect(a.sh("mkdir vault/w/fresh && printf 'f\\n' > vault/w/fresh/f.md").status == 0)
+            #expect(inotify("CREATE,ISDIR \(v)w/fresh"), "\(read(ino))")
+            #expect(MountHarness.eventually(timeout: 20) { cat(b, "vault/w/fresh/f.md") == "f\n" })
+            #expect(a.sh("mv vault/w/fresh/f.md vault/w/f.md && rmdir vault/w/fresh").status == 0)
+            #expect(inotify("DELETE,ISDIR \(v)w/fresh"), "\(read(ino))")
+            // An attribute: a tag given on A.
+            #expect(a.sh("mkdir -p tags/seen && ln -s ../../types/core.note/a.md tags/seen/").status == 0)
+            #expect(inotify("ATTRIB \(v)w/a.md"), "\(read(ino))")
+
+            // The other watchers saw the same changes.
+            func has(_ file: String, _ line: String) -> Bool { MountHarness.eventually(timeout: 10) { lines(file).contains(line) } }
+            for line in ["modified file w/a.md ", "created file w/new.md ", "deleted file w/sub/moved.md ", "created dir w/fresh ", "deleted dir w/fresh "] {
+                #expect(has(wd, line), "watchdog: \(line)\n\(read(wd))")
+            }
+            #expect(lines(wd).contains { $0.hasPrefix("moved file w/new.md w/sub/") }, "watchdog: the move\n\(read(wd))")
+            for line in ["change w/a.md", "rename w/new.md", "rename w/sub/moved.md", "rename w/fresh"] {
+                #expect(has(nw, line), "fs.watch: \(line)\n\(read(nw))")
+            }
+            for line in ["change w/a.md", "add w/new.md", "unlink w/new.md", "add w/sub/moved.md", "unlink w/sub/moved.md", "addDir w/fresh", "unlinkDir w/fresh", "add w/f.md"] {
+                #expect(has(ck, line), "chokidar: \(line)\n\(read(ck))")
+            }
+        }
+    }
+}
