@@ -15,6 +15,8 @@ public struct Terminal {
     /// Runs `command` with `cwd` as working directory. `ready` is text the first screen shows once
     /// the program is ready for keys; each group of `keys` is sent after the screen settles.
     /// `between(i)` runs before key group `i` is sent (a change made while the program runs).
+    /// A group whose first element is `?TEXT` is sent only if the screen shows TEXT (the answer to
+    /// a prompt the program may or may not show).
     public static func drive(_ command: String, cwd: String, ready: String, keys: [[String]], timeout: Double = 15,
                              between: (Int) -> Void = { _ in }) -> Outcome {
         let session = "marfafs-\(UInt32.random(in: 0...UInt32.max))"
@@ -29,7 +31,15 @@ public struct Terminal {
         var seen = [String]()
         for (i, group) in keys.enumerated() {
             between(i)
-            _ = Shell.run([tmux, "send-keys", "-t", session] + group)
+            var group = group
+            if let first = group.first, first.hasPrefix("?") {
+                // A prompt may take a moment to show.
+                let wait = Date().addingTimeInterval(1.5)
+                var shown = capture(session).contains(first.dropFirst())
+                while !shown && Date() < wait { usleep(100_000); shown = capture(session).contains(first.dropFirst()) }
+                group = shown ? Array(group.dropFirst()) : []
+            }
+            if !group.isEmpty { _ = Shell.run([tmux, "send-keys", "-t", session] + group) }
             // Let the program take the keys in before the next group (a stable screen).
             var last = ""
             for _ in 0..<20 {
