@@ -161,6 +161,8 @@ extension FileSystem {
         for id in c.staleSaveMerges { onStaleSave?(id, nil) }
         var out: [Invalidation] = []
         var replays: [Replay] = []
+        edgeReplays = []
+        defer { edgeReplays = nil }
         for id in c.items.union(c.content).sorted() {
             do {
                 var r = catalog.byID[id]
@@ -180,6 +182,7 @@ extension FileSystem {
             guard let s = catalog.byID[rec.edge.sourceID],
                   let e = catalog.outEdges[s]?.lazy.compactMap({ self.catalog.edges[$0] }).first(where: { $0.edge.id == rec.edge.id }) else { continue }
             out += edgeInvalidations(e)
+            noteEdge(e, added: false)
             catalog.removeEdge(e.rowid)
             out += reresolve(s)
         }
@@ -187,12 +190,13 @@ extension FileSystem {
             do {
                 guard let rec = try store.edge(id: id) else { continue }
                 catalog.addEdge(rec)
+                noteEdge(rec, added: true)
                 out += edgeInvalidations(rec) + reresolve(catalog.byID[rec.edge.sourceID])
             } catch { log.error("reading an edge failed", metadata: ["edge": "\(id)", "error": "\(error)"]) }
         }
         // After the invalidations: a watcher that reads on the event reads the new bytes, and a
         // name to create or remove is no longer cached.
-        return out + replays.map { .replay($0) }
+        return out + (replays + (edgeReplays ?? [])).map { .replay($0) }
     }
 
     /// Every directory entry an edge shows in: `links/` under its source, `backlinks/` under its target.

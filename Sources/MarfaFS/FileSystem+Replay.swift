@@ -1,6 +1,7 @@
 import Foundation
 import MarfaLayout
 import MarfaModel
+import MarfaStore
 
 // Changes that came without a system call on the mount, replayed on it as the system call that
 // would have made them, so that inotify watchers see them (FS-25; the notifier thread in
@@ -226,6 +227,31 @@ extension FileSystem {
         let tag = VaultText.folderPrefix + f
         guard let slash = tag.lastIndex(of: "/") else { return tree[""]?.contains(tag) ?? false }
         return tree[String(tag[..<slash])]?.contains(String(tag[tag.index(after: slash)...])) ?? false
+    }
+
+    // MARK: edge entries (links/, backlinks/)
+
+    /// An edge's entries in `links/<its source>/<type>/` and `backlinks/<its target>/<type>/` came
+    /// (after the catalog took the edge) or are going (before it drops it): while the store's
+    /// changes are followed (`edgeReplays` is collecting), their creation or removal is replayed
+    /// for watchers of those directories (FS-30: a link added on another device shows in the
+    /// target's backlinks). Edge-type directories the kernel has not seen are left out.
+    func noteEdge(_ rec: EdgeRecord, added: Bool) {
+        guard edgeReplays != nil, let s = catalog.byID[rec.edge.sourceID], let t = catalog.byID[rec.edge.targetID] else { return }
+        let et = rec.edge.edgeType
+        for (dir, item) in [(LinkDirection.links, s), (.backlinks, t)] {
+            let d = Node.linkEdgeDir(dir, item, et)
+            guard knownIno(d) != nil, let type = catalog.items[item]?.type, let itemName = catalog.name(of: item),
+                  let name = catalog.edgeTable(dir, item: item, edgeType: et).nameOf[rec.rowid] else { continue }
+            let root = dir == .links ? "links" : "backlinks"
+            let at = Replay.Place(parent: ino(d), name: name, path: "\(root)/\(type)/\(itemName)/\(et)/\(name)")
+            if added {
+                edgeReplays!.append(Replay(at: at, op: .create(.symlink)))
+            } else if var ghost = try? attr(.linkEntry(dir, rec.rowid)) {
+                ghost.timeout = 0; ghost.entryTimeout = 0
+                edgeReplays!.append(Replay(at: at, op: .remove(ghost: ghost)))
+            }
+        }
     }
 
     // MARK: the replay thread's requests

@@ -56,6 +56,9 @@ public final class FileSystem: @unchecked Sendable {
     /// The program whose namespace request (a rename, a create) is being answered, under the lock:
     /// an editor's save by rename or by re-creating the file has its base (FS-29).
     var currentWriter: Writer = .unknown
+    /// While the store's changes are followed: the replays of edge entries that came or went
+    /// (`noteEdge`); nil otherwise.
+    var edgeReplays: [Replay]?
 
     public init(store: Store, logger: Logger, settleWindow: Double = 0.1) throws {
         self.store = store

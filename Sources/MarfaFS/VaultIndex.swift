@@ -262,8 +262,8 @@ extension FileSystem {
         var inv = invalidations(dirs)
         for src in sources.sorted() {
             let (added, gone) = catalog.resolveLinks(of: src)
-            for rec in gone { inv += edgeInvalidations(rec); catalog.removeEdge(rec.rowid) }
-            for rec in added { inv += edgeInvalidations(rec) }
+            for rec in gone { inv += edgeInvalidations(rec); noteEdge(rec, added: false); catalog.removeEdge(rec.rowid) }
+            for rec in added { inv += edgeInvalidations(rec); noteEdge(rec, added: true) }
         }
         return inv
     }
@@ -274,8 +274,8 @@ extension FileSystem {
         guard let source, catalog.vault != nil else { return [] }
         let (added, gone) = catalog.resolveLinks(of: source)
         var inv: [Invalidation] = []
-        for rec in gone { inv += edgeInvalidations(rec); catalog.removeEdge(rec.rowid) }
-        for rec in added { inv += edgeInvalidations(rec) }
+        for rec in gone { inv += edgeInvalidations(rec); noteEdge(rec, added: false); catalog.removeEdge(rec.rowid) }
+        for rec in added { inv += edgeInvalidations(rec); noteEdge(rec, added: true) }
         return inv
     }
 

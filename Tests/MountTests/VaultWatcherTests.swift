@@ -48,7 +48,10 @@ import Testing
         try MountPair.with { p in
             let (a, b) = (p.a, p.b)
             #expect(a.sh("mkdir -p vault/w/sub && printf 'one\\n' > vault/w/a.md && printf 's\\n' > vault/w/sub/s.md").status == 0)
+            #expect(a.sh("printf 'see [[a]]\\n' > vault/w/linker.md").status == 0)
             #expect(MountHarness.eventually(timeout: 20) { cat(b, "vault/w/sub/s.md") == "s\n" && cat(b, "vault/w/a.md") == "one\n" })
+            let refs = "backlinks/core.note/a.md/references"
+            #expect(MountHarness.eventually(timeout: 20) { b.sh("ls \(refs)").out == "linker.md" }, "\(b.sh("ls \(refs)").out)")
             let root = b.path(".marfafs/vault")
             for (name, text) in [("watch.py", Self.watchdog), ("watch.js", Self.nodeWatch), ("chokidar.js", Self.chokidar)] {
                 try text.write(toFile: b.root + "/" + name, atomically: true, encoding: .utf8)
@@ -57,7 +60,7 @@ import Testing
             let wd = b.root + "/watchdog.log", nw = b.root + "/fswatch.log", ck = b.root + "/chokidar.log"
             var pids: [pid_t] = []
             defer { pids.forEach(Shell.killAndReap) }
-            pids += [Shell.spawn(["inotifywait", "-m", "-r", "--format", "%e %c %w%f", b.path("vault/")], stdout: ino, stderr: inoErr)].compactMap { $0 }
+            pids += [Shell.spawn(["inotifywait", "-m", "-r", "--format", "%e %c %w%f", b.path("vault/"), b.path(refs)], stdout: ino, stderr: inoErr)].compactMap { $0 }
             pids += [Shell.spawn(["/usr/bin/python3", b.root + "/watch.py", root], stdout: wd, stderr: b.root + "/watchdog.err")].compactMap { $0 }
             pids += [Shell.spawn(["/usr/bin/env", "NODE_PATH=/usr/share/nodejs", "node", b.root + "/watch.js", root], stdout: nw, stderr: b.root + "/fswatch.err")].compactMap { $0 }
             pids += [Shell.spawn(["/usr/bin/env", "NODE_PATH=/usr/share/nodejs", "node", b.root + "/chokidar.js", root], stdout: ck, stderr: b.root + "/chokidar.err")].compactMap { $0 }
@@ -103,6 +106,12 @@ import Testing
             // An attribute: a tag given on A.
             #expect(a.sh("mkdir -p tags/seen && ln -s ../../types/core.note/a.md tags/seen/").status == 0)
             #expect(inotify("ATTRIB \(v)w/a.md"), "\(read(ino))")
+
+            // A link made on A: a new entry in the target's backlinks on B; gone with the link.
+            #expect(a.sh("printf 'also [[a]]\\n' > vault/w/more.md").status == 0)
+            #expect(inotify("CREATE \(b.path(refs))/more.md"), "\(read(ino))")
+            #expect(a.sh("printf 'no link now\\n' > vault/w/more.md").status == 0)
+            #expect(inotify("DELETE \(b.path(refs))/more.md"), "\(read(ino))")
 
             // The other watchers saw the same changes.
             func has(_ file: String, _ line: String) -> Bool { MountHarness.eventually(timeout: 10) { lines(file).contains(line) } }
