@@ -7,7 +7,7 @@ With the release build, a fresh `marfafs serve` on 127.0.0.1 and real mounts:
   first sync a fresh store mounted on that server: seconds until the first sync is done
              (`marfafs mount` waits for it), and items on the mount afterwards.
   latency    mount A and mount B: EDITS edits of one note on A, each timed until B's `cat`
-             (and until an inotify watcher on B reports IN_MODIFY: FS-25)
+             (and until inotify watchers on B's types/ and vault/ report IN_MODIFY: FS-25, FS-30)
              shows the new bytes (p50, p99, max).
   mount      a store of BIG notes (imported): `marfafs mount` wall time, daemon RSS after it.
 Prints a Markdown section and writes sync.json beside it.
@@ -120,18 +120,24 @@ try:
     deadline = time.monotonic() + 30
     while not os.path.exists(os.path.join(b, target)) and time.monotonic() < deadline:
         time.sleep(0.01)
-    # An inotify watcher on B's folder (FS-25): when each edit's IN_MODIFY arrives.
-    watcher = subprocess.Popen(["inotifywait", "-m", "-e", "modify", "--format", "%f", os.path.join(b, "types/core.note")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    while "Watches established" not in watcher.stderr.readline():
-        pass
-    modified = []
-    threading.Thread(target=lambda: [modified.append(time.monotonic()) for line in watcher.stdout if line.strip() == "latency.md"],
-                     daemon=True).start()
-    lat, ev = [], []
+    # inotify watchers on B (FS-25, FS-30): when each edit's IN_MODIFY arrives, in types/ and in
+    # the vault's tree (the note sits at its top).
+    def watch(path):
+        w = subprocess.Popen(["inotifywait", "-m", "-e", "modify", "--format", "%f", path],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while "Watches established" not in w.stderr.readline():
+            pass
+        times = []
+        threading.Thread(target=lambda: [times.append(time.monotonic()) for line in w.stdout if line.strip() == "latency.md"],
+                         daemon=True).start()
+        return w, times
+    os.listdir(os.path.join(b, "vault"))
+    watcher, modified = watch(os.path.join(b, "types/core.note"))
+    vault_watcher, vault_modified = watch(os.path.join(b, "vault") + "/")
+    lat, ev, vev = [], [], []
     for i in range(args.edits):
         text = f"edit {i}\n" + "body line\n" * (i % 7)
-        n_before = len(modified)
+        n_before, v_before = len(modified), len(vault_modified)
         t0 = time.monotonic()
         with open(os.path.join(a, target), "w") as f:
             f.write(text)
@@ -149,15 +155,23 @@ try:
         while len(modified) <= n_before and time.monotonic() - t0 < 10:
             time.sleep(0.002)
         ev.append((modified[n_before] - t0) * 1000 if len(modified) > n_before else 10_000)
+        while len(vault_modified) <= v_before and time.monotonic() - t0 < 10:
+            time.sleep(0.002)
+        vev.append((vault_modified[v_before] - t0) * 1000 if len(vault_modified) > v_before else 10_000)
         time.sleep(0.05)
     watcher.kill()
+    vault_watcher.kill()
     lat.sort()
     ev.sort()
+    vev.sort()
     pick = lambda xs, q: xs[min(len(xs) - 1, int(q * len(xs)))]
     result["latency"] = {"edits": args.edits, "p50_ms": pick(lat, 0.5), "p99_ms": pick(lat, 0.99), "max_ms": lat[-1],
                          "missed": sum(1 for x in lat if x >= 10_000)}
     result["inotify"] = {"edits": args.edits, "p50_ms": pick(ev, 0.5), "p99_ms": pick(ev, 0.99), "max_ms": ev[-1],
                          "missed": sum(1 for x in ev if x >= 10_000)}
+    result["inotify_vault"] = {"edits": args.edits, "p50_ms": pick(vev, 0.5), "p99_ms": pick(vev, 0.99), "max_ms": vev[-1],
+                               "missed": sum(1 for x in vev if x >= 10_000)}
+    print(f"IN_MODIFY in vault/: p50 {pick(vev, 0.5):.0f} ms, p99 {pick(vev, 0.99):.0f} ms", file=sys.stderr)
     print(f"A→B: p50 {pick(lat, 0.5):.0f} ms, p99 {pick(lat, 0.99):.0f} ms; IN_MODIFY p50 {pick(ev, 0.5):.0f} ms, p99 {pick(ev, 0.99):.0f} ms", file=sys.stderr)
     unmount(a)
     unmount(b)
@@ -187,6 +201,7 @@ try:
     with open(os.path.join(args.outdir, "sync.json"), "w") as f:
         json.dump(result, f, indent=1)
     d, fs, la, mo, ino = result["drain"], result["first_sync"], result["latency"], result["mount"], result["inotify"]
+    vino = result["inotify_vault"]
     ok = lambda b: "yes" if b else "no"
     md = ["## Sync (`marfafs mount --server`)", "",
           f"`scripts/bench sync` on {time.strftime('%Y-%m-%d', time.gmtime())}: the release build, `marfafs serve` on 127.0.0.1"
@@ -196,6 +211,7 @@ try:
           f"| first sync of {fs['items']} items into a fresh store (`marfafs mount` until done) | ≤ 20 s | {fs['seconds']:.1f} s | {ok(fs['seconds'] <= 20)} |",
           f"| write on A → `cat` on B shows it, {la['edits']} edits | p50 ≤ 250 ms, p99 ≤ 1 s | p50 {la['p50_ms']:.0f} ms, p99 {la['p99_ms']:.0f} ms (max {la['max_ms']:.0f}) | {ok(la['p50_ms'] <= 250 and la['p99_ms'] <= 1000)} |",
           f"| write on A → IN_MODIFY on B (`inotifywait`), {ino['edits']} edits | p50 ≤ 250 ms, p99 ≤ 1 s | p50 {ino['p50_ms']:.0f} ms, p99 {ino['p99_ms']:.0f} ms (max {ino['max_ms']:.0f}, {ino['missed']} missed) | {ok(ino['p50_ms'] <= 250 and ino['p99_ms'] <= 1000)} |",
+          f"| write on A → IN_MODIFY in B's `vault/` (`inotifywait`), {vino['edits']} edits | p50 ≤ 250 ms, p99 ≤ 1 s | p50 {vino['p50_ms']:.0f} ms, p99 {vino['p99_ms']:.0f} ms (max {vino['max_ms']:.0f}, {vino['missed']} missed) | {ok(vino['p50_ms'] <= 250 and vino['p99_ms'] <= 1000)} |",
           f"| mounting a {mo['items']}-item store (median of 3; all: {', '.join(f'{t:.2f}' for t in mo['all_seconds'])} s) | ≤ 1 s, RSS ≤ 150 MB | {mo['seconds']:.2f} s, {mo['rss_kib'] / 1024:.0f} MiB ({mo['rss_after_listing_kib'] / 1024:.0f} MiB after `ls` of every item) | {ok(mo['seconds'] <= 1 and mo['rss_kib'] * 1024 <= 150e6)} |",
           ""]
     with open(os.path.join(args.outdir, "sync.md"), "w") as f:
