@@ -44,6 +44,31 @@ import Testing
     setTimeout(() => process.exit(0), 300000);
     """
 
+    struct Watchers { var pids: [pid_t]; var inotify, watchdog, fsWatch, chokidar: String }
+
+    /// inotifywait -m -r (on `vault/` and `also`), watchdog, Node's recursive fs.watch and chokidar
+    /// on B's vault tree, once each is ready; their logs.
+    func startWatchers(_ b: MountHarness, also: String) -> Watchers {
+        let root = b.path(".marfafs/vault")
+        for (name, text) in [("watch.py", Self.watchdog), ("watch.js", Self.nodeWatch), ("chokidar.js", Self.chokidar)] {
+            try? text.write(toFile: b.root + "/" + name, atomically: true, encoding: .utf8)
+        }
+        let ino = b.root + "/inotify.log", inoErr = b.root + "/inotify.err"
+        let wd = b.root + "/watchdog.log", nw = b.root + "/fswatch.log", ck = b.root + "/chokidar.log"
+        let node = ["/usr/bin/env", "NODE_PATH=/usr/share/nodejs", "node"]
+        let pids = [
+            Shell.spawn(["inotifywait", "-m", "-r", "--format", "%e %c %w%f", b.path("vault/"), also], stdout: ino, stderr: inoErr),
+            Shell.spawn(["/usr/bin/python3", b.root + "/watch.py", root], stdout: wd, stderr: b.root + "/watchdog.err"),
+            Shell.spawn(node + [b.root + "/watch.js", root], stdout: nw, stderr: b.root + "/fswatch.err"),
+            Shell.spawn(node + [b.root + "/chokidar.js", root], stdout: ck, stderr: b.root + "/chokidar.err"),
+        ].compactMap { $0 }
+        #expect(pids.count == 4)
+        #expect(MountHarness.eventually {
+            read(inoErr).contains("Watches established") && read(wd).contains("ready") && read(nw).contains("ready") && read(ck).contains("ready")
+        }, "watchers ready: \(read(inoErr)) \(read(b.root + "/watchdog.err")) \(read(b.root + "/fswatch.err")) \(read(b.root + "/chokidar.err"))")
+        return Watchers(pids: pids, inotify: ino, watchdog: wd, fsWatch: nw, chokidar: ck)
+    }
+
     @Test func FS30_remoteChangesRaiseTheirEventsInTheVaultTree() throws {
         try MountPair.with { p in
             let (a, b) = (p.a, p.b)
@@ -52,22 +77,9 @@ import Testing
             #expect(MountHarness.eventually(timeout: 20) { cat(b, "vault/w/sub/s.md") == "s\n" && cat(b, "vault/w/a.md") == "one\n" })
             let refs = "backlinks/core.note/a.md/references"
             #expect(MountHarness.eventually(timeout: 20) { b.sh("ls \(refs)").out == "linker.md" }, "\(b.sh("ls \(refs)").out)")
-            let root = b.path(".marfafs/vault")
-            for (name, text) in [("watch.py", Self.watchdog), ("watch.js", Self.nodeWatch), ("chokidar.js", Self.chokidar)] {
-                try text.write(toFile: b.root + "/" + name, atomically: true, encoding: .utf8)
-            }
-            let ino = b.root + "/inotify.log", inoErr = b.root + "/inotify.err"
-            let wd = b.root + "/watchdog.log", nw = b.root + "/fswatch.log", ck = b.root + "/chokidar.log"
-            var pids: [pid_t] = []
-            defer { pids.forEach(Shell.killAndReap) }
-            pids += [Shell.spawn(["inotifywait", "-m", "-r", "--format", "%e %c %w%f", b.path("vault/"), b.path(refs)], stdout: ino, stderr: inoErr)].compactMap { $0 }
-            pids += [Shell.spawn(["/usr/bin/python3", b.root + "/watch.py", root], stdout: wd, stderr: b.root + "/watchdog.err")].compactMap { $0 }
-            pids += [Shell.spawn(["/usr/bin/env", "NODE_PATH=/usr/share/nodejs", "node", b.root + "/watch.js", root], stdout: nw, stderr: b.root + "/fswatch.err")].compactMap { $0 }
-            pids += [Shell.spawn(["/usr/bin/env", "NODE_PATH=/usr/share/nodejs", "node", b.root + "/chokidar.js", root], stdout: ck, stderr: b.root + "/chokidar.err")].compactMap { $0 }
-            #expect(pids.count == 4)
-            #expect(MountHarness.eventually {
-                read(inoErr).contains("Watches established") && read(wd).contains("ready") && read(nw).contains("ready") && read(ck).contains("ready")
-            }, "watchers ready: \(read(inoErr)) \(read(b.root + "/watchdog.err")) \(read(b.root + "/fswatch.err")) \(read(b.root + "/chokidar.err"))")
+            let w = startWatchers(b, also: b.path(refs))
+            defer { w.pids.forEach(Shell.killAndReap) }
+            let (ino, wd, nw, ck) = (w.inotify, w.watchdog, w.fsWatch, w.chokidar)
             let v = b.path("vault/")
             // A line of inotifywait's: the events, the cookie, the path.
             func events(_ l: String) -> (String, String, String) {
