@@ -1,23 +1,27 @@
 import Foundation
+import Glibc
 
 /// A program that holds one file in a buffer as an autosaving editor does (Obsidian, VS Code,
 /// Typora): it reads the file only when told to (a reload), edits its buffer, and saves the whole
 /// buffer the way it is told — in place (`open(O_TRUNC)` + `write` + `close`) or to a temporary
 /// file renamed over the file. One process for its whole life, as an editor is (FS-29: a save's
-/// base is what that program saw). Driven line by line over a pipe; ended by `close()` or deinit.
+/// base is what that program saw). Commands go through a FIFO and answers come back in a file: it
+/// is started by `Shell.spawn`, which gives a child none of the test process's other descriptors
+/// (one open on another test's mount would keep that mount busy). Ended by `close()` or deinit.
 public final class BufferEditor {
     public enum Save: String, CaseIterable, Sendable { case inPlace, tempAndRename }
 
-    private let process = Process()
-    private let input = Pipe()
-    private let output = Pipe()
-    private var pending = Data()
+    private let base = NSTemporaryDirectory() + "marfafs-editor-" + UUID().uuidString
+    private var input: Int32 = -1
+    private var answered = 0
+    /// The editor's process id (what the mount sees as the writer).
+    public private(set) var pid: pid_t = 0
 
     static let script = #"""
     import os, sys
     path = sys.argv[1]
     buf = ""
-    for line in sys.stdin:
+    for line in open(sys.argv[2]):
         cmd, _, arg = line.rstrip("\n").partition(" ")
         arg = arg.replace("\\n", "\n")
         try:
@@ -47,18 +51,18 @@ public final class BufferEditor {
 
     /// Starts the editor on `path` (it reads the file at once, as an editor opening it does).
     public init(path: String) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-c", Self.script, path]
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
+        guard mkfifo(base + ".in", 0o600) == 0 else { throw HarnessError("mkfifo: \(String(cString: strerror(errno)))") }
+        guard let p = Shell.spawn(["/usr/bin/python3", "-c", Self.script, path, base + ".in"], stdout: base + ".out", stderr: base + ".err") else {
+            throw HarnessError("the editor did not start")
+        }
+        pid = p
+        // Returns once the editor has opened its end (at once).
+        input = open(base + ".in", O_WRONLY | O_CLOEXEC)
+        guard input >= 0 else { throw HarnessError("the editor's FIFO: \(String(cString: strerror(errno)))") }
         try send("read")
     }
 
     deinit { close() }
-
-    /// The editor's process id (what the mount sees as the writer).
-    public var pid: Int32 { process.processIdentifier }
 
     /// Reads the file into the buffer (a reload).
     public func reload() throws { try send("read") }
@@ -71,32 +75,40 @@ public final class BufferEditor {
     /// What the buffer holds.
     public func buffer() throws -> String { try send("buffer").replacingOccurrences(of: "\\n", with: "\n") }
 
-    /// Ends the editor: by a command, since a process spawned meanwhile may hold the pipe's other
-    /// end (no end of file reaches it then); killed if it does not end within two seconds.
+    /// Ends the editor (killed if it has not ended within two seconds) and removes its files.
     public func close() {
-        guard process.isRunning else { return }
-        input.fileHandleForWriting.write(Data("quit\n".utf8))
+        guard pid > 0 else { return }
+        if input >= 0 { _ = Array("quit\n".utf8).withUnsafeBytes { Glibc.write(input, $0.baseAddress, $0.count) } }
         let deadline = Date().addingTimeInterval(2)
-        while process.isRunning && Date() < deadline { usleep(20_000) }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        try? input.fileHandleForWriting.close()
+        var status: Int32 = 0
+        var done = waitpid(pid, &status, WNOHANG) == pid
+        while !done && Date() < deadline { usleep(20_000); done = waitpid(pid, &status, WNOHANG) == pid }
+        if !done { Shell.killAndReap(pid) }
+        pid = 0
+        if input >= 0 { Glibc.close(input); input = -1 }
+        for ext in [".in", ".out", ".err"] { unlink(base + ext) }
     }
 
-    /// Sends one command; returns what followed `ok`, throws on `error`.
+    /// Sends one command; returns what followed `ok`, throws on `error` or when no answer comes
+    /// within 20 seconds.
     @discardableResult
     private func send(_ command: String) throws -> String {
-        input.fileHandleForWriting.write(Data((command + "\n").utf8))
+        let line = Array((command + "\n").utf8)
+        guard line.withUnsafeBytes({ Glibc.write(input, $0.baseAddress, $0.count) }) == line.count else {
+            throw HarnessError("editor: \(command): the editor is gone")
+        }
+        let deadline = Date().addingTimeInterval(20)
         while true {
-            if let nl = pending.firstIndex(of: 0x0A) {
-                let line = String(decoding: pending[..<nl], as: UTF8.self)
-                pending.removeSubrange(...nl)
-                if line.hasPrefix("ok") { return String(line.dropFirst(3)) }
-                throw HarnessError("editor: \(command): \(line)")
+            let all = (try? String(contentsOfFile: base + ".out", encoding: .utf8)) ?? ""
+            let lines = all.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+            if lines.count > answered {
+                let answer = String(lines[answered])
+                answered += 1
+                if answer.hasPrefix("ok") { return String(answer.dropFirst(3)) }
+                throw HarnessError("editor: \(command): \(answer)")
             }
-            let more = output.fileHandleForReading.availableData
-            if more.isEmpty { throw HarnessError("editor: \(command): the editor ended") }
-            pending.append(more)
+            if Date() >= deadline { throw HarnessError("editor: \(command): no answer in 20 s") }
+            usleep(5_000)
         }
     }
 }

@@ -204,6 +204,10 @@ public enum Shell {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, stdout, mode, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, stderr, mode, 0o600)
+        // Nothing else the test process has open (a file on another test's mount, a pipe) reaches
+        // the child: a long-lived child (a watcher, an editor, tmux's server) would hold it, and
+        // that mount would be busy at its unmount.
+        _ = spawn_addclosefrom(&actions, 3)
         let cargs = argv.map { strdup($0) } + [nil]
         defer { cargs.forEach { free($0) } }
         var pid: pid_t = 0
@@ -246,3 +250,7 @@ public enum Shell {
     }
 }
 
+
+/// glibc's `posix_spawn_file_actions_addclosefrom_np(3)` (2.34; Swift's Glibc module leaves it out).
+@_silgen_name("posix_spawn_file_actions_addclosefrom_np")
+private func spawn_addclosefrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32
