@@ -4,19 +4,21 @@ import Synchronization
 
 /// The program behind a request: the kernel names the calling thread (`fuse_req_ctx()->pid`);
 /// a save's base is kept per program (FS-29), so the thread is mapped to its thread group, read
-/// from `/proc/<tid>/status` once and remembered (a thread id is reused only after the kernel's
-/// pid space wraps).
+/// from `/proc/<tid>/status` and remembered for a few seconds (a thread id is reused once the
+/// kernel's pid space wraps: 32,768 ids by default, which a busy machine goes through in minutes).
 final class Writers: Sendable {
-    private let known = Mutex<[Int32: Int32]>([:])
+    private let known = Mutex<[Int32: (process: Int32, until: UInt64)]>([:])
     static let maxRemembered = 8192
+    static let rememberedNs: UInt64 = 5_000_000_000
 
     func writer(_ thread: Int32) -> Writer {
         guard thread > 0 else { return .unknown }
-        if let p = known.withLock({ $0[thread] }) { return Writer(process: p) }
+        let now = DispatchTime.now().uptimeNanoseconds
+        if let p = known.withLock({ $0[thread] }), p.until > now { return Writer(process: p.process) }
         let p = Self.threadGroup(thread) ?? thread
         known.withLock {
             if $0.count >= Self.maxRemembered { $0.removeAll(keepingCapacity: true) }
-            $0[thread] = p
+            $0[thread] = (p, now + Self.rememberedNs)
         }
         return Writer(process: p)
     }
