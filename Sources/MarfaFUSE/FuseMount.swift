@@ -121,8 +121,24 @@ final class Notifier: @unchecked Sendable {
                 case .inode(let ino):
                     _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0)
                 case .replay(let r):
+                    // The names a removal or rename walks through are dropped again first: a
+                    // program that looked one up since the change (a watcher reacting to the last
+                    // replay) left a negative entry the kernel would answer from (ENOENT).
+                    // A removal or rename walks through names a program may have looked up since
+                    // the change (a watcher reacting to the last replay), leaving a negative entry
+                    // the kernel would answer from (ENOENT): they are dropped first, and once more
+                    // before a second try.
+                    var walks = false
+                    if case .remove = r.op { walks = true } else if case .rename = r.op { walks = true }
                     fs?.replaying(r)
-                    replay(r)
+                    for attempt in 0..<(walks ? 2 : 1) {
+                        if walks {
+                            for at in r.gone.map(\.at) + [r.at] {
+                                _ = at.name.withCString { fuse_lowlevel_notify_inval_entry(se, at.parent, $0, at.name.utf8.count) }
+                            }
+                        }
+                        if replay(r, last: attempt == (walks ? 1 : 0)) { break }
+                    }
                     fs?.replaying(nil)
                 }
             }
@@ -136,23 +152,25 @@ extension Notifier {
     /// and closed (IN_MODIFY, IN_CLOSE_WRITE); its own times set again (IN_ATTRIB); `mknod`,
     /// `mkdir`, `symlink` (IN_CREATE); `unlink`, `rmdir` (IN_DELETE); `rename` (IN_MOVED_FROM,
     /// IN_MOVED_TO). The requests this makes reach the daemon from this thread and change nothing.
-    func replay(_ r: Replay) {
+    /// Returns whether the call succeeded; `last`: a failure is logged.
+    @discardableResult
+    func replay(_ r: Replay, last: Bool = true) -> Bool {
         let path = root + "/" + r.at.path
         var rc: Int32 = 0
         defer {
             // A name changed again meanwhile: the later replay tells the watchers.
-            if rc != 0 { log.notice("a change was not replayed for watchers", metadata: ["path": "\(r.at.path)", "op": "\(r.op)", "errno": "\(errno)"]) }
+            if rc != 0 && last { log.notice("a change was not replayed for watchers", metadata: ["path": "\(r.at.path)", "op": "\(r.op)", "errno": "\(errno)"]) }
         }
         switch r.op {
         case .touch(modified: true):
             let fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-            guard fd >= 0 else { return }
+            guard fd >= 0 else { return false }
             var st = stat()
             if fstat(fd, &st) == 0 { _ = ftruncate(fd, st.st_size) }
             close(fd)
         case .touch(modified: false):
             var st = stat()
-            guard lstat(path, &st) == 0 else { return }
+            guard lstat(path, &st) == 0 else { return false }
             // Both times set: the kernel reports a utime (IN_ATTRIB); the mtime alone is IN_MODIFY.
             var times = [st.st_atim, st.st_mtim]
             _ = utimensat(AT_FDCWD, path, &times, AT_SYMLINK_NOFOLLOW)
@@ -168,6 +186,7 @@ extension Notifier {
         case .rename(let to, _):
             rc = rename(path, root + "/" + to.path)
         }
+        return rc == 0
     }
 }
 
