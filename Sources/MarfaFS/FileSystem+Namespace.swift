@@ -288,10 +288,7 @@ extension FileSystem {
 
     public func symlink(target: String, parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
         if isReplay(reader) { return try replayedCreate(parent: parent, name: name) }
-        let w = writers.writer(reader)
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
-            currentWriter = w
-            defer { currentWriter = .unknown }
             let p = try node(parent)
             try checkName(name)
             // A scratch name takes any target, kept as it is (Emacs' lock files, FS-14).

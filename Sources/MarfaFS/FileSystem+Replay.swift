@@ -46,6 +46,16 @@ extension FileSystem {
         return Placement(dir: .typeDir(StateView.of(s.state), s.type), name: name, attr: a, tags: tags, tree: tree)
     }
 
+    /// Where a replay acts: a name in directory `d`, by its path from the mount point.
+    func replayPlace(_ d: Node, _ name: String) -> Replay.Place {
+        Replay.Place(parent: ino(d), name: name, path: "\(Placement.dirPath(d))/\(name)")
+    }
+
+    /// What a directory a change removed still shows to the replay thread.
+    func dirGhost(_ d: Node) -> FileAttr {
+        FileAttr(ino: ino(d), kind: .directory, size: 0, mtimeNs: Int64(Date().timeIntervalSince1970 * 1e9), nlink: 2, timeout: 0)
+    }
+
     /// Item `r`'s entry in `tags/<tag>/`: its name, and attributes no cache keeps.
     func tagEntry(_ tag: String, _ r: Int64) -> (name: String, attr: FileAttr)? {
         guard let n = catalog.tagTable(tag).nameOf[r], var a = try? attr(.tagEntry(tag, r)) else { return nil }
@@ -67,9 +77,7 @@ extension FileSystem {
     func replays(_ r: Int64, before: Placement?, after: Placement?, tagsBefore: Set<String>, modified: Bool, attributes: Bool,
                  foldersBefore: [String: Set<String>]? = nil) -> [Replay] {
         var out: [Replay] = []
-        func place(_ d: Node, _ name: String) -> Replay.Place {
-            Replay.Place(parent: ino(d), name: name, path: "\(Placement.dirPath(d))/\(name)")
-        }
+        let place = replayPlace
         func seen(_ d: Node) -> Bool { knownIno(d) != nil }
         // Tag directories that came into use or went out of use with this change.
         let tagsAfter = catalog.tagsOf[r] ?? []
@@ -119,7 +127,7 @@ extension FileSystem {
         let beforeTags = before?.tags ?? [:]
         var goneDirs: [String: Replay.Ghost] = [:]
         for tag in tagDirsGone {
-            let ghost = FileAttr(ino: ino(.tagDir(tag)), kind: .directory, size: 0, mtimeNs: Int64(Date().timeIntervalSince1970 * 1e9), nlink: 2, timeout: 0)
+            let ghost = dirGhost(.tagDir(tag))
             let (d, n) = Self.tagDirPlace(tag)
             goneDirs[tag] = Replay.Ghost(at: place(d, n), attr: ghost)
         }
@@ -148,18 +156,17 @@ extension FileSystem {
                      foldersBefore: [String: Set<String>]?, modified: Bool, attributes: Bool) -> [Replay] {
         guard catalog.vault != nil, knownIno(.treeDir("")) != nil else { return [] }
         var out: [Replay] = []
-        func place(_ d: Node, _ name: String) -> Replay.Place {
-            Replay.Place(parent: ino(d), name: name, path: "\(Placement.dirPath(d))/\(name)")
-        }
-        // Folders: every level of every `folder:` tag the item had or has.
+        let place = replayPlace
+        // Folders: every level of each `folder:` tag that came or went.
         var made: [String] = [], gone: [String] = []
-        if let foldersBefore {
+        var paths = Set<String>()
+        for tag in tagsBefore.symmetricDifference(tagsAfter) where tag.hasPrefix(VaultText.folderPrefix) {
+            var path = ""
+            for c in tag.dropFirst(VaultText.folderPrefix.count).split(separator: "/") { path = VaultIndex.join(path, String(c)); paths.insert(path) }
+        }
+        // The tag tree is built again only when a `folder:` tag came or went.
+        if let foldersBefore, !paths.isEmpty {
             let foldersAfter = catalog.currentTagTree()
-            var paths = Set<String>()
-            for tag in tagsBefore.symmetricDifference(tagsAfter) where tag.hasPrefix(VaultText.folderPrefix) {
-                var path = ""
-                for c in tag.dropFirst(VaultText.folderPrefix.count).split(separator: "/") { path = VaultIndex.join(path, String(c)); paths.insert(path) }
-            }
             for f in paths {
                 let (b, a) = (Self.folderExists(foldersBefore, f), Self.folderExists(foldersAfter, f))
                 if a && !b { made.append(f) } else if b && !a { gone.append(f) }
@@ -182,8 +189,7 @@ extension FileSystem {
         var ghosts: [String: Replay.Ghost] = [:]
         for f in gone {
             let (parent, name) = Self.treeDirPlace(f)
-            let attr = FileAttr(ino: ino(.treeDir(f)), kind: .directory, size: 0, mtimeNs: Int64(Date().timeIntervalSince1970 * 1e9), nlink: 2, timeout: 0)
-            ghosts[f] = Replay.Ghost(at: place(parent, name), attr: attr)
+            ghosts[f] = Replay.Ghost(at: place(parent, name), attr: dirGhost(.treeDir(f)))
         }
         func ghostsOn(_ d: Node) -> [Replay.Ghost] {
             guard case .treeDir(let f) = d else { return [] }

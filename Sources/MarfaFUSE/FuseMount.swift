@@ -121,23 +121,21 @@ final class Notifier: @unchecked Sendable {
                 case .inode(let ino):
                     _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0)
                 case .replay(let r):
-                    // The names a removal or rename walks through are dropped again first: a
-                    // program that looked one up since the change (a watcher reacting to the last
-                    // replay) left a negative entry the kernel would answer from (ENOENT).
-                    // A removal or rename walks through names a program may have looked up since
-                    // the change (a watcher reacting to the last replay), leaving a negative entry
-                    // the kernel would answer from (ENOENT): they are dropped first, and once more
-                    // before a second try.
-                    var walks = false
-                    if case .remove = r.op { walks = true } else if case .rename = r.op { walks = true }
                     fs?.replaying(r)
-                    for attempt in 0..<(walks ? 2 : 1) {
-                        if walks {
+                    switch r.op {
+                    case .remove, .rename:
+                        // Its path walks through names a program may have looked up since the
+                        // change (a watcher reacting to the last replay), leaving a negative entry
+                        // the kernel would answer from (ENOENT): they are dropped before the call,
+                        // and again before one more try.
+                        for last in [false, true] {
                             for at in r.gone.map(\.at) + [r.at] {
                                 _ = at.name.withCString { fuse_lowlevel_notify_inval_entry(se, at.parent, $0, at.name.utf8.count) }
                             }
+                            if replay(r, last: last) { break }
                         }
-                        if replay(r, last: attempt == (walks ? 1 : 0)) { break }
+                    case .touch, .create:
+                        replay(r)
                     }
                     fs?.replaying(nil)
                 }

@@ -132,9 +132,6 @@ extension Store {
         saveBases.noteRead(rowid, by: writer, bytes)
     }
 
-    /// Item `rowid` is gone from the store: what was kept of it for bases goes too.
-    public func forgetSaves(_ rowid: Int64) { saveBases.forget(rowid) }
-
     /// A save of text item `rowid` by `writer` begins, unless one is under way: its base and the
     /// item's bytes now. `patch`: the change builds on the bytes (its base is the item as it is).
     /// Call before the item's bytes change.

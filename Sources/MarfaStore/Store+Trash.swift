@@ -35,6 +35,8 @@ extension Store {
         try db.run("DELETE FROM edge_dirs WHERE item_id = ?", [id])
         try db.run("DELETE FROM items WHERE rowid = ?", [cur.rowid])
         spool.remove(cur.rowid)
+        // What programs saw of it is no one's base any more (FS-29).
+        saveBases.forget(cur.rowid)
         if let h = cur.item.properties["blob_ref"]?.stringValue { try dropBlobIfUnused(db, h) }
     }
 

@@ -5,7 +5,8 @@ import Glibc
 /// Typora): it reads the file only when told to (a reload), edits its buffer, and saves the whole
 /// buffer the way it is told — in place (`open(O_TRUNC)` + `write` + `close`) or to a temporary
 /// file renamed over the file. One process for its whole life, as an editor is (FS-29: a save's
-/// base is what that program saw). Commands go through a FIFO and answers come back in a file: it
+/// base is what that program saw; it reads on another thread than it writes). Commands go through
+/// a FIFO and answers come back in a file: it
 /// is started by `Shell.spawn`, which gives a child none of the test process's other descriptors
 /// (one open on another test's mount would keep that mount busy). Ended by `close()` or deinit.
 public final class BufferEditor {
@@ -18,15 +19,20 @@ public final class BufferEditor {
     public private(set) var pid: pid_t = 0
 
     static let script = #"""
-    import os, sys
+    import os, sys, threading
     path = sys.argv[1]
     buf = ""
+    def load():
+        global buf
+        with open(path) as f: buf = f.read()
     for line in open(sys.argv[2]):
         cmd, _, arg = line.rstrip("\n").partition(" ")
         arg = arg.replace("\\n", "\n")
         try:
             if cmd == "read":
-                with open(path) as f: buf = f.read()
+                # On a thread of its own, saved from the main one, as editors on a pool of
+                # threads do: the mount must see one program.
+                t = threading.Thread(target=load); t.start(); t.join()
             elif cmd == "append":
                 buf += arg
             elif cmd == "replace":
@@ -42,8 +48,6 @@ public final class BufferEditor {
                 os.rename(tmp, path)
             elif cmd == "quit":
                 sys.exit(0)
-            elif cmd == "buffer":
-                print("ok " + buf.replace("\n", "\\n"), flush=True); continue
             print("ok", flush=True)
         except Exception as e:
             print("error " + str(e).replace("\n", " "), flush=True)
@@ -72,8 +76,6 @@ public final class BufferEditor {
     public func replace(_ old: String, with new: String) throws { try send("replace \(old)\t\(new)") }
     /// Saves the buffer whole, as `how`.
     public func save(_ how: Save) throws { try send(how.rawValue) }
-    /// What the buffer holds.
-    public func buffer() throws -> String { try send("buffer").replacingOccurrences(of: "\\n", with: "\n") }
 
     /// Ends the editor (killed if it has not ended within two seconds) and removes its files.
     public func close() {

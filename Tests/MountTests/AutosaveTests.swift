@@ -71,6 +71,32 @@ import Testing
     @Test func FS29_repeatedSavesOfflineKeepTheRemoteEditInTheVault() throws { try run("vault/offline", offline: true) }
     @Test func FS29_repeatedSavesOfflineKeepTheRemoteEditInTypes() throws { try run("types/core.note", offline: true) }
 
+    /// The editor reads on one thread and writes on another (`BufferEditor`): the mount takes
+    /// both as one program. After its stale save was merged, it reloads (a read that reaches the
+    /// mount: nothing else read the merge) and rewrites the line A wrote: that is an edit of text
+    /// it saw, taken as it is, with no conflicted copy. Were its threads two writers, the reload
+    /// would not be its base, and the edit would overlap A's line.
+    @Test func FS29_aReloadOnAnotherThreadOfTheEditorIsItsBase() throws {
+        try MountPair.with { p in
+            let path = "vault/threads/note.md"
+            let editor = try openStale(p, path)
+            defer { editor.close() }
+            try editor.append("B 1\n")
+            try editor.save(.inPlace)
+            let merged = "l1 from A\nl2\nl3\nB 1\n"
+            // Waited for by its size: a read here would fill the page cache, and the editor's
+            // reload would then never reach the mount.
+            #expect(MountHarness.eventually(timeout: 20) { p.b.sh("stat -c %s '\(path)'").out == "\(merged.utf8.count)" }, "the merge on B")
+            try editor.reload()
+            try editor.replace("l1 from A", with: "l1 by B")
+            try editor.save(.inPlace)
+            let want = "l1 by B\nl2\nl3\nB 1\n"
+            #expect(MountHarness.eventually(timeout: 20) { cat(p.b, path) == want }, "B shows \(cat(p.b, path))")
+            #expect(MountHarness.eventually(timeout: 30) { cat(p.a, path) == want }, "A shows \(cat(p.a, path))")
+            #expect(p.b.sh("ls vault/threads | grep -c 'conflicted copy'").out == "0", "\(p.b.sh("ls vault/threads").out)")
+        }
+    }
+
     @Test func FS29_overlappingAutosavesKeepOneConflictedCopy() throws {
         try MountPair.with { p in
             for how in BufferEditor.Save.allCases {

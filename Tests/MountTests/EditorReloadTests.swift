@@ -9,7 +9,7 @@ import Testing
     func cat(_ m: MountHarness, _ path: String) -> String { (try? String(contentsOfFile: m.path(path), encoding: .utf8)) ?? "" }
 
     /// What happens while the editor runs: keys typed, or a change and a wait outside it.
-    enum Step {
+    enum Step: Sendable {
         case keys([String])
         /// A replaces line `old` by `new` in the note; B's mount shows it.
         case remote(String, String)
@@ -22,33 +22,33 @@ import Testing
     struct Case: Sendable, CustomTestStringConvertible {
         var name: String
         var command: String
-        var steps: @Sendable () -> [Step]
+        var steps: [Step]
         /// Lines A changed that the note must hold at the end, once each.
         var remoteLines: [String]
         var testDescription: String { name }
     }
 
     static let cases: [Case] = [
-        Case(name: "vim autoread", command: "vim -u DEFAULTS -i NONE -c 'set autoread backupskip=' NAME", steps: { [
+        Case(name: "vim autoread", command: "vim -u DEFAULTS -i NONE -c 'set autoread backupskip=' NAME", steps: [
             .remote("l1", "l1 from A"), .keys([":checktime", "Enter"]), .keys(["G", "o", "B 1", "Escape"]), .keys([":w", "Enter"]), .onB("B 1"),
             .remote("l2", "l2 from A"), .keys([":checktime", "Enter"]), .keys(["G", "o", "B 2", "Escape"]), .keys([":wq", "Enter"]), .onB("B 2"),
-        ] }, remoteLines: ["l1 from A", "l2 from A"]),
-        Case(name: "emacs auto-revert", command: "emacs -nw -Q --eval '(setq auto-revert-interval 0.5)' --eval '(global-auto-revert-mode 1)' NAME", steps: { [
+        ], remoteLines: ["l1 from A", "l2 from A"]),
+        Case(name: "emacs auto-revert", command: "emacs -nw -Q --eval '(setq auto-revert-interval 0.5)' --eval '(global-auto-revert-mode 1)' NAME", steps: [
             .remote("l1", "l1 from A"), .pause(2.5), .keys(["M->", "B 1", "C-m"]), .keys(["C-x", "C-s"]), .onB("B 1"),
             .remote("l2", "l2 from A"), .pause(2.5), .keys(["M->", "B 2", "C-m"]), .keys(["C-x", "C-s"]), .onB("B 2"), .keys(["C-x", "C-c"]),
-        ] }, remoteLines: ["l1 from A", "l2 from A"]),
-        Case(name: "nano stale buffer", command: "nano NAME", steps: { [
+        ], remoteLines: ["l1 from A", "l2 from A"]),
+        Case(name: "nano stale buffer", command: "nano NAME", steps: [
             .remote("l1", "l1 from A"), .keys(["M-/"]), .keys(["B 1"]), .keys(["C-o"]), .keys(["Enter"]), .keys(["?modified since", "y"]), .onB("B 1"),
             .keys(["Enter", "B 2"]), .keys(["C-o"]), .keys(["Enter"]), .keys(["?modified since", "y"]), .onB("B 2"), .keys(["C-x"]), .keys(["?Save modified", "n"]),
-        ] }, remoteLines: ["l1 from A"]),
-        Case(name: "micro stale buffer", command: "micro NAME", steps: { [
+        ], remoteLines: ["l1 from A"]),
+        Case(name: "micro stale buffer", command: "micro NAME", steps: [
             .remote("l1", "l1 from A"), .keys(["Escape"]), .keys(["?Reload file", "n"]), .keys(["Down", "Down", "Down"]), .keys(["B 1"]), .keys(["C-s"]), .onB("B 1"),
             .keys(["Escape"]), .keys(["?Reload file", "n"]), .keys(["Enter", "B 2"]), .keys(["C-s"]), .onB("B 2"), .keys(["C-q"]), .keys(["?Save changes", "n"]),
-        ] }, remoteLines: ["l1 from A"]),
-        Case(name: "kakoune stale buffer", command: "kak -n -e 'set global autoreload no' NAME", steps: { [
+        ], remoteLines: ["l1 from A"]),
+        Case(name: "kakoune stale buffer", command: "kak -n -e 'set global autoreload no' NAME", steps: [
             .remote("l1", "l1 from A"), .keys(["ge", "o", "B 1", "Escape"]), .keys([":w", "Enter"]), .onB("B 1"),
             .keys(["o", "B 2", "Escape"]), .keys([":w", "Enter"]), .onB("B 2"), .keys([":q", "Enter"]),
-        ] }, remoteLines: ["l1 from A"]),
+        ], remoteLines: ["l1 from A"]),
     ]
 
     @Test(arguments: cases) func FS29_editorsOnTheVaultKeepARemoteEdit(_ c: Case) throws {
@@ -59,7 +59,7 @@ import Testing
             #expect(MountHarness.eventually(timeout: 20) { cat(p.b, path) == "l1\nl2\nl3\n" })
             // Steps → key groups, with what happens before each.
             var keys: [[String]] = [], before: [Int: [Step]] = [:], after: [Step] = []
-            for s in c.steps() {
+            for s in c.steps {
                 if case .keys(let k) = s { keys.append(k); before[keys.count - 1] = after; after = [] } else { after.append(s) }
             }
             func run(_ s: Step) {
