@@ -11,6 +11,10 @@ struct Catalog {
     var typeTables: [StateView: [String: NameTable]] = [:]
     var tagsOf = TagIndex()
     var tagMembers: [String: Set<Int64>] = [:]
+    /// Tag → how many active items have it. A tag is in use (a directory in `tags/`, a folder of
+    /// the tree) while an active item has it: trashed and archived items keep their tags, so a
+    /// restore puts them back where they were, but an emptied folder is empty (FS-31).
+    var tagActive: [String: Int] = [:]
     var tagTables: [String: NameTable] = [:]
     var localTags: Set<String> = [] { didSet { tagTree = nil } }
     /// Tag path → the next level of nested tags (`tagChildren`); nil when a tag came or went.
@@ -58,6 +62,7 @@ struct Catalog {
             guard let r = byID[itemID] else { return }
             tagsOf.add(tag, to: r)
             tagMembers[tag, default: []].insert(r)
+            if items[r]?.state == .active { tagActive[tag, default: 0] += 1 }
         })
         for (v, byType) in claims { for (t, c) in byType { typeTables[v, default: [:]][t] = NameTable(c) } }
         localTags = Set(try store.localTags())
@@ -152,7 +157,14 @@ struct Catalog {
     }
 
     func allTags() -> Set<String> {
-        Set(tagMembers.filter { !$0.value.isEmpty }.keys).union(localTags)
+        Set(tagActive.filter { $0.value > 0 }.keys).union(localTags)
+    }
+
+    /// Whether an active item other than `r` has `tag`, or the tag was made locally.
+    func tagInUse(_ tag: String, besides r: Int64? = nil) -> Bool {
+        if localTags.contains(tag) { return true }
+        let mine = r.map { items[$0]?.state == .active && tagsOf[$0]?.contains(tag) == true } == true ? 1 : 0
+        return (tagActive[tag] ?? 0) - mine > 0
     }
 
     /// Every view lists every known type: the registry's and any type an item has, so that

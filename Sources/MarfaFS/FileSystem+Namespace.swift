@@ -151,8 +151,9 @@ extension FileSystem {
                 try wrap { try store.addLocalTag(tag) }
                 catalog.localTags.insert(tag)
                 let inv = Self.tagDirPlaces(tag).flatMap { invalidations(($0.0, [$0.1])) }
-                if case .treeDir(let f) = p { return (try attr(.treeDir(VaultIndex.join(f, name))), inv) }
-                return (try attr(.tagDir(tag)), inv)
+                let made: Node = if case .treeDir(let f) = p { .treeDir(VaultIndex.join(f, name)) } else { .tagDir(tag) }
+                noteShown(made)
+                return (try attr(made), inv)
             case .linkItemDir(.links, let r):
                 guard let s = catalog.items[r] else { throw FSError(.notFound, name) }
                 try wrap { try store.addEdgeDir(itemID: s.id, edgeType: name) }
@@ -237,17 +238,20 @@ extension FileSystem {
             guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
             switch child {
             case .tagDir(let tag):
-                if !(catalog.tagMembers[tag] ?? []).isEmpty || !catalog.tagChildren(tag).isEmpty { throw FSError(.notEmpty, "tag \(tag) is in use") }
+                if (catalog.tagActive[tag] ?? 0) > 0 || !catalog.tagChildren(tag).isEmpty { throw FSError(.notEmpty, "tag \(tag) is in use") }
                 try wrap { try store.removeLocalTag(tag) }
                 catalog.localTags.remove(tag)
+                retireDir(child)
             case .treeDir(let f):
                 let tag = VaultText.folderPrefix + f
                 let files = try treeTable(f)?.count ?? 0
-                if !catalog.subfolders(f).isEmpty || files > 0 || !(catalog.tagMembers[tag] ?? []).isEmpty {
+                if !catalog.subfolders(f).isEmpty || files > 0 || (catalog.tagActive[tag] ?? 0) > 0 {
                     throw FSError(.notEmpty, "folder \(f) is not empty")
                 }
                 try wrap { try store.removeLocalTag(tag) }
                 catalog.localTags.remove(tag)
+                retireDir(child)
+                retireDir(.tagDir(tag))
             case .linkEdgeDir(.links, let r, let et):
                 guard let s = catalog.items[r] else { throw FSError(.notFound, name) }
                 let out = (catalog.outEdges[r] ?? []).contains { catalog.edges[$0]?.edge.edgeType == et }

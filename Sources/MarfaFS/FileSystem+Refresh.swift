@@ -67,9 +67,11 @@ extension FileSystem {
         // Tags.
         for tag in oldTags.union(newTags) {
             let member = newTags.contains(tag)
-            let inUseBefore = !(catalog.tagMembers[tag] ?? []).isEmpty || catalog.localTags.contains(tag)
+            let inUseBefore = catalog.tagInUse(tag)
             if member { catalog.tagMembers[tag, default: []].insert(r) } else { catalog.tagMembers[tag]?.remove(r) }
-            let inUseAfter = !(catalog.tagMembers[tag] ?? []).isEmpty || catalog.localTags.contains(tag)
+            let delta = (member && new?.state == .active ? 1 : 0) - (oldTags.contains(tag) && old?.state == .active ? 1 : 0)
+            if delta != 0 { catalog.tagActive[tag, default: 0] += delta }
+            let inUseAfter = catalog.tagInUse(tag)
             // `tags/<tag>` itself changes only when the tag comes into use or goes out of it.
             if inUseBefore != inUseAfter {
                 catalog.tagTree = nil
@@ -134,7 +136,7 @@ extension FileSystem {
         for (d, names) in dirs {
             guard let p = knownIno(d) else { continue }
             out.append(.inode(p))
-            for n in names where !n.isEmpty { out.append(.entry(parent: p, name: n)) }
+            for n in names where !n.isEmpty && mustForget(n, in: d) { out.append(.entry(parent: p, name: n)) }
         }
         return out
     }

@@ -71,9 +71,11 @@ extension FileSystem {
     func renameTags(_ from: String, to: String, over dst: Node?) throws -> [Invalidation] {
         if to == from { return [] }
         if to.hasPrefix(from + "/") { throw FSError(.invalid, "a tag cannot move under itself") }
-        if case .tagDir(let existing)? = dst, !(catalog.tagMembers[existing] ?? []).isEmpty || !catalog.tagChildren(existing).isEmpty {
+        if case .tagDir(let existing)? = dst, (catalog.tagActive[existing] ?? 0) > 0 || !catalog.tagChildren(existing).isEmpty {
             throw FSError(.notEmpty, "tag \(to) is in use")
         }
+        // The directories keep their numbers (FS-31) before anything is told to forget them.
+        moveDirs(tag: from, to: to)
         var inv: [Invalidation] = []
         for t in catalog.allTags().filter({ $0 == from || $0.hasPrefix(from + "/") }).sorted() {
             let nt = to + t.dropFirst(from.count)

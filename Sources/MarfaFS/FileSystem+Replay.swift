@@ -84,8 +84,7 @@ extension FileSystem {
         var tagDirsMade: [String] = [], tagDirsGone: [String] = []
         if seen(.tagsRoot) {
             for tag in tagsBefore.symmetricDifference(tagsAfter) {
-                let others = !(catalog.tagMembers[tag] ?? []).subtracting([r]).isEmpty || catalog.localTags.contains(tag)
-                    || !catalog.tagChildren(tag).isEmpty
+                let others = catalog.tagInUse(tag, besides: r) || !catalog.tagChildren(tag).isEmpty
                 if others { continue }
                 if tagsAfter.contains(tag) { tagDirsMade.append(tag) } else { tagDirsGone.append(tag) }
             }

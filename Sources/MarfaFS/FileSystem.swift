@@ -13,7 +13,7 @@ public final class FileSystem: @unchecked Sendable {
     let log: Logger
     let lock = NSLock()
     var catalog: Catalog
-    var inodes = InodeTable()
+    var inodes: InodeTable
     public let mountedAt = Date()
     /// The last failure of the store (a full disk, an I/O error), for `.marfafs/status`.
     private let lastFailure = Mutex<(message: String, at: Date)?>(nil)
@@ -68,6 +68,7 @@ public final class FileSystem: @unchecked Sendable {
         try store.recoverStaged()
         try store.settle()
         self.catalog = try Catalog(store: store)
+        self.inodes = InodeTable(folders: try store.treeDirInodes())
         // Blob files that could not settle yet (a full disk): their spool file is their size.
         for r in store.spool.rowids {
             if let (size, mtime) = try? store.spool.attributes(r) { catalog.items[r]?.size = size; catalog.items[r]?.mtimeNs = mtime }
@@ -101,7 +102,8 @@ public final class FileSystem: @unchecked Sendable {
     public var itemCount: Int { locked { catalog.items.count } }
 
     func locked<T>(_ body: () throws -> T) rethrows -> T {
-        lock.lock(); defer { lock.unlock() }
+        lock.lock()
+        defer { saveTreeDirs(); lock.unlock() }
         return try body()
     }
 
@@ -186,7 +188,11 @@ public final class FileSystem: @unchecked Sendable {
         return try locked {
             currentReader = reader
             let p = try node(parent)
-            guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
+            guard let child = try childNode(p, name) else {
+                noteMissing(name, in: p)
+                throw FSError(.notFound, name)
+            }
+            noteShown(child)
             return try attr(child)
         }
     }
@@ -197,6 +203,7 @@ public final class FileSystem: @unchecked Sendable {
             guard n.kind == .directory else { throw FSError(.notDirectory, "inode \(ino)") }
             var out: [DirEntry] = []
             for (name, child) in try children(n) {
+                noteShown(child)
                 out.append(DirEntry(name: name, attr: try attr(child)))
             }
             return out
@@ -219,7 +226,15 @@ public final class FileSystem: @unchecked Sendable {
                 return (n, nil, Self.slice(bytes, offset: offset, size: size))
             }
             if case .item(let r) = n, store.spool.has(r) { return (n, nil, try wrap { try store.spool.read(r, offset: offset, count: size) }) }
-            if case .item(let r) = n { return (n, catalog.items[r], nil) }
+            if case .item(let r) = n, var s = catalog.items[r] {
+                // A blob file whose new bytes were committed after the catalog last looked: its
+                // blob is the store's (its bytes are never the rendering of its properties).
+                if TypeSchema.isBlobType(s.type), s.blobRef == nil, let stored = try wrap({ try store.summary(rowid: r) }), stored.blobRef != nil {
+                    s.blobRef = stored.blobRef
+                    catalog.items[r]?.blobRef = stored.blobRef
+                }
+                return (n, s, nil)
+            }
             return (n, nil, nil)
         }
         if let staged { return staged }
@@ -355,23 +370,6 @@ public final class FileSystem: @unchecked Sendable {
     func notify(_ inv: [Invalidation]) {
         if !inv.isEmpty, let cb = onInvalidate { cb(inv) }
     }
-}
-
-/// Node ⇄ inode for everything but items (whose inode is their rowid), allocated on first sight.
-struct InodeTable {
-    static let dynamicBase: UInt64 = 1 << 40
-    private var byNode: [Node: UInt64] = [:]
-    private var byIno: [UInt64: Node] = [:]
-    private var next = dynamicBase
-
-    mutating func ino(_ n: Node) -> UInt64 {
-        if let i = byNode[n] { return i }
-        let i = next; next += 1
-        byNode[n] = i; byIno[i] = n
-        return i
-    }
-    func existing(_ n: Node) -> UInt64? { byNode[n] }
-    func node(_ i: UInt64) -> Node? { byIno[i] }
 }
 
 /// glibc's `malloc_trim(3)` (malloc.h is not in Swift's Glibc module).

@@ -136,6 +136,11 @@ enum Schema {
             CREATE INDEX items_links_stale ON items(rowid) WHERE links_stale = 1;
             UPDATE items SET links_stale = 1 WHERE type NOT LIKE 'core.file%';
             """),
+        ("v8-tree-dirs", """
+            -- FS-31: the inode number of each folder of the vault's tree, fixed for the folder's
+            -- life: a rename takes it along, a remount finds it here.
+            CREATE TABLE tree_dirs(path TEXT PRIMARY KEY, ino INTEGER NOT NULL UNIQUE) WITHOUT ROWID;
+            """),
     ]
 
     static func insertBuiltInTypes(_ db: Database) throws {

@@ -288,7 +288,10 @@ extension Store {
 
     public func removeLocalTag(_ tag: String) throws {
         try write { db in
-            if try db.exists("SELECT 1 FROM tags WHERE tag = ? LIMIT 1", [tag]) { throw StoreError.notEmpty(tag) }
+            // Trashed and archived items keep their tags (a restore puts them back where they were)
+            // but hold no place in the directory (FS-31).
+            let active = "SELECT 1 FROM tags JOIN items ON items.id = tags.item_id WHERE tags.tag = ? AND items.state = 'active' LIMIT 1"
+            if try db.exists(active, [tag]) { throw StoreError.notEmpty(tag) }
             try db.run("DELETE FROM local_tags WHERE tag = ?", [tag])
         }
     }

@@ -1,0 +1,101 @@
+import Foundation
+import MarfaTestSupport
+import Testing
+
+/// The vault's tree behaves as a disk (FS-31): a folder keeps its inode for its life, a process's
+/// working directory survives what happens around it, an emptied folder can be removed.
+@Suite struct TreeDiskTests {
+    func ino(_ m: MountHarness, _ path: String) -> String { m.sh("stat -c %i '\(path)'").out }
+
+    @Test func FS31_gitInitAddCommitInAFolderMadeThroughTheMount() throws {
+        try MountHarness.with { h in
+            let git = "git -c user.name=t -c user.email=t@example.com"
+            let r = h.sh("mkdir vault/notes2 && cd vault/notes2 && git init -q && printf 'one\\n' > a.md && mkdir d && printf 'two\\n' > d/b.md"
+                         + " && \(git) add -A && \(git) commit -qm first && printf 'three\\n' >> a.md && \(git) commit -qam second"
+                         + " && git status --porcelain && git log --oneline | wc -l && /bin/pwd -P")
+            #expect(r.status == 0, "\(r.stderr)")
+            #expect(r.out == "2\n\(h.mountpoint)/.marfafs/vault/notes2", "a clean status, two commits, the folder's path")
+        }
+    }
+
+    @Test func FS31_aFolderKeepsItsInodeThroughItsFirstAndLastEntryARenameAndARemount() throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        try h.mount()
+        #expect(h.sh("mkdir -p vault/a/b").status == 0)
+        let (a, b) = (ino(h, "vault/a"), ino(h, "vault/a/b"))
+        #expect(h.sh("printf 'x\\n' > vault/a/b/n.md && printf 'y\\n' > vault/a/m.md").status == 0)
+        #expect(ino(h, "vault/a") == a && ino(h, "vault/a/b") == b, "the first entries")
+        // Every entry that names the folder agrees: its parent's listing, `.` and `..`.
+        #expect(h.sh("ls -ai vault | awk '$2 == \"a\" {print $1}'").out == a)
+        #expect(h.sh("stat -c %i vault/a/. vault/a/b/..").out == "\(a)\n\(a)")
+        #expect(h.sh("rm vault/a/b/n.md vault/a/m.md").status == 0)
+        #expect(ino(h, "vault/a") == a && ino(h, "vault/a/b") == b, "the last entries")
+        #expect(h.sh("mv vault/a vault/c").status == 0)
+        #expect(ino(h, "vault/c") == a && ino(h, "vault/c/b") == b, "a rename takes the folder and its sub-folders along")
+        h.unmount()
+        try h.mount()
+        #expect(ino(h, "vault/c") == a && ino(h, "vault/c/b") == b, "a remount")
+        // A removed folder's number is not the next folder's of that name.
+        #expect(h.sh("rmdir vault/c/b && mkdir vault/c/b").status == 0)
+        #expect(ino(h, "vault/c/b") != b)
+    }
+
+    /// A shell in a folder whose contents change, and in a folder renamed under it: `pwd -P`
+    /// (`getcwd`) keeps answering, with the folder's new path after the rename.
+    @Test func FS31_aWorkingDirectorySurvivesChangesAroundItAndARename() throws {
+        try MountHarness.with { h in
+            #expect(h.sh("mkdir -p vault/w/inner").status == 0)
+            let out = h.root + "/pwd.out"
+            // The process stays in the folder while the test changes it.
+            let script = "cd '\(h.mountpoint)/vault/w/inner' || exit 9; for i in 1 2 3 4 5 6; do /bin/pwd -P || echo FAIL; sleep 0.4; done > '\(out)' 2>&1"
+            let pid = try #require(Shell.spawn(["/bin/sh", "-c", script]))
+            usleep(200_000)
+            #expect(h.sh("mkdir vault/w/inner/d1 && printf 'x\\n' > vault/w/inner/d1/y.md && printf 'z\\n' > vault/w/inner/z.md").status == 0)
+            usleep(500_000)
+            #expect(h.sh("rm vault/w/inner/z.md vault/w/inner/d1/y.md && rmdir vault/w/inner/d1").status == 0)
+            usleep(500_000)
+            #expect(h.sh("mv vault/w vault/w2").status == 0)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            let lines = ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            #expect(lines.count == 6 && !lines.contains("FAIL"), "\(lines)")
+            #expect(lines.first == h.mountpoint + "/.marfafs/vault/w/inner")
+            #expect(lines.last == h.mountpoint + "/.marfafs/vault/w2/inner")
+        }
+    }
+
+    @Test func FS31_removingAFoldersFilesEmptiesItAndARestorePutsItBack() throws {
+        try MountHarness.with { h in
+            #expect(h.sh("mkdir -p vault/f vault/g/h && printf 'a\\n' > vault/f/a.md && printf 'b\\n' > vault/f/b.md && printf 'c\\n' > vault/g/h/c.md").status == 0)
+            let r = h.sh("rm vault/f/* && rmdir vault/f && rm -r vault/g && ls vault | wc -l")
+            #expect(r.status == 0 && r.out == "0", "\(r.stderr)")
+            #expect(h.sh("ls trash/core.note | sort").out == "a.md\nb.md\nc.md")
+            #expect(h.sh("ls tags").out.isEmpty, "a tag only trashed items have is not in use")
+            // The trash remembers the folder: a restore makes it again, with the file in it.
+            #expect(h.sh("mv trash/core.note/c.md types/core.note/").status == 0)
+            #expect(h.sh("cat vault/g/h/c.md").out == "c")
+            #expect(h.sh("ls vault").out == "g")
+        }
+    }
+
+    /// Another mount changes the folder a shell of this mount sits in: the shell keeps it.
+    @Test func FS31_aWorkingDirectorySurvivesRemoteChanges() throws {
+        try MountPair.with { p in
+            let (a, b) = (p.a, p.b)
+            #expect(a.sh("mkdir -p vault/shared && printf 'one\\n' > vault/shared/one.md").status == 0)
+            #expect(MountHarness.eventually { b.sh("cat vault/shared/one.md").out == "one" })
+            let out = b.root + "/pwd.out"
+            let script = "cd '\(b.mountpoint)/vault/shared' || exit 9; for i in $(seq 1 20); do /bin/pwd -P || echo FAIL; ls > /dev/null; sleep 0.25; done > '\(out)' 2>&1"
+            let pid = try #require(Shell.spawn(["/bin/sh", "-c", script]))
+            #expect(a.sh("printf 'two\\n' > vault/shared/two.md && mkdir vault/shared/sub && printf 's\\n' > vault/shared/sub/s.md").status == 0)
+            #expect(MountHarness.eventually { b.sh("cat vault/shared/sub/s.md").out == "s" })
+            #expect(a.sh("rm vault/shared/one.md vault/shared/sub/s.md").status == 0)
+            #expect(MountHarness.eventually { b.sh("ls vault/shared").out == "two.md" })
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            let lines = ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            #expect(lines.count == 20 && Set(lines) == [b.mountpoint + "/.marfafs/vault/shared"], "\(lines)")
+        }
+    }
+}
