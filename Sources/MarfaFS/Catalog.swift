@@ -40,6 +40,11 @@ struct Catalog {
     var createdHere: Set<Int64> = []
     /// Times set on directories, by directory key.
     var dirTimes: [String: Int64] = [:]
+    /// Permission bits set on folders of the vault's tree (FS-31).
+    var dirModes: [String: UInt16] = [:]
+    /// Access and change times by inode, while mounted (FS-31).
+    var atimes: [UInt64: Int64] = [:]
+    var ctimes: [UInt64: Int64] = [:]
     /// Items just moved to the trash by `unlink`, per directory key and name: a create of the same
     /// name right after brings the item back (`FileSystem.reattachWindow`).
     var unlinked: [String: [String: (item: Int64, at: Date)]] = [:]
@@ -71,6 +76,7 @@ struct Catalog {
         registeredTypes = Set(store.allTypes().map(\.id))
         for s in try store.allScratch() { addScratch(s) }
         dirTimes = try store.dirTimes()
+        dirModes = try store.treeDirModes()
     }
 
     mutating func setItem(_ s: ItemSummary) {

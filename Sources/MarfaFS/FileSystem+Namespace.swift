@@ -67,6 +67,7 @@ extension FileSystem {
                 }
             })
         }
+        touchNames(parent)
         notify(inv)
         return a
     }
@@ -164,6 +165,7 @@ extension FileSystem {
                 throw readOnlyOrNotPermitted(p)
             }
         }
+        touchNames(parent)
         notify(inv)
         return a
     }
@@ -217,6 +219,7 @@ extension FileSystem {
                 throw readOnlyOrNotPermitted(p)
             }
         } }
+        touchNames(parent)
         notify(inv)
     }
 
@@ -264,6 +267,7 @@ extension FileSystem {
                 throw readOnlyOrNotPermitted(p)
             }
         } }
+        touchNames(parent)
     }
 
     // MARK: links
@@ -306,6 +310,7 @@ extension FileSystem {
             let r = try resolveTarget(target)
             return try addLink(p, item: r)
         }
+        touchNames(parent)
         notify(inv)
         return a
     }
@@ -325,6 +330,7 @@ extension FileSystem {
             a.timeout = 0
             return (a, inv + (knownIno(p).map { [.entry(parent: $0, name: newName)] } ?? []))
         }
+        touchNames(newParent, moved: (newParent, newName))
         notify(inv)
         return a
     }

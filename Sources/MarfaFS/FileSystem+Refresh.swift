@@ -36,6 +36,11 @@ extension FileSystem {
         if new != nil, let f = store.stagedOverlay(r) {
             new!.size = f.size; new!.mtimeNs = f.mtimeNs; new!.blobRef = nil
         }
+        // So are a blob file's bytes being written (its spool file), kept through a move to the
+        // trash: a descriptor open on a removed file reads and writes all of them (FS-31).
+        if new != nil, store.spool.has(r), let (size, mtime) = try? store.spool.attributes(r) {
+            new!.size = size; new!.mtimeNs = mtime; new!.blobRef = nil
+        }
         var dirs: [Node: Set<String>] = [:]
         // Edge directories that name this item, before the change.
         let touching = Array(catalog.outEdges[r] ?? []) + Array(catalog.inEdges[r] ?? [])

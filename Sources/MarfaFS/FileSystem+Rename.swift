@@ -63,6 +63,7 @@ extension FileSystem {
                 throw readOnlyOrNotPermitted(p == np ? p : np)
             }
         }
+        touchNames(parent, newParent, moved: (newParent, newName))
         notify(inv)
     }
 

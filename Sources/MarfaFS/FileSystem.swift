@@ -147,8 +147,8 @@ public final class FileSystem: @unchecked Sendable {
 
     // MARK: attributes
 
-    func attr(_ n: Node) throws -> FileAttr {
-        let i = ino(n)
+    /// A node's attributes before the permission bits and the access and change times.
+    func baseAttr(_ n: Node, _ i: UInt64) throws -> FileAttr {
         switch n {
         case .item(let r):
             guard let s = catalog.items[r] else { throw FSError(.notFound, "item \(r)") }
@@ -284,38 +284,6 @@ public final class FileSystem: @unchecked Sendable {
         return data.count
     }
 
-    /// Changes a file's size (truncate) and mtime (`touch -d`, `rsync -a`: FS-28); mode and owner
-    /// are accepted and ignored (FS-16). An item's `updated_at` stays what it was.
-    public func setattr(_ ino: UInt64, size: Int64?, mtimeNs: Int64? = nil, reader: Int32 = 0) throws -> FileAttr {
-        // A replayed change (FS-25): already applied; the request only makes the kernel tell watchers.
-        if isReplay(reader) { return try getattr(ino) }
-        if let size {
-            guard size >= 0 else { throw FSError(.invalid, "negative size") }
-            try changeFile(ino, reaching: size, .truncate(size: size), by: reader)
-        }
-        if let mtimeNs { try setMtime(ino, mtimeNs) }
-        return try getattr(ino)
-    }
-
-    func setMtime(_ ino: UInt64, _ ns: Int64) throws {
-        try locked {
-            let n = try node(ino)
-            switch n {
-            case .item(let r):
-                let f = try wrap { try store.changeFile(.item(r, type: catalog.items[r]?.type), .mtime(ns: ns)) }
-                catalog.items[r]?.mtimeNs = f.mtimeNs
-            case .scratch(let id):
-                if let s = try wrap({ try store.changeFile(.scratch(id), .mtime(ns: ns)) }).scratch { catalog.addScratch(s) }
-            default:
-                // A type or tag directory keeps the time set on it; other directories and links
-                // show the mount's.
-                guard let key = dirKey(n) else { break }
-                try wrap { try store.setDirTime(key, ns: ns) }
-                catalog.dirTimes[key] = ns
-            }
-        }
-    }
-
     /// Changes the bytes of an item (committed now, settled later) or of a scratch file, after
     /// checking that the file may grow to `end` bytes: a text item to a note's limit, a blob item or
     /// a scratch file to one cached blob's. Where the bytes go, and the base of the save a change
@@ -336,6 +304,7 @@ public final class FileSystem: @unchecked Sendable {
             }
             guard end <= limit else { throw FSError(.tooLarge, "\(end) bytes is past the limit of \(limit) bytes") }
             let f = try wrap { try store.changeFile(ref, change, by: w) }
+            changed(n)
             if case .item(let r, _) = ref { wroteUnsettled(r, size: f.size, mtimeNs: f.mtimeNs) }
             else if let s = f.scratch { catalog.addScratch(s); if f.staged { settler.noteWrite() } }
         }

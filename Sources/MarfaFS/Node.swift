@@ -48,6 +48,17 @@ public struct FileAttr: Sendable, Hashable {
     public var timeout: Double
     /// Seconds the kernel may cache the name, when not `timeout`.
     public var entryTimeout: Double?
+    /// Permission bits (FS-31); 0: the kind's default (0644 files, 0755 directories, 0777 links).
+    public var mode: UInt16 = 0
+    /// Last access and last change of the node (FS-31); nil: its mtime.
+    public var atimeNs: Int64?
+    public var ctimeNs: Int64?
+
+    /// The permission bits the kernel is told.
+    public var permissions: UInt16 {
+        if mode != 0 { return mode }
+        switch kind { case .directory: return 0o755; case .file: return 0o644; case .symlink: return 0o777 }
+    }
 
     public init(ino: UInt64, kind: Node.Kind, size: Int64, mtimeNs: Int64, nlink: UInt32, timeout: Double) {
         self.ino = ino; self.kind = kind; self.size = size; self.mtimeNs = mtimeNs; self.nlink = nlink; self.timeout = timeout

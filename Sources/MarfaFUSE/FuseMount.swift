@@ -15,8 +15,12 @@ public final class FuseMount: @unchecked Sendable {
     let notifier: Notifier
     let listings = ListingCache()
 
-    public init(fs: FileSystem, mountpoint: String, logger: Logger) {
+    /// Other users may use the mount (`allow_other`); the kernel checks modes either way.
+    let allowOther: Bool
+
+    public init(fs: FileSystem, mountpoint: String, logger: Logger, allowOther: Bool = false) {
         self.fs = fs
+        self.allowOther = allowOther
         self.mountpoint = mountpoint
         self.log = logger
         self.notifier = Notifier(logger: logger)
@@ -25,7 +29,8 @@ public final class FuseMount: @unchecked Sendable {
     /// Mounts; returns once the kernel has the mount.
     public func mount() throws {
         var args = fuse_args(argc: 0, argv: nil, allocated: 0)
-        for a in ["marfafs", "-o", "default_permissions,fsname=marfafs,subtype=marfafs"] { fuse_opt_add_arg(&args, a) }
+        let options = "default_permissions,fsname=marfafs,subtype=marfafs" + (allowOther ? ",allow_other" : "")
+        for a in ["marfafs", "-o", options] { fuse_opt_add_arg(&args, a) }
         defer { fuse_opt_free_args(&args) }
         var ops = makeOperations()
         let me = Unmanaged.passRetained(self).toOpaque()

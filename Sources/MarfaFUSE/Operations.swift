@@ -34,16 +34,25 @@ private func fill(_ st: inout stat, _ a: FileAttr, uid: uid_t, gid: gid_t) {
     st = stat()
     st.st_ino = UInt(a.ino)
     switch a.kind {
-    case .directory: st.st_mode = S_IFDIR | 0o755; st.st_nlink = 2
-    case .file: st.st_mode = S_IFREG | 0o644; st.st_nlink = 1
-    case .symlink: st.st_mode = S_IFLNK | 0o777; st.st_nlink = 1
+    case .directory: st.st_mode = S_IFDIR; st.st_nlink = 2
+    case .file: st.st_mode = S_IFREG; st.st_nlink = 1
+    case .symlink: st.st_mode = S_IFLNK; st.st_nlink = 1
     }
+    st.st_mode |= mode_t(a.permissions)
     st.st_uid = uid; st.st_gid = gid
     st.st_size = Int(a.size)
     st.st_blksize = 4096
     st.st_blocks = Int((a.size + 511) / 512)
-    let ts = timespec(tv_sec: Int(a.mtimeNs / 1_000_000_000), tv_nsec: Int(a.mtimeNs % 1_000_000_000))
-    st.st_mtim = ts; st.st_ctim = ts; st.st_atim = ts
+    func ts(_ ns: Int64) -> timespec { timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000)) }
+    st.st_mtim = ts(a.mtimeNs); st.st_ctim = ts(a.ctimeNs ?? a.mtimeNs); st.st_atim = ts(a.atimeNs ?? a.mtimeNs)
+}
+
+/// A file or directory just made with permission bits other than its kind's default: they are set
+/// (FS-31), as `create(2)` and `mkdir(2)` ask (the kernel has applied the umask).
+private func withMode(_ m: FuseMount, _ a: FileAttr, _ mode: mode_t, _ reader: Int32) throws -> FileAttr {
+    let bits = UInt16(truncatingIfNeeded: mode & 0o7777)
+    guard bits != a.permissions else { return a }
+    return try m.fs.setattr(a.ino, FileSystem.AttrChange(mode: bits), reader: reader)
 }
 
 private func entryParam(_ a: FileAttr) -> fuse_entry_param {
@@ -112,17 +121,21 @@ extension FuseMount {
         }
         ops.setattr = { req, ino, attr, toSet, _ in
             guarded(req, "setattr") { m in
-                // Mode and owner are accepted and ignored (FS-16); size truncates; mtime is kept (FS-28).
-                let size: Int64? = (toSet & FUSE_SET_ATTR_SIZE) != 0 ? Int64(attr!.pointee.st_size) : nil
-                var mtime: Int64?
-                if (toSet & FUSE_SET_ATTR_MTIME_NOW) != 0 {
-                    mtime = Int64(Date().timeIntervalSince1970 * 1e9)
-                } else if (toSet & FUSE_SET_ATTR_MTIME) != 0, let st = attr?.pointee {
-                    mtime = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
-                }
-                let a = try m.fs.setattr(ino, size: size, mtimeNs: mtime, reader: reader(req))
-                var st = stat(); fill(&st, a, uid: getuid(), gid: getgid())
-                fuse_reply_attr(req, &st, a.timeout)
+                // Size truncates; times, permission bits and owner are kept or refused (FS-28, FS-31).
+                guard let st = attr?.pointee else { throw FSError(.invalid, "no attributes") }
+                let set = { (flag: Int32) in (toSet & flag) != 0 }
+                func ns(_ t: timespec) -> Int64 { Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec) }
+                let now = Int64(Date().timeIntervalSince1970 * 1e9)
+                var c = FileSystem.AttrChange()
+                if set(FUSE_SET_ATTR_SIZE) { c.size = Int64(st.st_size) }
+                if set(FUSE_SET_ATTR_MTIME_NOW) { c.mtimeNs = now } else if set(FUSE_SET_ATTR_MTIME) { c.mtimeNs = ns(st.st_mtim) }
+                if set(FUSE_SET_ATTR_ATIME_NOW) { c.atimeNs = now } else if set(FUSE_SET_ATTR_ATIME) { c.atimeNs = ns(st.st_atim) }
+                if set(FUSE_SET_ATTR_MODE) { c.mode = UInt16(truncatingIfNeeded: st.st_mode & 0o7777) }
+                if set(FUSE_SET_ATTR_UID) { c.uid = st.st_uid }
+                if set(FUSE_SET_ATTR_GID) { c.gid = st.st_gid }
+                let a = try m.fs.setattr(ino, c, reader: reader(req))
+                var out = stat(); fill(&out, a, uid: getuid(), gid: getgid())
+                fuse_reply_attr(req, &out, a.timeout)
             }
         }
         ops.readlink = { req, ino in
@@ -134,13 +147,15 @@ extension FuseMount {
         ops.mknod = { req, parent, cname, mode, _ in
             guarded(req, "mknod") { m in
                 guard (mode & S_IFMT) == S_IFREG else { throw FSError(.notPermitted, "only regular files can be made here") }
-                var e = entryParam(try m.fs.create(parent: parent, name: try name(cname), reader: reader(req)))
+                let a = try m.fs.create(parent: parent, name: try name(cname), reader: reader(req))
+                var e = entryParam(try withMode(m, a, mode, reader(req)))
                 fuse_reply_entry(req, &e)
             }
         }
-        ops.mkdir = { req, parent, cname, _ in
+        ops.mkdir = { req, parent, cname, mode in
             guarded(req, "mkdir") { m in
-                var e = entryParam(try m.fs.mkdir(parent: parent, name: try name(cname), reader: reader(req)))
+                let a = try m.fs.mkdir(parent: parent, name: try name(cname), reader: reader(req))
+                var e = entryParam(try withMode(m, a, mode, reader(req)))
                 fuse_reply_entry(req, &e)
             }
         }
@@ -246,7 +261,8 @@ extension FuseMount {
         ops.create = { req, parent, cname, mode, fi in
             guarded(req, "create") { m in
                 guard (mode & S_IFMT) == S_IFREG || (mode & S_IFMT) == 0 else { throw FSError(.notPermitted, "only regular files") }
-                var e = entryParam(try m.fs.create(parent: parent, name: try name(cname), reader: reader(req)))
+                let a = try m.fs.create(parent: parent, name: try name(cname), reader: reader(req))
+                var e = entryParam(try withMode(m, a, mode, reader(req)))
                 marfafs_fi_set_cache(fi, 0)
                 fuse_reply_create(req, &e, fi)
             }

@@ -49,7 +49,8 @@ extension Store {
             visit(ItemSummary(rowid: sqlite3_column_int64(s, 0), id: text(s, 1) ?? "", type: intern(text(s, 2) ?? ""),
                               stem: text(s, 3) ?? "", ext: intern(text(s, 4) ?? ""), size: sqlite3_column_int64(s, 5),
                               mtimeNs: sqlite3_column_int64(s, 6), createdAt: text(s, 7) ?? "",
-                              state: ItemState(rawValue: text(s, 8) ?? "") ?? .active, blobRef: text(s, 9)))
+                              state: ItemState(rawValue: text(s, 8) ?? "") ?? .active, blobRef: text(s, 9),
+                              mode: UInt16(truncatingIfNeeded: sqlite3_column_int64(s, 10))))
         }
         try each("SELECT item_id, tag FROM tags") { s in
             visitTag(text(s, 0) ?? "", intern(text(s, 1) ?? ""))

@@ -15,14 +15,17 @@ public struct ItemSummary: Hashable, Sendable {
     public var state: ItemState
     /// `properties.blob_ref` of blob items (FS-11).
     public var blobRef: String?
+    /// Permission bits (FS-31); 0: the default, 0644.
+    public var mode: UInt16 = 0
 
     init(row: Row) {
         rowid = row["rowid"]; id = row["id"]; type = row["type"]; stem = row["stem"]; ext = row["ext"]
         size = row["size"]; mtimeNs = row["mtime_ns"]; createdAt = row["created_at"]
         state = ItemState(rawValue: row["state"]) ?? .active
         blobRef = row["blob_ref"]
+        mode = UInt16(truncatingIfNeeded: (row["mode"] as Int64?) ?? 0)
     }
-    static let columns = "rowid, id, type, stem, ext, size, mtime_ns, created_at, state, blob_ref"
+    static let columns = "rowid, id, type, stem, ext, size, mtime_ns, created_at, state, blob_ref, mode"
 
 }
 
@@ -37,6 +40,8 @@ public struct StoredItem: Sendable {
     public var sync: SyncState
     public var syncError: String?
     public var xattrs: [String: [UInt8]]
+    /// Permission bits (FS-31); 0: the default.
+    public var mode: UInt16
     public var stem: String
     public var ext: String
     /// What the mount showed before a remote change that no local save has followed yet (FS-24).
@@ -54,6 +59,7 @@ public struct StoredItem: Sendable {
         fileName = row["file_name"]; size = row["size"]; mtimeNs = row["mtime_ns"]
         sync = SyncState(rawValue: row["sync"]) ?? .pending; syncError = row["sync_error"]
         xattrs = Xattrs.decode(row["xattrs"])
+        mode = UInt16(truncatingIfNeeded: (row["mode"] as Int64?) ?? 0)
         shownBase = (row["shown_base"] as Data?).map { [UInt8]($0) }
     }
 
@@ -61,15 +67,16 @@ public struct StoredItem: Sendable {
         var s = ItemSummary(rowid: rowid, id: item.id, type: item.type, stem: stem, ext: ext, size: size, mtimeNs: mtimeNs,
                             createdAt: item.createdAt, state: item.state)
         s.blobRef = TypeSchema.isBlobType(item.type) ? item.properties["blob_ref"]?.stringValue : nil
+        s.mode = mode
         return s
     }
 }
 
 extension ItemSummary {
     public init(rowid: Int64, id: String, type: String, stem: String, ext: String, size: Int64, mtimeNs: Int64,
-         createdAt: String, state: ItemState, blobRef: String? = nil) {
+         createdAt: String, state: ItemState, blobRef: String? = nil, mode: UInt16 = 0) {
         self.rowid = rowid; self.id = id; self.type = type; self.stem = stem; self.ext = ext; self.size = size
-        self.mtimeNs = mtimeNs; self.createdAt = createdAt; self.state = state; self.blobRef = blobRef
+        self.mtimeNs = mtimeNs; self.createdAt = createdAt; self.state = state; self.blobRef = blobRef; self.mode = mode
     }
 }
 

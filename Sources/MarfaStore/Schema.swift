@@ -141,6 +141,12 @@ enum Schema {
             -- life: a rename takes it along, a remount finds it here.
             CREATE TABLE tree_dirs(path TEXT PRIMARY KEY, ino INTEGER NOT NULL UNIQUE) WITHOUT ROWID;
             """),
+        ("v9-modes", """
+            -- FS-31: a file's permission bits (NULL: 0644), synced as the extension `fs.stat`; a
+            -- folder's (NULL: 0755), local.
+            ALTER TABLE items ADD COLUMN mode INTEGER;
+            ALTER TABLE tree_dirs ADD COLUMN mode INTEGER;
+            """),
     ]
 
     static func insertBuiltInTypes(_ db: Database) throws {

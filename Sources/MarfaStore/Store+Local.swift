@@ -66,9 +66,9 @@ extension Store {
                     ], coalesce: false)
                 }
                 try enqueue(db, kind: .create, itemID: cur.item.id, payload: Self.createPayload(cur.item, tags: try Self.tags(db, cur.item.id)), coalesce: false)
-                if !cur.xattrs.isEmpty {
-                    let ext: JSONValue = .object(["fs.xattr": .object(cur.xattrs.mapValues { .string(Data($0).base64EncodedString()) })])
-                    try enqueue(db, kind: .update, itemID: cur.item.id, payload: ["extensions": ext, "base_version": .int(0)], coalesce: false)
+                let ext = Self.localExtensions(cur)
+                if !ext.isEmpty {
+                    try enqueue(db, kind: .update, itemID: cur.item.id, payload: ["extensions": .object(ext), "base_version": .int(0)], coalesce: false)
                 }
             }
             for e in try Row.fetchAll(db, sql: "SELECT * FROM edges ORDER BY rowid").map(EdgeRecord.init(row:)) {

@@ -160,7 +160,14 @@ extension Store {
         if coalesce, !isLocalOnly, let head = try Self.lastMutationHead(db, itemID), head.kind == kind, head.state == .pending,
            let last = try db.row("SELECT * FROM mutations WHERE seq = ?", [head.seq]).map(Mutation.init(row:)) {
             var merged = last.payload
-            for (k, v) in payload where k != "base_version" || merged[k] == nil { merged[k] = v }
+            for (k, v) in payload where k != "base_version" || merged[k] == nil {
+                // Extensions fold by namespace: a later `fs.stat` keeps an earlier `fs.xattr`.
+                if k == "extensions", case .object(let old)? = merged[k], case .object(let new) = v {
+                    merged[k] = .object(old.merging(new) { _, n in n })
+                } else {
+                    merged[k] = v
+                }
+            }
             try db.run("UPDATE mutations SET payload = ? WHERE seq = ?", [JSONCoding.encode(merged), last.seq])
             return
         }

@@ -143,6 +143,7 @@ extension Store {
             if let tier { try db.run("UPDATE items SET tier = ? WHERE rowid = ?", [tier.rawValue, rowid]) }
             if let state { try db.run("UPDATE items SET state = ? WHERE rowid = ?", [state.rawValue, rowid]) }
             if let x = ext?["fs.xattr"] { try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [Self.xattrsJSON(x), rowid]) }
+            if try applyStat(db, ext, rowid: rowid) { out.attributes.insert(id) }
             out.items.insert(id); out.applied += 1
         case .deleted(let id):
             guard let r = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]) else { out.skipped += 1; return }
@@ -213,7 +214,8 @@ extension Store {
             // would think the file changed on disk; a watcher would see a change: FS-25).
             let newXattrs = extensions?["fs.xattr"].map(Self.xattrsJSON)
             let tagsChange = try tags.map { Set($0) != Set(try Self.tags(db, remote.id)) } ?? false
-            let attributesChange = remote.tier != local.tier || tagsChange || (newXattrs.map { $0 != Xattrs.encode(stored.xattrs) } ?? false)
+            let modeChange = Self.mode(from: extensions).map { $0 != (stored.mode == 0 ? Self.defaultFileMode : stored.mode) } ?? false
+            let attributesChange = remote.tier != local.tier || tagsChange || modeChange || (newXattrs.map { $0 != Xattrs.encode(stored.xattrs) } ?? false)
             if attributesChange { out.attributes.insert(remote.id) }
             shown = shown || remote.state != local.state || attributesChange
             // A file whose bytes changed shows a strictly later mtime, to the nanosecond (watchers
@@ -223,6 +225,7 @@ extension Store {
                        [remote.state.rawValue, remote.tier.rawValue, remote.updatedAt, fileTime, rowid])
             if tagsChange, let tags { try replaceTags(db, remote.id, tags) }
             if let newXattrs { try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [newXattrs, rowid]) }
+            if modeChange { try applyStat(db, extensions, rowid: rowid) }
         }
         if shown { out.items.insert(remote.id) }
         out.applied += 1
@@ -247,6 +250,7 @@ extension Store {
                   remote.source, remote.sourceID, remote.timestamp, remote.createdAt, remote.updatedAt, mtimeNs,
                   remote.state.rawValue, remote.tier.rawValue, extensions?["fs.xattr"].map(Self.xattrsJSON) ?? "{}"])
         if let tags { try replaceTags(db, remote.id, tags) }
+        if let r = try Int64.fetchOne(db, sql: "SELECT rowid FROM items WHERE id = ?", arguments: [remote.id]) { try applyStat(db, extensions, rowid: r) }
         out.items.insert(remote.id); out.applied += 1
     }
 
@@ -261,6 +265,7 @@ extension Store {
         }
         if let tags, Set(tags) != Set(try Self.tags(db, remote.id)) { try replaceTags(db, remote.id, tags); out.items.insert(remote.id) }
         if let x = extensions?["fs.xattr"] { try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [Self.xattrsJSON(x), rowid]) }
+        if try applyStat(db, extensions, rowid: rowid) { out.items.insert(remote.id) }
         out.applied += 1
     }
 

@@ -18,7 +18,7 @@ extension Store {
         try write { db in
             for (path, ino) in numbers {
                 try db.run("DELETE FROM tree_dirs WHERE ino = ? AND path <> ?", [Int64(bitPattern: ino), path])
-                try db.run("INSERT OR REPLACE INTO tree_dirs(path, ino) VALUES (?, ?)", [path, Int64(bitPattern: ino)])
+                try db.run("INSERT INTO tree_dirs(path, ino) VALUES (?, ?) ON CONFLICT(path) DO UPDATE SET ino = excluded.ino", [path, Int64(bitPattern: ino)])
             }
         }
     }

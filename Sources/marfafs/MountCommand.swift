@@ -40,6 +40,9 @@ struct MountCommand: ParsableCommand {
     @Option(name: .long, help: "Items in the trash longer than this many days are purged at mount (0: never). Default: 30.")
     var trashDays: Int = 30
 
+    @Flag(name: .long, help: "Let other users (and services running as them) use the mount; the kernel checks each file's mode (default_permissions). A mount by a user other than root needs user_allow_other in /etc/fuse.conf.")
+    var allowOther = false
+
     /// The key, from --key-file or MARFAFS_KEY; checked before mounting so a bad one fails at once.
     func credential() throws -> Credential? {
         guard server != nil else { return nil }
@@ -95,7 +98,7 @@ struct MountCommand: ParsableCommand {
         } else {
             try store.useLocalOnly()
         }
-        let fuse = FuseMount(fs: fs, mountpoint: mnt, logger: log)
+        let fuse = FuseMount(fs: fs, mountpoint: mnt, logger: log, allowOther: allowOther)
         try fuse.mount()
         // The sync engine: drains the queue to the server, off the FUSE threads.
         var engine: SyncEngine?
@@ -154,6 +157,7 @@ struct MountCommand: ParsableCommand {
         if server != nil { args += ["--conflict", conflict] }
         if let device { args += ["--device", device] }
         args += ["--trash-days", String(trashDays)]
+        if allowOther { args.append("--allow-other") }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)

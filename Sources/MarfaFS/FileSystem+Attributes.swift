@@ -1,0 +1,128 @@
+import Foundation
+import MarfaModel
+import MarfaStore
+
+/// What `stat` shows besides names and sizes, and `setattr` (FS-31): permission bits (a file's are
+/// kept with its item and synced, a folder's are kept locally), the owner (the mount's user: a
+/// `chown` to it succeeds, to anyone else is EPERM), and the three times — mtime kept with the file
+/// (FS-28), atime and ctime kept by the mount while it runs (after a remount: the mtime).
+extension FileSystem {
+    /// A change of attributes (`setattr`): what is nil stays.
+    public struct AttrChange: Sendable {
+        public var size: Int64?
+        public var mtimeNs: Int64?
+        public var atimeNs: Int64?
+        public var mode: UInt16?
+        public var uid: UInt32?
+        public var gid: UInt32?
+        public init(size: Int64? = nil, mtimeNs: Int64? = nil, atimeNs: Int64? = nil, mode: UInt16? = nil, uid: UInt32? = nil, gid: UInt32? = nil) {
+            self.size = size; self.mtimeNs = mtimeNs; self.atimeNs = atimeNs; self.mode = mode; self.uid = uid; self.gid = gid
+        }
+    }
+
+    func attr(_ n: Node) throws -> FileAttr {
+        let i = ino(n)
+        var a = try baseAttr(n, i)
+        switch n {
+        case .item(let r): a.mode = catalog.items[r]?.mode ?? 0
+        case .treeDir(let f): a.mode = catalog.dirModes[f] ?? 0
+        default: break
+        }
+        a.atimeNs = catalog.atimes[i]
+        a.ctimeNs = catalog.ctimes[i].map { max($0, a.mtimeNs) }
+        return a
+    }
+
+    static var nowNs: Int64 { Int64(Date().timeIntervalSince1970 * 1e9) }
+
+    /// Node `n` changed (its bytes, mode, times, names): its ctime is now.
+    func changed(_ n: Node) {
+        catalog.ctimes[ino(n)] = Self.nowNs
+    }
+
+    /// A name in directory `p` came, went or moved: the directory's mtime and ctime are now (kept
+    /// while mounted; a time set on it with `touch`, `rsync -a` stays across mounts).
+    func namesChanged(in p: Node) {
+        guard let key = dirKey(p) else { return }
+        let now = Self.nowNs
+        catalog.dirTimes[key] = now
+        if let i = knownIno(p) { catalog.ctimes[i] = now }
+    }
+
+    /// After a namespace operation: the directories whose names changed, and the node that moved
+    /// or gained a name (its ctime).
+    func touchNames(_ parents: UInt64..., moved: (UInt64, String)? = nil) {
+        locked {
+            for p in parents { if let n = try? node(p) { namesChanged(in: n) } }
+            if let (p, name) = moved, let dir = try? node(p), let n = try? childNode(dir, name) { changed(n) }
+        }
+    }
+
+    /// Changes a file's size (truncate), times (`touch -d`, `rsync -a`: FS-28), permission bits and
+    /// owner (FS-31). An item's `updated_at` stays what it was.
+    public func setattr(_ ino: UInt64, size: Int64? = nil, mtimeNs: Int64? = nil, reader: Int32 = 0) throws -> FileAttr {
+        try setattr(ino, AttrChange(size: size, mtimeNs: mtimeNs), reader: reader)
+    }
+
+    public func setattr(_ ino: UInt64, _ c: AttrChange, reader: Int32 = 0) throws -> FileAttr {
+        // A replayed change (FS-25): already applied; the request only makes the kernel tell watchers.
+        if isReplay(reader) { return try getattr(ino) }
+        // The mount's files belong to the mount's user: another owner is refused, before anything changes.
+        if let u = c.uid, u != uid { throw FSError(.notPermitted, "files of this mount belong to uid \(uid)") }
+        if let g = c.gid, g != gid { throw FSError(.notPermitted, "files of this mount belong to gid \(gid)") }
+        if let size = c.size {
+            guard size >= 0 else { throw FSError(.invalid, "negative size") }
+            try changeFile(ino, reaching: size, .truncate(size: size), by: reader)
+        }
+        if let m = c.mode { try setMode(ino, m) }
+        if let ns = c.mtimeNs { try setMtime(ino, ns) }
+        try locked {
+            let n = try node(ino)
+            if let ns = c.atimeNs { catalog.atimes[self.ino(n)] = ns }
+            changed(n)
+        }
+        return try getattr(ino)
+    }
+
+    func setMode(_ ino: UInt64, _ mode: UInt16) throws {
+        try locked {
+            let n = try node(ino)
+            switch n {
+            case .item(let r):
+                // A file just made is staged: its row first (its create is queued before the mode).
+                try wrap {
+                    try store.commitStaged(ifAnyOf: StagedKey(.item, r))
+                    try store.setMode(rowid: r, mode: mode)
+                }
+                catalog.items[r]?.mode = (mode & 0o7777) == Store.defaultFileMode ? 0 : mode & 0o7777
+            case .treeDir(let f):
+                _ = self.ino(n)
+                saveTreeDirs()
+                try wrap { try store.setTreeDirMode(f, mode: mode) }
+                catalog.dirModes[f] = (mode & 0o7777) == Store.defaultDirMode ? nil : mode & 0o7777
+            default:
+                // Views, tags and links show fixed modes; a change is accepted and not kept (FS-16).
+                break
+            }
+        }
+    }
+
+    func setMtime(_ ino: UInt64, _ ns: Int64) throws {
+        try locked {
+            let n = try node(ino)
+            switch n {
+            case .item(let r):
+                let f = try wrap { try store.changeFile(.item(r, type: catalog.items[r]?.type), .mtime(ns: ns)) }
+                catalog.items[r]?.mtimeNs = f.mtimeNs
+            case .scratch(let id):
+                if let s = try wrap({ try store.changeFile(.scratch(id), .mtime(ns: ns)) }).scratch { catalog.addScratch(s) }
+            default:
+                // A type or tag directory keeps the time set on it; other directories and links
+                // show the mount's.
+                guard let key = dirKey(n) else { break }
+                try wrap { try store.setDirTime(key, ns: ns) }
+                catalog.dirTimes[key] = ns
+            }
+        }
+    }
+}

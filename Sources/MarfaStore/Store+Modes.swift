@@ -1,0 +1,67 @@
+import Foundation
+import GRDB
+import MarfaModel
+
+/// Permission bits (FS-31). A file's travel with it as the item extension `fs.stat`
+/// (`{"mode": 493}`), so `chmod +x` on one mount shows on the others and git sees no change; a
+/// folder's stay in this store (`tree_dirs.mode`). The stored value is NULL for the default.
+extension Store {
+    public static let defaultFileMode: UInt16 = 0o644
+    public static let defaultDirMode: UInt16 = 0o755
+    static let statExtension = "fs.stat"
+
+    static func statValue(mode: UInt16) -> JSONValue { .object(["mode": .int(Int64(mode == 0 ? defaultFileMode : mode))]) }
+
+    /// The permission bits an item's extensions give: nil when they say nothing (or nothing valid).
+    static func mode(from extensions: [String: JSONValue]?) -> UInt16? {
+        guard case .int(let m)? = extensions?[statExtension]?.objectValue?["mode"], (0...0o7777).contains(m) else { return nil }
+        return UInt16(m)
+    }
+
+    /// Takes the permission bits a remote item's extensions give; true if they changed.
+    @discardableResult
+    func applyStat(_ db: Database, _ extensions: [String: JSONValue]?, rowid: Int64) throws -> Bool {
+        guard let m = Self.mode(from: extensions) else { return false }
+        let stored: Int64? = m == Self.defaultFileMode ? nil : Int64(m)
+        let before = try Int64?.fetchOne(db, sql: "SELECT mode FROM items WHERE rowid = ?", arguments: [rowid]) ?? nil
+        if before == stored { return false }
+        try db.run("UPDATE items SET mode = ? WHERE rowid = ?", [stored, rowid])
+        return true
+    }
+
+    /// Sets an item's permission bits; a change is queued as `fs.stat`.
+    public func setMode(rowid: Int64, mode: UInt16) throws {
+        let m = mode & 0o7777
+        try settledWrite { db in
+            guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+            if (cur.mode == 0 ? Self.defaultFileMode : cur.mode) == m { return }
+            try db.run("UPDATE items SET mode = ? WHERE rowid = ?", [m == Self.defaultFileMode ? nil : Int64(m), rowid])
+            try enqueue(db, kind: .update, itemID: cur.item.id, payload: [
+                "extensions": .object([Self.statExtension: Self.statValue(mode: m)]), "base_version": .int(Int64(cur.item.version)),
+            ], coalesce: true)
+        }
+    }
+
+    /// The extensions a store first bound to a server sends for an item: its attributes and its
+    /// permission bits, when it has any.
+    static func localExtensions(_ cur: StoredItem) -> [String: JSONValue] {
+        var ext: [String: JSONValue] = [:]
+        if !cur.xattrs.isEmpty { ext["fs.xattr"] = .object(cur.xattrs.mapValues { .string(Data($0).base64EncodedString()) }) }
+        if cur.mode != 0 { ext[statExtension] = statValue(mode: cur.mode) }
+        return ext
+    }
+
+    /// A folder's permission bits (nil: the default).
+    public func treeDirModes() throws -> [String: UInt16] {
+        try pool.read { db in
+            Dictionary(try Row.fetchAll(db, sql: "SELECT path, mode FROM tree_dirs WHERE mode IS NOT NULL").map { ($0[0] as String, UInt16(truncatingIfNeeded: $0[1] as Int64)) },
+                       uniquingKeysWith: { a, _ in a })
+        }
+    }
+
+    /// Sets a folder's permission bits; the folder must have its number (`saveTreeDirInodes`).
+    public func setTreeDirMode(_ path: String, mode: UInt16) throws {
+        let m = mode & 0o7777
+        try write { db in try db.run("UPDATE tree_dirs SET mode = ? WHERE path = ?", [m == Self.defaultDirMode ? nil : Int64(m), path]) }
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+import MarfaTestSupport
+import Testing
+
+/// Files of the vault's tree behave as a disk's (FS-31): permission bits kept and synced, the
+/// owner and the three times as Linux keeps them, descriptors that keep every byte written.
+@Suite struct TreeFileTests {
+    /// Writes `v1`, overwrites it through a descriptor with `version2`, unlinks it within the
+    /// second, then reads and writes through the descriptor; prints what it read.
+    static let openUnlinked = #"""
+    import os, sys, time
+    p = sys.argv[1]
+    with open(p, 'w') as f: f.write('v1')
+    time.sleep(0.3)
+    fd = os.open(p, os.O_RDWR)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, b'version2', 0)
+    os.unlink(p)
+    time.sleep(1.2)
+    print(os.pread(fd, 100, 0).decode())
+    os.pwrite(fd, b'+more', 8)
+    time.sleep(0.3)
+    print(os.pread(fd, 100, 0).decode(), os.fstat(fd).st_size)
+    os.close(fd)
+    """#
+
+    @Test(arguments: ["types/core.file/temp.bin", "vault/temp.md"])
+    func FS31_anOpenUnlinkedFileKeepsEveryByteAndTheTrashTheLast(path: String) throws {
+        try MountHarness.with { h in
+            try Self.openUnlinked.write(toFile: h.root + "/ou.py", atomically: true, encoding: .utf8)
+            let r = h.sh("python3 '\(h.root)/ou.py' '\(path)'")
+            #expect(r.status == 0, "\(r.stderr)")
+            #expect(r.out == "version2\nversion2+more 13")
+            let trashed = path.hasPrefix("vault/") ? "trash/core.note/temp.md" : "trash/core.file/temp.bin"
+            #expect(MountHarness.eventually { h.sh("cat \(trashed)").out == "version2+more" }, "\(h.sh("ls -R trash").out)")
+        }
+    }
+
+    @Test func FS31_permissionBitsAreKeptAcrossARemountAndByGit() throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        try h.mount()
+        let git = "git -c user.name=t -c user.email=t@example.com"
+        let made = h.sh("""
+            mkdir vault/repo && cd vault/repo && git init -q && printf '#!/bin/sh\\necho ran\\n' > run.sh && chmod +x run.sh \
+            && printf 'x\\n' > notes.md && (umask 077 && printf 's\\n' > secret.txt && mkdir private) \
+            && \(git) add -A && \(git) commit -qm one && ./run.sh
+            """)
+        #expect(made.status == 0 && made.out == "ran", "\(made.stderr)")
+        func modes() -> String { h.sh("cd vault/repo && stat -c '%a %n' run.sh notes.md secret.txt private").out }
+        #expect(modes() == "755 run.sh\n644 notes.md\n600 secret.txt\n700 private")
+        #expect(h.sh("cd vault/repo && git status --porcelain").out.isEmpty)
+        // A clone checks the executable bit out as git wrote it, and sees nothing changed.
+        #expect(h.sh("cd vault && git clone -q repo copy && cd copy && stat -c %a run.sh && git status --porcelain").out == "755")
+        h.unmount()
+        try h.mount()
+        #expect(modes() == "755 run.sh\n644 notes.md\n600 secret.txt\n700 private", "a remount")
+        #expect(h.sh("cd vault/repo && git status --porcelain").out.isEmpty)
+    }
+
+    @Test func FS31_ownerTimesAndCtime() throws {
+        try MountHarness.with { h in
+            #expect(h.sh("printf 'a\\n' > vault/n.md").status == 0)
+            let before = h.sh("stat -c %Z vault/n.md").out
+            usleep(1_100_000)
+            #expect(h.sh("chmod 640 vault/n.md").status == 0)
+            let after = h.sh("stat -c %Z vault/n.md").out
+            #expect(Int(after)! > Int(before)!, "chmod changes the ctime")
+            #expect(h.sh("stat -c %Y vault/n.md").out == before, "and not the mtime")
+            // The owner: the mount's user is every file's; another is refused and changes nothing.
+            #expect(h.sh("chown \(getuid()):\(getgid()) vault/n.md").status == 0)
+            let refused = h.sh("chown 12345 vault/n.md")
+            #expect(refused.status != 0 && refused.stderr.contains("Operation not permitted"))
+            #expect(h.sh("stat -c %u vault/n.md").out == "\(getuid())")
+            // The access time is kept as set.
+            #expect(h.sh("touch -a -d '2021-03-04 05:06:07 UTC' vault/n.md && stat -c %X vault/n.md").out == "1614834367")
+            // A folder's time follows the names in it.
+            let folder = h.sh("mkdir vault/d && stat -c %Y vault/d").out
+            usleep(1_100_000)
+            #expect(h.sh("printf 'b\\n' > vault/d/b.md").status == 0)
+            #expect(Int(h.sh("stat -c %Y vault/d").out)! > Int(folder)!)
+        }
+    }
+
+    @Test func FS31_allowOtherLetsAnotherUserInAndModesDecide() throws {
+        let nobody = "runuser -u nobody --"
+        try MountHarness.with { h in
+            #expect(h.sh("printf 'open\\n' > vault/open.md").status == 0)
+            #expect(h.sh("\(nobody) cat '\(h.mountpoint)/vault/open.md'").status != 0, "a mount is its user's alone by default")
+        }
+        try MountHarness.with(options: ["--allow-other"]) { h in
+            #expect(h.sh("chmod 755 '\(h.root)' && printf 'open\\n' > vault/open.md && printf 'closed\\n' > vault/closed.md && chmod 600 vault/closed.md").status == 0)
+            #expect(h.sh("\(nobody) cat '\(h.mountpoint)/vault/open.md'").out == "open")
+            let denied = h.sh("\(nobody) cat '\(h.mountpoint)/vault/closed.md'")
+            #expect(denied.status != 0 && denied.stderr.contains("Permission denied"))
+        }
+    }
+
+    /// A mode set on one mount shows on the other (`fs.stat`).
+    @Test func FS31_permissionBitsSync() throws {
+        try MountPair.with { p in
+            #expect(p.a.sh("printf '#!/bin/sh\\n' > vault/tool.sh && chmod 750 vault/tool.sh").status == 0)
+            #expect(MountHarness.eventually { p.b.sh("stat -c %a vault/tool.sh").out == "750" }, "\(p.b.sh("stat -c %a vault/tool.sh").out)")
+            #expect(p.b.sh("chmod 644 vault/tool.sh").status == 0)
+            #expect(MountHarness.eventually { p.a.sh("stat -c %a vault/tool.sh").out == "644" })
+        }
+    }
+}
