@@ -31,16 +31,7 @@ extension FileSystem {
         case .metadata, .content: break
         }
         let old = catalog.items[r]
-        var new = removed ? nil : try known.map(\.0) ?? store.summary(rowid: r)
-        // Staged new bytes of the item (a save over it) are its file until they are committed.
-        if new != nil, let f = store.stagedOverlay(r) {
-            new!.size = f.size; new!.mtimeNs = f.mtimeNs; new!.blobRef = nil
-        }
-        // So are a blob file's bytes being written (its spool file), kept through a move to the
-        // trash: a descriptor open on a removed file reads and writes all of them (FS-31).
-        if new != nil, store.spool.has(r), let (size, mtime) = try? store.spool.attributes(r) {
-            new!.size = size; new!.mtimeNs = mtime; new!.blobRef = nil
-        }
+        let new = removed ? nil : try (known.map(\.0) ?? store.summary(rowid: r)).map(withUnsettledBytes)
         var dirs: [Node: Set<String>] = [:]
         // Edge directories that name this item, before the change.
         let touching = Array(catalog.outEdges[r] ?? []) + Array(catalog.inEdges[r] ?? [])
@@ -105,6 +96,19 @@ extension FileSystem {
         if let vaultBefore { inv += try refreshVault(r, folder: vaultBefore.folder, key: vaultBefore.key, removed: new == nil) }
         if case .content = change, let ino = knownIno(.item(r)) { inv.append(.inode(ino)) }
         return inv
+    }
+
+    /// An item as its file is now: staged new bytes (a save over it) are its file until they are
+    /// committed; so are a blob file's bytes being written (its spool file), kept through a move to
+    /// the trash, so a descriptor open on a removed file reads and writes all of them (FS-31).
+    func withUnsettledBytes(_ s: ItemSummary) -> ItemSummary {
+        var s = s
+        if let f = store.stagedOverlay(s.rowid) {
+            s.size = f.size; s.mtimeNs = f.mtimeNs; s.blobRef = nil
+        } else if store.spool.has(s.rowid), let (size, mtime) = try? store.spool.attributes(s.rowid) {
+            s.size = size; s.mtimeNs = mtime; s.blobRef = nil
+        }
+        return s
     }
 
     /// `refreshItem` after a change of an item's tags: a note's text holds its tags (FS-26), so its
