@@ -29,6 +29,10 @@ struct Catalog {
     /// Items absorbed by an editor's save (FS-13) → the item that took their bytes. The kernel may
     /// still hold the absorbed inode under the target's name until it re-looks it up.
     var aliases: [Int64: Int64] = [:]
+    /// Items whose file was replaced under its name: the number their inode comes from (FS-31).
+    var itemNumber: [Int64: Int64] = [:]
+    /// Files replaced under their name while the kernel held them, by inode (FS-31).
+    var detached: [UInt64: DetachedFile] = [:]
     /// Scratch files (FS-14), and their names per directory key (`types/core.note`, `tags/x`).
     var scratch: [Int64: ScratchFile] = [:]
     var scratchByDir: [String: [String: Int64]] = [:]
@@ -77,6 +81,10 @@ struct Catalog {
         for s in try store.allScratch() { addScratch(s) }
         dirTimes = try store.dirTimes()
         dirModes = try store.treeDirModes()
+        for (number, r) in try store.itemNumbers() where items[r] != nil {
+            aliases[number] = r
+            itemNumber[r] = number
+        }
     }
 
     mutating func setItem(_ s: ItemSummary) {

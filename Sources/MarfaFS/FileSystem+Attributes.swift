@@ -24,8 +24,9 @@ extension FileSystem {
         let i = ino(n)
         var a = try baseAttr(n, i)
         switch n {
-        case .item(let r): a.mode = catalog.items[r]?.mode ?? 0
+        case .item(let r): a.mode = a.kind == .symlink ? 0 : catalog.items[r]?.mode ?? 0
         case .treeDir(let f): a.mode = catalog.dirModes[f] ?? 0
+        case .detached(let d): a.mode = catalog.detached[d]?.mode ?? 0
         default: break
         }
         a.atimeNs = catalog.atimes[i]
@@ -100,6 +101,8 @@ extension FileSystem {
                 saveTreeDirs()
                 try wrap { try store.setTreeDirMode(f, mode: mode) }
                 catalog.dirModes[f] = (mode & 0o7777) == Store.defaultDirMode ? nil : mode & 0o7777
+            case .detached(let d):
+                catalog.detached[d]?.mode = mode & 0o7777
             default:
                 // Views, tags and links show fixed modes; a change is accepted and not kept (FS-16).
                 break
@@ -116,6 +119,8 @@ extension FileSystem {
                 catalog.items[r]?.mtimeNs = f.mtimeNs
             case .scratch(let id):
                 if let s = try wrap({ try store.changeFile(.scratch(id), .mtime(ns: ns)) }).scratch { catalog.addScratch(s) }
+            case .detached(let d):
+                try changeDetached(d, .mtime(ns: ns))
             default:
                 // A type or tag directory keeps the time set on it; other directories and links
                 // show the mount's.

@@ -107,6 +107,8 @@ extension FileSystem {
             // keeps it); the new file starts empty, and the item keeps its id, inode, tags, edges
             // and attributes.
             let copy = try wrap { try store.backupItem(pk.item, dir: key, name: backup) }
+            // The old inode went to the backup name with the old bytes (FS-31).
+            try replaceFile(of: pk.item, number: nil)
             catalog.addScratch(copy)
             // vim's save with a backup: the new file is the program's save over the item (FS-29).
             let (size, mtime) = try wrap { try store.truncateUnsettled(rowid: pk.item, size: 0, by: currentWriter) }
@@ -118,6 +120,8 @@ extension FileSystem {
             // Removed and made again at once under the same name (`tar -x` over a file, a tool
             // that deletes before it writes): the item comes back from the trash, empty, with its
             // id, inode, tags, edges and attributes (FS-28).
+            // A new file: a new inode; a descriptor open on the removed one keeps its bytes (FS-31).
+            try replaceFile(of: r, number: nil)
             try wrap { try store.untrash(rowid: r) }
             let (size, mtime) = try wrap { try store.truncateUnsettled(rowid: r, size: 0, by: currentWriter) }
             var inv = try refreshItem(r)
@@ -307,6 +311,8 @@ extension FileSystem {
                 return (try attr(.scratch(s.rowid)), [])
             }
             try settleNow()
+            // In the vault's tree a symlink is what it is: a symlink item, any target (FS-31).
+            if case .treeDir(let f) = p { return try makeTreeSymlink(target, in: f, named: name) }
             let r = try resolveTarget(target)
             return try addLink(p, item: r)
         }

@@ -180,6 +180,8 @@ extension FileSystem {
     /// must forget.
     func saveOver(_ t: Int64, from source: Store.SaveSource) throws -> [Invalidation] {
         var inv: [Invalidation] = []
+        // What a descriptor open on the target's file keeps (FS-31), before its bytes change.
+        let held = heldFile(t)
         // Its base is what the renaming program saw of the item (FS-29).
         if let f = try wrap({ try store.saveOver(t, from: source, by: currentWriter) }) {
             // A new file saved over the item never gets a row of its own, and the item's names,
@@ -193,8 +195,20 @@ extension FileSystem {
         } else {
             inv += try refreshItem(t, .content) + followStore(store.takeAnnouncements())
         }
-        guard case .item(let r) = source else { return inv }
-        if catalog.items[r] == nil { catalog.aliases[r] = t }
+        // The name now holds the renamed file: the item takes its inode (a new file's, which is
+        // no item of its own now; else a new number), and the old inode keeps the old bytes.
+        guard case .item(let r) = source else {
+            try renumber(t, number: nil, held: held)
+            return inv
+        }
+        if catalog.items[r] == nil {
+            // The source is no item of its own any more: its inode (its rowid's, or the number it
+            // took when it was made again) is the target's now.
+            catalog.aliases[r] = t
+            try renumber(t, number: catalog.itemNumber.removeValue(forKey: r) ?? r, held: held)
+        } else {
+            try renumber(t, number: nil, held: held)
+        }
         // The kernel moved the source's dentry onto the target's name: make it look the name up again.
         if let (dir, name) = parentAndName(.item(t)), let p = knownIno(dir) { inv.append(.entry(parent: p, name: name)) }
         for tag in catalog.tagsOf[t] ?? [] {

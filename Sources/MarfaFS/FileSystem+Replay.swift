@@ -97,7 +97,7 @@ extension FileSystem {
         // The file itself.
         switch (before, after) {
         case (nil, let a?):
-            if seen(a.dir) { out.append(Replay(at: place(a.dir, a.name), op: .create(.file))) }
+            if seen(a.dir) { out.append(Replay(at: place(a.dir, a.name), op: .create(itemKind(r)))) }
         case (let b?, nil):
             if seen(b.dir) { out.append(Replay(at: place(b.dir, b.name), op: .remove(ghost: b.attr))) }
         case (let b?, let a?):
@@ -196,7 +196,7 @@ extension FileSystem {
         }
         switch (before?.tree, after?.tree) {
         case (nil, let a?):
-            if seen(a.dir) { out.append(Replay(at: place(a.dir, a.name), op: .create(.file))) }
+            if seen(a.dir) { out.append(Replay(at: place(a.dir, a.name), op: .create(itemKind(r)))) }
         case (let b?, nil):
             if seen(b.dir), let ghost = before?.attr { out.append(Replay(at: place(b.dir, b.name), op: .remove(ghost: ghost), gone: ghostsOn(b.dir))) }
         case (let b?, let a?):

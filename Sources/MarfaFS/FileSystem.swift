@@ -35,6 +35,8 @@ public final class FileSystem: @unchecked Sendable {
         set { replayTid.store(newValue, ordering: .relaxed) }
     }
     private let replayTid = Atomic<Int32>(-1)
+    /// How many references to each inode the kernel holds (`kernelLooked`, `kernelForgot`).
+    let kernelRefs = Mutex<[UInt64: UInt64]>([:])
     /// The change the replay thread is replaying now (`Notifier`, FS-25).
     let replaying = Mutex<Replay?>(nil)
     /// Seconds within which a file removed and made again under its name is the same item (FS-28).
@@ -115,7 +117,7 @@ public final class FileSystem: @unchecked Sendable {
     func ino(_ n: Node) -> UInt64 {
         switch n {
         case .root: return Self.rootIno
-        case .item(let r): return UInt64(r) + Self.itemInoBase
+        case .item(let r): return itemIno(r)
         default: return inodes.ino(n)
         }
     }
@@ -123,9 +125,17 @@ public final class FileSystem: @unchecked Sendable {
     func node(_ ino: UInt64) throws -> Node {
         if ino == Self.rootIno { return .root }
         if ino >= Self.itemInoBase && ino < InodeTable.dynamicBase {
+            if catalog.detached[ino] != nil { return .detached(ino) }
             let r = Int64(ino - Self.itemInoBase)
             if catalog.items[r] != nil { return .item(r) }
-            if let t = catalog.aliases[r], catalog.items[t] != nil { return .item(t) }
+            // An inode of a file saved over an item, maybe over and over (`a` over `b`, then `b`
+            // over `c`): the item that has its bytes now.
+            var t = r
+            for _ in 0..<64 {
+                guard let next = catalog.aliases[t] else { break }
+                if catalog.items[next] != nil { return .item(next) }
+                t = next
+            }
             throw FSError(.notFound, "inode \(ino)")
         }
         guard let n = inodes.node(ino) else { throw FSError(.stale, "inode \(ino) is unknown") }
@@ -140,7 +150,7 @@ public final class FileSystem: @unchecked Sendable {
     func knownIno(_ n: Node) -> UInt64? {
         switch n {
         case .root: return Self.rootIno
-        case .item(let r): return UInt64(r) + Self.itemInoBase
+        case .item(let r): return itemIno(r)
         default: return inodes.existing(n)
         }
     }
@@ -152,7 +162,10 @@ public final class FileSystem: @unchecked Sendable {
         switch n {
         case .item(let r):
             guard let s = catalog.items[r] else { throw FSError(.notFound, "item \(r)") }
-            return FileAttr(ino: i, kind: .file, size: s.size, mtimeNs: s.mtimeNs, nlink: 1, timeout: cacheTimeout)
+            return FileAttr(ino: i, kind: itemKind(r), size: s.size, mtimeNs: s.mtimeNs, nlink: 1, timeout: cacheTimeout)
+        case .detached(let d):
+            guard let f = catalog.detached[d] else { throw FSError(.notFound, "inode \(d)") }
+            return FileAttr(ino: i, kind: .file, size: f.size, mtimeNs: f.mtimeNs, nlink: 0, timeout: cacheTimeout)
         case .scratch(let id):
             guard let s = catalog.scratch[id] else { throw FSError(.notFound, "scratch file \(id)") }
             if let target = s.link { return FileAttr(ino: i, kind: .symlink, size: Int64(target.utf8.count), mtimeNs: s.mtimeNs, nlink: 1, timeout: cacheTimeout) }
@@ -213,7 +226,14 @@ public final class FileSystem: @unchecked Sendable {
     // MARK: content
 
     public func readlink(_ ino: UInt64) throws -> String {
-        try locked { try readlinkLocked(try node(ino)) }
+        let (n, link): (Node, String?) = try locked {
+            let n = try node(ino)
+            if case .item(let r) = n, itemKind(r) == .symlink { return (n, nil) }
+            return (n, try readlinkLocked(n))
+        }
+        if let link { return link }
+        guard case .item(let r) = n else { throw FSError(.invalid, "not a symlink") }
+        return try symlinkTarget(r)
     }
 
     public func read(_ ino: UInt64, offset: Int64, size: Int, reader: Int32 = 0) throws -> [UInt8] {
@@ -225,6 +245,7 @@ public final class FileSystem: @unchecked Sendable {
                 if k.kind == .item { store.noteRead(k.rowid, by: writers.writer(reader), bytes) }
                 return (n, nil, Self.slice(bytes, offset: offset, size: size))
             }
+            if case .detached(let d) = n { return (n, nil, try readDetached(d, offset: offset, size: size)) }
             if case .item(let r) = n, store.spool.has(r) { return (n, nil, try wrap { try store.spool.read(r, offset: offset, count: size) }) }
             if case .item(let r) = n, var s = catalog.items[r] {
                 // A blob file whose new bytes were committed after the catalog last looked: its
@@ -299,6 +320,11 @@ public final class FileSystem: @unchecked Sendable {
                 limit = catalog.items[r].map { Store.maxFileBytes(type: $0.type) } ?? Int64(Store.maxTextBytes)
                 ref = .item(r, type: catalog.items[r]?.type)
             case .scratch(let s): limit = Store.maxBlobBytes; ref = .scratch(s)
+            case .detached(let d):
+                guard end <= Self.maxDetachedCopy else { throw FSError(.tooLarge, "a removed file held open grows to at most \(Self.maxDetachedCopy) bytes") }
+                try changeDetached(d, change)
+                changed(n)
+                return
             case .controlFile: throw FSError(.notPermitted, "control files are read-only")
             default: throw FSError(.isDirectory, "not a file")
             }

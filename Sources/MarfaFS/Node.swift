@@ -26,11 +26,12 @@ public enum Node: Hashable, Sendable {
     case linkEntry(LinkDirection, Int64)          // .../<edge_type>/<name> symlink (edge rowid)
     case byIDEntry(Int64)                // by-id/<id> symlink
     case scratch(Int64)                  // a local-only file (FS-14), by scratch row
+    case detached(UInt64)                // a file replaced under its name, held open (FS-31), by inode
 
     public enum Kind: Sendable { case directory, file, symlink }
     public var kind: Kind {
         switch self {
-        case .item, .controlFile, .scratch: return .file
+        case .item, .controlFile, .scratch, .detached: return .file
         case .tagEntry, .linkEntry, .byIDEntry, .vaultLink: return .symlink
         default: return .directory
         }

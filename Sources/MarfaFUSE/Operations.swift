@@ -35,7 +35,7 @@ private func fill(_ st: inout stat, _ a: FileAttr, uid: uid_t, gid: gid_t) {
     st.st_ino = UInt(a.ino)
     switch a.kind {
     case .directory: st.st_mode = S_IFDIR; st.st_nlink = 2
-    case .file: st.st_mode = S_IFREG; st.st_nlink = 1
+    case .file: st.st_mode = S_IFREG; st.st_nlink = nlink_t(a.nlink)
     case .symlink: st.st_mode = S_IFLNK; st.st_nlink = 1
     }
     st.st_mode |= mode_t(a.permissions)
@@ -53,6 +53,12 @@ private func withMode(_ m: FuseMount, _ a: FileAttr, _ mode: mode_t, _ reader: I
     let bits = UInt16(truncatingIfNeeded: mode & 0o7777)
     guard bits != a.permissions else { return a }
     return try m.fs.setattr(a.ino, FileSystem.AttrChange(mode: bits), reader: reader)
+}
+
+/// Answers with an inode, counted as a reference the kernel holds until it forgets it (FS-31).
+private func replyEntry(_ m: FuseMount, _ req: fuse_req_t?, _ e: inout fuse_entry_param) {
+    m.fs.kernelLooked(e.ino)
+    if fuse_reply_entry(req, &e) != 0 { m.fs.kernelForgot(e.ino, 1) }
 }
 
 private func entryParam(_ a: FileAttr) -> fuse_entry_param {
@@ -102,7 +108,7 @@ extension FuseMount {
             guarded(req, "lookup") { m in
                 do {
                     var e = entryParam(try m.fs.lookup(parent: parent, name: try name(cname), reader: reader(req)))
-                    fuse_reply_entry(req, &e)
+                    replyEntry(m, req, &e)
                 } catch let err as FSError where err.code == .notFound || err.code == .badName {
                     var e = fuse_entry_param()
                     e.entry_timeout = negativeTimeout
@@ -110,8 +116,15 @@ extension FuseMount {
                 }
             }
         }
-        ops.forget = { req, _, _ in fuse_reply_none(req) }
-        ops.forget_multi = { req, _, _ in fuse_reply_none(req) }
+        ops.forget = { req, ino, n in
+            owner(req).fs.kernelForgot(ino, n)
+            fuse_reply_none(req)
+        }
+        ops.forget_multi = { req, count, list in
+            let m = owner(req)
+            for i in 0..<count { if let f = list?[i] { m.fs.kernelForgot(f.ino, f.nlookup) } }
+            fuse_reply_none(req)
+        }
         ops.getattr = { req, ino, _ in
             guarded(req, "getattr") { m in
                 let a = try m.fs.getattr(ino, reader: reader(req))
@@ -149,14 +162,14 @@ extension FuseMount {
                 guard (mode & S_IFMT) == S_IFREG else { throw FSError(.notPermitted, "only regular files can be made here") }
                 let a = try m.fs.create(parent: parent, name: try name(cname), reader: reader(req))
                 var e = entryParam(try withMode(m, a, mode, reader(req)))
-                fuse_reply_entry(req, &e)
+                replyEntry(m, req, &e)
             }
         }
         ops.mkdir = { req, parent, cname, mode in
             guarded(req, "mkdir") { m in
                 let a = try m.fs.mkdir(parent: parent, name: try name(cname), reader: reader(req))
                 var e = entryParam(try withMode(m, a, mode, reader(req)))
-                fuse_reply_entry(req, &e)
+                replyEntry(m, req, &e)
             }
         }
         ops.unlink = { req, parent, cname in
@@ -168,7 +181,7 @@ extension FuseMount {
         ops.symlink = { req, target, parent, cname in
             guarded(req, "symlink") { m in
                 var e = entryParam(try m.fs.symlink(target: try name(target), parent: parent, name: try name(cname), reader: reader(req)))
-                fuse_reply_entry(req, &e)
+                replyEntry(m, req, &e)
             }
         }
         ops.rename = { req, parent, cname, newParent, newName, flags in
@@ -181,7 +194,7 @@ extension FuseMount {
         ops.link = { req, ino, newParent, newName in
             guarded(req, "link") { m in
                 var e = entryParam(try m.fs.link(ino: ino, newParent: newParent, newName: try name(newName)))
-                fuse_reply_entry(req, &e)
+                replyEntry(m, req, &e)
             }
         }
         ops.open = { req, ino, fi in
@@ -264,7 +277,8 @@ extension FuseMount {
                 let a = try m.fs.create(parent: parent, name: try name(cname), reader: reader(req))
                 var e = entryParam(try withMode(m, a, mode, reader(req)))
                 marfafs_fi_set_cache(fi, 0)
-                fuse_reply_create(req, &e, fi)
+                m.fs.kernelLooked(e.ino)
+                if fuse_reply_create(req, &e, fi) != 0 { m.fs.kernelForgot(e.ino, 1) }
             }
         }
         return ops
@@ -289,7 +303,10 @@ extension FuseMount {
                 if plus {
                     var e = entryParam(a)
                     if i < 2 { e = fuse_entry_param(); e.attr.st_ino = UInt(a.ino); e.attr.st_mode = S_IFDIR }
-                    return fuse_add_direntry_plus(req, dst, room, entryName, &e, off_t(i + 1))
+                    let n = fuse_add_direntry_plus(req, dst, room, entryName, &e, off_t(i + 1))
+                    // An entry that fits is a reference the kernel takes (not `.` and `..`).
+                    if i >= 2 && n <= room { fs.kernelLooked(e.ino) }
+                    return n
                 }
                 var st = stat(); fill(&st, a, uid: getuid(), gid: getgid())
                 return fuse_add_direntry(req, dst, room, entryName, &st, off_t(i + 1))

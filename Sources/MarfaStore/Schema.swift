@@ -147,6 +147,24 @@ enum Schema {
             ALTER TABLE items ADD COLUMN mode INTEGER;
             ALTER TABLE tree_dirs ADD COLUMN mode INTEGER;
             """),
+        ("v10-item-numbers", """
+            -- FS-31: an item whose file was replaced under its name (a save by rename, a file
+            -- removed and made again) takes the new file's inode; the old one stays with whoever
+            -- holds it open. A row gives item `rowid` the inode of `number` (a number from the
+            -- items' rowids, never another item's); the largest per item is its inode now.
+            CREATE TABLE item_numbers(number INTEGER PRIMARY KEY, rowid INTEGER NOT NULL);
+            CREATE INDEX item_numbers_rowid ON item_numbers(rowid);
+            """),
+        ("v11-symlinks", """
+            -- FS-31: a symlink is a file item whose MIME type is inode/symlink and whose bytes are
+            -- its target; its mode says so (S_IFLNK | 0777), for the mount's catalog.
+            CREATE TRIGGER items_symlink_insert AFTER INSERT ON items
+            WHEN json_extract(NEW.properties, '$.mime_type') = 'inode/symlink'
+            BEGIN UPDATE items SET mode = 41471 WHERE rowid = NEW.rowid; END;
+            CREATE TRIGGER items_symlink_update AFTER UPDATE OF properties ON items
+            WHEN json_extract(NEW.properties, '$.mime_type') IS 'inode/symlink' OR json_extract(OLD.properties, '$.mime_type') IS 'inode/symlink'
+            BEGIN UPDATE items SET mode = CASE WHEN json_extract(NEW.properties, '$.mime_type') = 'inode/symlink' THEN 41471 END WHERE rowid = NEW.rowid; END;
+            """),
     ]
 
     static func insertBuiltInTypes(_ db: Database) throws {

@@ -61,7 +61,7 @@ extension Store {
 
     /// A blob copied into the cache and not yet named by its item (`cacheSpool`): the sweep
     /// (`dropBlobIfUnused`) leaves it alone until `releaseBlob`.
-    func holdBlob(_ h: String) { heldBlobs.withLock { $0[h, default: 0] += 1 } }
-    func releaseBlob(_ h: String) { heldBlobs.withLock { if let n = $0[h] { $0[h] = n > 1 ? n - 1 : nil } } }
+    public func holdBlob(_ h: String) { heldBlobs.withLock { $0[h, default: 0] += 1 } }
+    public func releaseBlob(_ h: String) { heldBlobs.withLock { if let n = $0[h] { $0[h] = n > 1 ? n - 1 : nil } } }
     func isHeld(_ h: String) -> Bool { heldBlobs.withLock { $0[h] != nil } }
 }

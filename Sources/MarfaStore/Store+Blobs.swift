@@ -37,6 +37,12 @@ extension Store {
         try db.run("DELETE FROM sqlar WHERE name = ?", [hash])
     }
 
+    /// Gives back a hold on a blob (`holdBlob`) and deletes it if nothing needs it any more.
+    public func releaseBlobAndDropIfUnused(_ hash: String) {
+        releaseBlob(hash)
+        do { try write { db in try dropBlobIfUnused(db, hash) } } catch {}
+    }
+
     /// Deletes every cached blob no item names and no queued upload needs; returns how many.
     @discardableResult
     public func dropUnusedBlobs() throws -> Int {

@@ -12,10 +12,12 @@ public struct NewItem: Sendable {
     public var tags: [String]
     public var state: ItemState
     public var sourceID: String?
+    /// A blob's MIME type when not the one its name's extension gives (`inode/symlink`).
+    public var mimeType: String?
     public init(id: String? = nil, type: String, fileName: String, content: [UInt8] = [], tags: [String] = [],
-                state: ItemState = .active, sourceID: String? = nil) {
+                state: ItemState = .active, sourceID: String? = nil, mimeType: String? = nil) {
         self.id = id; self.type = type; self.fileName = fileName; self.content = content; self.tags = tags
-        self.state = state; self.sourceID = sourceID
+        self.state = state; self.sourceID = sourceID; self.mimeType = mimeType
     }
 }
 
@@ -35,7 +37,7 @@ extension Store {
         var props: [String: JSONValue] = [t.titleField: .string(Self.titleFromFileName(n.fileName, type: t))]
         if TypeSchema.isBlobType(t.id) {
             props["filename"] = .string(n.fileName)
-            props["mime_type"] = .string(Names.mimeType(forExtension: Names.split(n.fileName).ext))
+            props["mime_type"] = .string(n.mimeType ?? Names.mimeType(forExtension: Names.split(n.fileName).ext))
         }
         return props
     }

@@ -7,6 +7,19 @@ import MarfaModel
 /// folder's stay in this store (`tree_dirs.mode`). The stored value is NULL for the default.
 extension Store {
     public static let defaultFileMode: UInt16 = 0o644
+    /// A symlink's MIME type (freedesktop.org's), and its mode.
+    public static let symlinkMime = "inode/symlink"
+    public static let symlinkMode: UInt16 = 0o120777
+
+    /// Makes a symlink in the vault's tree (FS-31): a file item of type `core.file` whose bytes are
+    /// its target, exact, synced and exported as a symlink.
+    public func createSymlink(name: String, target: String, tags: [String], sourceID: String? = nil) throws -> ItemSummary {
+        try settledWrite { db in
+            let now = Self.ns(Date())
+            let n = NewItem(type: "core.file", fileName: name, content: Array(target.utf8), tags: tags, sourceID: sourceID, mimeType: Self.symlinkMime)
+            return try insertItem(db, n, rowid: nil, unsettled: false, createdNs: now, mtimeNs: now).summary
+        }
+    }
     public static let defaultDirMode: UInt16 = 0o755
     static let statExtension = "fs.stat"
 
@@ -24,7 +37,8 @@ extension Store {
         guard let m = Self.mode(from: extensions) else { return false }
         let stored: Int64? = m == Self.defaultFileMode ? nil : Int64(m)
         let before = try Int64?.fetchOne(db, sql: "SELECT mode FROM items WHERE rowid = ?", arguments: [rowid]) ?? nil
-        if before == stored { return false }
+        // A symlink's mode is its kind's.
+        if before == stored || (before ?? 0) >= 0o10000 { return false }
         try db.run("UPDATE items SET mode = ? WHERE rowid = ?", [stored, rowid])
         return true
     }
@@ -34,7 +48,7 @@ extension Store {
         let m = mode & 0o7777
         try settledWrite { db in
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
-            if (cur.mode == 0 ? Self.defaultFileMode : cur.mode) == m { return }
+            if (cur.mode == 0 ? Self.defaultFileMode : cur.mode) == m || cur.mode >= 0o10000 { return }
             try db.run("UPDATE items SET mode = ? WHERE rowid = ?", [m == Self.defaultFileMode ? nil : Int64(m), rowid])
             try enqueue(db, kind: .update, itemID: cur.item.id, payload: [
                 "extensions": .object([Self.statExtension: Self.statValue(mode: m)]), "base_version": .int(Int64(cur.item.version)),
@@ -47,7 +61,7 @@ extension Store {
     static func localExtensions(_ cur: StoredItem) -> [String: JSONValue] {
         var ext: [String: JSONValue] = [:]
         if !cur.xattrs.isEmpty { ext["fs.xattr"] = .object(cur.xattrs.mapValues { .string(Data($0).base64EncodedString()) }) }
-        if cur.mode != 0 { ext[statExtension] = statValue(mode: cur.mode) }
+        if cur.mode != 0 && cur.mode < 0o10000 { ext[statExtension] = statValue(mode: cur.mode) }
         return ext
     }
 

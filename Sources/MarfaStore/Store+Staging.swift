@@ -31,7 +31,9 @@ final class RowidAllocator: @unchecked Sendable {
     private static func floor(_ table: Table, _ db: Database) throws -> Int64 {
         let top = try Int64.fetchOne(db, sql: "SELECT max(rowid) FROM \(table.rawValue)") ?? 0
         let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = ?", arguments: [table.rawValue]) ?? 0
-        return max(top, seq) + 1
+        // Numbers handed out for inodes only (`reserveItemNumber`) are never an item's rowid.
+        let reserved = table == .items ? try Int64.fetchOne(db, sql: "SELECT max(number) FROM item_numbers") ?? 0 : 0
+        return max(top, seq, reserved) + 1
     }
 }
 

@@ -34,6 +34,7 @@ extension Store {
         try db.run("DELETE FROM edges WHERE source_id = ? OR target_id = ?", [id, id])
         try db.run("DELETE FROM edge_dirs WHERE item_id = ?", [id])
         try db.run("DELETE FROM items WHERE rowid = ?", [cur.rowid])
+        try db.run("DELETE FROM item_numbers WHERE rowid = ?", [cur.rowid])
         spool.remove(cur.rowid)
         // What programs saw of it is no one's base any more (FS-29).
         saveBases.forget(cur.rowid)

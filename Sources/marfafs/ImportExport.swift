@@ -11,17 +11,26 @@ enum Vault {
         tag.dropFirst(VaultText.folderPrefix.count).split(separator: "/").filter { $0 != ".." && $0 != "." }.joined(separator: "/")
     }
 
-    /// Files under `dir`, relative, sorted; hidden files and folders (`.obsidian`, `.git`) are skipped.
+    /// Files and symlinks under `dir`, relative, sorted; hidden files and folders (`.obsidian`,
+    /// `.git`) are skipped. A symlink is one, wherever it points (FS-31).
     static func files(in dir: String) throws -> [String] {
         guard let e = FileManager.default.enumerator(atPath: dir) else { throw CLIError("cannot read \(dir)") }
         var out: [String] = []
         while let rel = e.nextObject() as? String {
             let last = (rel as NSString).lastPathComponent
             if last.hasPrefix(".") { e.skipDescendants(); continue }
-            var isDir: ObjCBool = false
-            if FileManager.default.fileExists(atPath: dir + "/" + rel, isDirectory: &isDir), !isDir.boolValue { out.append(rel) }
+            let type = (try? FileManager.default.attributesOfItem(atPath: dir + "/" + rel))?[.type] as? FileAttributeType
+            if type == .typeRegular || type == .typeSymbolicLink { out.append(rel) }
         }
         return out.sorted()
+    }
+
+    /// A file's permission bits and, for a symlink, its target.
+    static func stat(_ path: String) -> (mode: UInt16, link: String?) {
+        let a = try? FileManager.default.attributesOfItem(atPath: path)
+        let mode = UInt16(truncatingIfNeeded: (a?[.posixPermissions] as? Int) ?? 0o644)
+        guard a?[.type] as? FileAttributeType == .typeSymbolicLink else { return (mode, nil) }
+        return (mode, try? FileManager.default.destinationOfSymbolicLink(atPath: path))
     }
 }
 
@@ -57,7 +66,8 @@ struct ImportCommand: ParsableCommand {
             defer { progress.update(i + 1) }
             let name = (rel as NSString).lastPathComponent
             let folder = (rel as NSString).deletingLastPathComponent
-            guard let data = FileManager.default.contents(atPath: root + "/" + rel) else {
+            let (mode, link) = Vault.stat(root + "/" + rel)
+            guard let data = link.map({ Data($0.utf8) }) ?? FileManager.default.contents(atPath: root + "/" + rel) else {
                 FileHandle.standardError.write(Data("\nmarfafs: cannot read \(rel)\n".utf8)); failed += 1; continue
             }
             let bytes = [UInt8](data)
@@ -66,8 +76,12 @@ struct ImportCommand: ParsableCommand {
                 if let existing = try store.item(sourceID: sourceID) {
                     let current = TypeSchema.isBlobType(existing.item.type) ? nil : try store.textContent(rowid: existing.rowid)
                     let currentBlob = existing.item.properties["blob_ref"]?.stringValue
-                    if current == bytes || (current == nil && currentBlob == BlobHash.of(bytes)) { same += 1; continue }
+                    if current == bytes || (current == nil && currentBlob == BlobHash.of(bytes)) {
+                        if link == nil { try store.setMode(rowid: existing.rowid, mode: mode) }
+                        same += 1; continue
+                    }
                     _ = try store.writeContent(rowid: existing.rowid, bytes: bytes)
+                    if link == nil { try store.setMode(rowid: existing.rowid, mode: mode) }
                     updated += 1
                     continue
                 }
@@ -80,7 +94,12 @@ struct ImportCommand: ParsableCommand {
                     FileHandle.standardError.write(Data("\nmarfafs: \(rel): its folder is not kept (\(TagRule.description))\n".utf8))
                     tags = []
                 }
-                _ = try store.createItem(NewItem(type: type, fileName: name, content: bytes, tags: tags, sourceID: sourceID))
+                if let link {
+                    _ = try store.createSymlink(name: name, target: link, tags: tags, sourceID: sourceID)
+                } else {
+                    let made = try store.createItem(NewItem(type: type, fileName: name, content: bytes, tags: tags, sourceID: sourceID))
+                    try store.setMode(rowid: made.rowid, mode: mode)
+                }
                 created += 1
             } catch {
                 FileHandle.standardError.write(Data("\nmarfafs: \(rel): \(error)\n".utf8)); failed += 1
@@ -142,6 +161,13 @@ struct ExportCommand: ParsableCommand {
             }
             let target = root + "/" + path
             try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            if s.mode == Store.symlinkMode, let (h, size) = blob {
+                // A symlink item is a symlink again (FS-31).
+                guard let bytes = store.blobs.read(hash: h, offset: 0, count: Int(size)) else { throw CLIError("cannot read the blob of \(path)") }
+                try? FileManager.default.removeItem(atPath: target)
+                try FileManager.default.createSymbolicLink(atPath: target, withDestinationPath: String(decoding: bytes, as: UTF8.self))
+                continue
+            }
             guard FileManager.default.createFile(atPath: target, contents: nil), let out = FileHandle(forWritingAtPath: target) else {
                 throw CLIError("cannot write \(target)")
             }
@@ -157,6 +183,7 @@ struct ExportCommand: ParsableCommand {
             } else {
                 try out.write(contentsOf: try store.textContent(rowid: s.rowid))
             }
+            if s.mode != 0 { _ = chmod(target, mode_t(s.mode)) }
         }
         // Folders made in the vault's tree and still empty (FS-27).
         for tag in try store.localTags() where tag.hasPrefix(VaultText.folderPrefix) {

@@ -62,7 +62,7 @@ extension MountTests {
                 """
             #expect(m.sh(setup).status == 0)
             #expect(m.markQueueSent())
-            let before = id(m, "types/core.note/n.md"), ino = m.sh("stat -c %i types/core.note/n.md").out
+            let before = id(m, "types/core.note/n.md")
             let dir = m.path("types/core.note")
             if let editor = c.editor {
                 let run = Terminal.drive(editor, cwd: dir, ready: c.ready, keys: c.keys)
@@ -74,6 +74,10 @@ extension MountTests {
             }
             #expect(m.sh("cat types/core.note/n.md").stdout == c.expected)
             #expect(id(m, "types/core.note/n.md") == before)
+            // The name shows one inode at once and keeps it (FS-31: a save by rename gives the
+            // item the renamed file's inode, as a disk does; the item keeps its id).
+            let ino = m.sh("stat -c %i types/core.note/n.md").out
+            m.settle()
             #expect(m.sh("stat -c %i types/core.note/n.md").out == ino)
             #expect(m.sh("getfattr --only-values -n user.marfa.tags types/core.note/n.md").out == "ref:k")
             #expect(m.sh("getfattr --only-values -n user.c types/core.note/n.md").out == "1")

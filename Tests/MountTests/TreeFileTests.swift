@@ -36,6 +36,50 @@ import Testing
         }
     }
 
+    /// A descriptor opened on a file, then the file removed and made again at once, and a file
+    /// renamed over the name: the old descriptor reads and writes its own file; the name shows
+    /// the new one, with another inode (the renamed file's).
+    static let replaced = #"""
+    import os, sys, time
+    p = sys.argv[1]
+    with open(p, 'w') as f: f.write('OLD')
+    time.sleep(0.3)
+    fd = os.open(p, os.O_RDWR)
+    ino = os.fstat(fd).st_ino
+    os.unlink(p)
+    with open(p, 'w') as f: f.write('NEW')
+    time.sleep(0.3)
+    print(os.pread(fd, 10, 0).decode(), open(p).read(), os.stat(p).st_ino != ino)
+    os.pwrite(fd, b'XX', 0)
+    time.sleep(0.3)
+    print(os.pread(fd, 10, 0).decode(), open(p).read())
+    os.close(fd)
+    fd = os.open(p, os.O_RDONLY)
+    with open(p + '.tmp', 'w') as f: f.write('REPLACED')
+    tmp = os.stat(p + '.tmp').st_ino
+    os.rename(p + '.tmp', p)
+    time.sleep(0.3)
+    print(os.pread(fd, 20, 0).decode(), open(p).read(), os.stat(p).st_ino == tmp)
+    os.close(fd)
+    """#
+
+    @Test(arguments: ["types/core.file/f.bin", "vault/f.md"])
+    func FS31_anOldDescriptorKeepsItsFileAfterARecreateAndARenameOver(path: String) throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        try h.mount()
+        try Self.replaced.write(toFile: h.root + "/re.py", atomically: true, encoding: .utf8)
+        let r = h.sh("python3 '\(h.root)/re.py' '\(path)'")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.out == "OLD NEW True\nXXD NEW\nNEW REPLACED True")
+        // The item kept its identity through both, and its inode across a remount.
+        let ino = h.sh("stat -c %i '\(path)'").out
+        #expect(h.sh("find trash -type f | wc -l").out == "0", "nothing trashed: the same item")
+        h.unmount()
+        try h.mount()
+        #expect(h.sh("stat -c %i '\(path)'; cat '\(path)'").out == "\(ino)\nREPLACED")
+    }
+
     @Test func FS31_permissionBitsAreKeptAcrossARemountAndByGit() throws {
         let h = try MountHarness()
         defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
@@ -103,6 +147,33 @@ import Testing
             #expect(MountHarness.eventually { p.b.sh("stat -c %a vault/tool.sh").out == "750" }, "\(p.b.sh("stat -c %a vault/tool.sh").out)")
             #expect(p.b.sh("chmod 644 vault/tool.sh").status == 0)
             #expect(MountHarness.eventually { p.a.sh("stat -c %a vault/tool.sh").out == "644" })
+        }
+    }
+
+    /// `ln -s` in the tree makes a symlink with its target exact, whatever it names; the other
+    /// mount shows it, a rename and a removal travel, and export and import keep it a symlink.
+    @Test func FS31_symlinksInTheTreeRoundTripThroughTheServerAndExport() throws {
+        try MountPair.with { p in
+            let (a, b) = (p.a, p.b)
+            #expect(a.sh("mkdir -p vault/d && printf 'hi\\n' > vault/d/n.md && ln -s n.md vault/d/alias.md && ln -s '../no such/ü target' vault/dangling").status == 0)
+            #expect(a.sh("readlink vault/d/alias.md vault/dangling && cat vault/d/alias.md").out == "n.md\n../no such/ü target\nhi")
+            #expect(MountHarness.eventually { b.sh("readlink vault/d/alias.md vault/dangling").out == "n.md\n../no such/ü target" },
+                    "\(b.sh("ls -la vault/ vault/d").out)")
+            #expect(b.sh("test -L vault/d/alias.md && cat vault/d/alias.md").out == "hi")
+            #expect(b.sh("mv vault/dangling vault/d/moved && rm vault/d/alias.md").status == 0)
+            #expect(MountHarness.eventually { a.sh("ls vault/d").out == "moved\nn.md" })
+            #expect(a.sh("readlink vault/d/moved").out == "../no such/ü target")
+            // Export writes the symlink; import brings one back as a symlink.
+            a.unmount()
+            let out = a.root + "/exported"
+            #expect(Shell.run([MountHarness.binary, "export", out, "--store", a.store]).status == 0)
+            #expect(Shell.run(["/usr/bin/readlink", out + "/d/moved"]).out == "../no such/ü target")
+            let other = try MountHarness()
+            defer { try? FileManager.default.removeItem(atPath: other.root) }
+            #expect(Shell.run([MountHarness.binary, "import", out, "--store", other.store]).status == 0)
+            try other.mount()
+            defer { other.unmount() }
+            #expect(other.sh("readlink vault/d/moved && cat vault/d/n.md").out == "../no such/ü target\nhi")
         }
     }
 }
