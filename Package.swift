@@ -72,7 +72,10 @@ let package = Package(
             .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
         .testTarget(name: "MarfaStoreTests", dependencies: ["MarfaStore", "MarfaModel", "MarfaLayout", "MarfaTestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
-        .testTarget(name: "MarfaFSTests", dependencies: ["MarfaFS", "MarfaStore", "MarfaModel", "MarfaLayout", "MarfaTestSupport", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "MarfaFSTests", dependencies: [
+            "MarfaFS", "MarfaStore", "MarfaModel", "MarfaLayout", "MarfaTestSupport", .product(name: "Logging", package: "swift-log"),
+            .product(name: "PropertyBased", package: "swift-property-based"),
+        ]),
         .testTarget(name: "MountTests", dependencies: ["MarfaTestSupport", "MarfaModel"]),
         .testTarget(name: "MarfaSyncTests", dependencies: [
             "MarfaSync", "MarfaModel", "MarfaStore", "MarfaTestSupport", .product(name: "Logging", package: "swift-log"),

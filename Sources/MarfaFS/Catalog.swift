@@ -44,6 +44,8 @@ struct Catalog {
     var createdHere: Set<Int64> = []
     /// Times set on directories, by directory key.
     var dirTimes: [String: Int64] = [:]
+    /// Directories whose time moved with their names and is not yet in the store.
+    var dirtyDirTimes: Set<String> = []
     /// Permission bits set on folders of the vault's tree (FS-31).
     var dirModes: [String: UInt16] = [:]
     /// Access and change times by inode, while mounted (FS-31).

@@ -47,7 +47,17 @@ extension FileSystem {
         guard let key = dirKey(p) else { return }
         let now = Self.nowNs
         catalog.dirTimes[key] = now
+        catalog.dirtyDirTimes.insert(key)
         if let i = knownIno(p) { catalog.ctimes[i] = now }
+    }
+
+    /// Writes the directory times that moved with their names (as settling does: when the mount
+    /// is quiet, and at unmount), so `rsync -a` finds them after a remount.
+    func saveDirTimes() {
+        if catalog.dirtyDirTimes.isEmpty { return }
+        let times = catalog.dirtyDirTimes.reduce(into: [String: Int64]()) { $0[$1] = catalog.dirTimes[$1] }
+        catalog.dirtyDirTimes = []
+        do { try store.setDirTimes(times) } catch { log.warning("directory times not saved", metadata: ["error": "\(error)"]) }
     }
 
     /// After a namespace operation: the directories whose names changed, and the node that moved
@@ -127,6 +137,7 @@ extension FileSystem {
                 guard let key = dirKey(n) else { break }
                 try wrap { try store.setDirTime(key, ns: ns) }
                 catalog.dirTimes[key] = ns
+                catalog.dirtyDirTimes.remove(key)
             }
         }
     }

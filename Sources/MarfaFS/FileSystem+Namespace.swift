@@ -116,7 +116,7 @@ extension FileSystem {
             return (try attr(.item(pk.item)), invalidations((p, [backup])))
         }
         if let (r, at) = catalog.unlinked[key]?.removeValue(forKey: name), Date().timeIntervalSince(at) < Self.reattachWindow,
-           catalog.items[r]?.state == .trashed, catalog.name(of: r) == name {
+           catalog.items[r]?.state == .trashed, catalog.name(of: r) == name, itemKind(r) == .file {
             // Removed and made again at once under the same name (`tar -x` over a file, a tool
             // that deletes before it writes): the item comes back from the trash, empty, with its
             // id, inode, tags, edges and attributes (FS-28).

@@ -94,6 +94,7 @@ extension FileSystem {
     /// An item moved into a folder of the vault's tree (FS-27): its `folder:` tag names the new
     /// folder, its name the new name. Onto another item: an editor's save (FS-13).
     func moveInTree(_ r: Int64, to folder: String, newName: String, over dst: Node?) throws -> [Invalidation] {
+        if case .item(let t)? = dst, itemKind(t) != itemKind(r) { return try replaceKind(t) + moveInTree(r, to: folder, newName: newName, over: nil) }
         if case .item(let t)? = dst { return try saveOver(t, from: .item(r)) }
         guard catalog.items[r] != nil else { throw FSError(.notFound, "item \(r)") }
         let tags = catalog.tagsOf[r] ?? []
@@ -103,6 +104,14 @@ extension FileSystem {
         let shown = try treeTable(catalog.folder(of: r))?.nameOf[r] ?? catalog.name(of: r)
         if newName != shown { _ = try wrap { try store.rename(rowid: r, to: newName) } }
         return try refreshItem(r)
+    }
+
+    /// A symlink renamed over a file, or a file over a symlink: not an editor's save but a
+    /// replacement (FS-31): the item the name held goes to the trash.
+    func replaceKind(_ t: Int64) throws -> [Invalidation] {
+        try settleNow()
+        _ = try wrap { try store.setState(rowid: t, .trashed) }
+        return try refreshItem(t)
     }
 
     /// Renames that involve scratch files and backup names (FS-13, FS-14); nil for the others.
@@ -154,6 +163,7 @@ extension FileSystem {
     }
 
     func moveItem(_ r: Int64, to v2: StateView, newName: String, over dst: Node?) throws -> [Invalidation] {
+        if case .item(let t)? = dst, itemKind(t) != itemKind(r) { return try replaceKind(t) + moveItem(r, to: v2, newName: newName, over: nil) }
         if case .item(let t)? = dst { return try saveOver(t, from: .item(r)) }
         guard let s = catalog.items[r] else { throw FSError(.notFound, "item \(r)") }
         if StateView.of(s.state) != v2 { _ = try wrap { try store.setState(rowid: r, v2.state) } }

@@ -26,6 +26,7 @@ extension FileSystem {
         let rows = try wrap { try store.settle() }
         let spooled = spools ? try wrap { try store.settleSpools() } : []
         settler.settledAll()
+        saveDirTimes()
         var inv: [Invalidation] = []
         for r in rows + spooled { inv += try refreshItem(r) }
         inv += followStore(store.takeAnnouncements())
@@ -40,7 +41,7 @@ extension FileSystem {
     public func stopSettling() {
         settler.stop()
         do {
-            try locked { try settleNow() }
+            try locked { try settleNow(); saveDirTimes() }
         } catch {
             log.error("settling at unmount failed; the next mount settles", metadata: ["error": "\(error)"])
         }
@@ -90,7 +91,10 @@ extension FileSystem {
                 var inv: [Invalidation] = []
                 for r in rows { inv += try refreshItem(r) }
                 inv += followStore(store.takeAnnouncements())
-                if rows.count < batch, store.stagingIsEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty { settler.settledAll() }
+                if rows.count < batch, store.stagingIsEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty {
+                    settler.settledAll()
+                    saveDirTimes()
+                }
                 return inv
             }
             notify(inv)

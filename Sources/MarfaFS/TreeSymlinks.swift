@@ -26,8 +26,11 @@ extension FileSystem {
 
     /// A symlink item's target: its bytes, fetched from the server on first use like any blob.
     func symlinkTarget(_ r: Int64) throws -> String {
-        guard let s = locked({ catalog.items[r] }), let h = s.blobRef ?? (try? store.summary(rowid: r))??.blobRef else {
-            throw FSError(.notFound, "item \(r)")
+        // A symlink replaced by another (`ln -sfn`) holds its new target unsettled for a moment.
+        if let f = store.stagedFile(StagedKey(.item, r)) { return String(decoding: f.bytes, as: UTF8.self) }
+        guard let s = locked({ catalog.items[r] }) else { throw FSError(.notFound, "item \(r)") }
+        guard let h = s.blobRef ?? (try? store.summary(rowid: r))??.blobRef else {
+            return String(decoding: try wrap { try store.textContent(rowid: r) }, as: UTF8.self)
         }
         var bytes = store.blobs.read(hash: h, offset: 0, count: 4096)
         if bytes == nil, let fetch = fetchBlob, fetch(h) { bytes = store.blobs.read(hash: h, offset: 0, count: 4096) }

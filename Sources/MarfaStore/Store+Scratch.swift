@@ -92,7 +92,15 @@ extension Store {
     }
 
     public func setDirTime(_ dir: String, ns: Int64) throws {
-        try write { db in try db.run("INSERT OR REPLACE INTO dir_times(dir, mtime_ns) VALUES (?, ?)", [dir, ns]) }
+        try setDirTimes([dir: ns])
+    }
+
+    /// Times of several directories, in one transaction.
+    public func setDirTimes(_ times: [String: Int64]) throws {
+        if times.isEmpty { return }
+        try write { db in
+            for (dir, ns) in times { try db.run("INSERT OR REPLACE INTO dir_times(dir, mtime_ns) VALUES (?, ?)", [dir, ns]) }
+        }
     }
 
     public func setScratchMtime(_ rowid: Int64, ns: Int64) throws -> ScratchFile {

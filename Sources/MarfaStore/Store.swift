@@ -184,10 +184,15 @@ public final class Store: Sendable {
     /// The bytes of a text item's file: what was written (FS-9), else the rendering (FS-8).
     public func textContent(rowid: Int64) throws -> [UInt8] {
         try pool.read { db in
-            guard let row = try db.row("SELECT raw, raw_head, size, properties, type FROM items WHERE rowid = ?", [rowid]) else {
+            guard let row = try db.row("SELECT raw, raw_head, size, properties, type, blob_ref FROM items WHERE rowid = ?", [rowid]) else {
                 throw StoreError.notFound("item \(rowid)")
             }
             if let d: Data = row["raw"] { return [UInt8](d.prefix(row["size"] as Int)) }
+            // A blob item's bytes are its blob, never a rendering of its properties.
+            if TypeSchema.isBlobType(row["type"]) {
+                guard let h: String = row["blob_ref"] else { return [] }
+                return blobs.read(hash: h, offset: 0, count: row["size"] as Int) ?? []
+            }
             let props = JSONCoding.object(from: row["properties"])
             if let joined = RawText.join(head: row["raw_head"], properties: props) { return joined }
             return Array(render(type: type(row["type"]), properties: props).utf8)

@@ -10,10 +10,17 @@ import Testing
 /// A filesystem core over a fresh store, no kernel.
 final class Core {
     let tmp: TempDirectory
-    let store: Store
-    let fs: FileSystem
+    private(set) var store: Store
+    private(set) var fs: FileSystem
     init() throws {
         tmp = try TempDirectory("marfafs-core")
+        store = try Store(path: tmp.path + "/s.sqlite")
+        fs = try FileSystem(store: store, logger: Logger(label: "test"))
+    }
+
+    /// An unmount and a mount of the same store: what was written settles, a new core starts.
+    func remount() throws {
+        fs.stopSettling()
         store = try Store(path: tmp.path + "/s.sqlite")
         fs = try FileSystem(store: store, logger: Logger(label: "test"))
     }
