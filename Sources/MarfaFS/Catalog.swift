@@ -46,6 +46,8 @@ struct Catalog {
     var dirTimes: [String: Int64] = [:]
     /// Directories whose time moved with their names and is not yet in the store.
     var dirtyDirTimes: Set<String> = []
+    /// Permission bits of files made through the mount that have no row yet (FS-31).
+    var stagedModes: [Int64: UInt16] = [:]
     /// Permission bits set on folders of the vault's tree (FS-31).
     var dirModes: [String: UInt16] = [:]
     /// Access and change times by inode, while mounted (FS-31).

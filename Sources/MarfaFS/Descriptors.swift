@@ -75,7 +75,10 @@ extension FileSystem {
             if let held, case .blob(let h, _) = held.file.content { store.releaseBlob(h) }
             return
         }
-        if let held, held.ino == old { catalog.detached[old] = held.file }
+        if let held, held.ino == old {
+            catalog.detached[old] = held.file
+            log.debug("a replaced file stays with its descriptors", metadata: ["inode": "\(old)", "bytes": "\(held.file.size)"])
+        }
         try wrap { try store.setItemNumber(rowid: r, number: n) }
         catalog.itemNumber[r] = n
         catalog.aliases[n] = r

@@ -24,7 +24,7 @@ extension FileSystem {
         let i = ino(n)
         var a = try baseAttr(n, i)
         switch n {
-        case .item(let r): a.mode = a.kind == .symlink ? 0 : catalog.items[r]?.mode ?? 0
+        case .item(let r): a.mode = a.kind == .symlink ? 0 : catalog.stagedModes[r] ?? catalog.items[r]?.mode ?? 0
         case .treeDir(let f): a.mode = catalog.dirModes[f] ?? 0
         case .detached(let d): a.mode = catalog.detached[d]?.mode ?? 0
         default: break
@@ -100,12 +100,7 @@ extension FileSystem {
             let n = try node(ino)
             switch n {
             case .item(let r):
-                // A file just made is staged: its row first (its create is queued before the mode).
-                try wrap {
-                    try store.commitStaged(ifAnyOf: StagedKey(.item, r))
-                    try store.setMode(rowid: r, mode: mode)
-                }
-                catalog.items[r]?.mode = (mode & 0o7777) == Store.defaultFileMode ? 0 : mode & 0o7777
+                try keepMode(r, mode & 0o7777)
             case .treeDir(let f):
                 _ = self.ino(n)
                 saveTreeDirs()
@@ -117,6 +112,29 @@ extension FileSystem {
                 // Views, tags and links show fixed modes; a change is accepted and not kept (FS-16).
                 break
             }
+        }
+    }
+
+    /// Item `r`'s permission bits are `bits` (with the lock held). A file just made has no row
+    /// yet: its bits wait with it and are stored when it settles (`applyStagedModes`), so a
+    /// temporary file's `creat(0600)` and `chmod` cost nothing.
+    func keepMode(_ r: Int64, _ bits: UInt16) throws {
+        if let s = catalog.items[r], s.mode & 0o170000 != 0 { return }   // a symlink's mode is its kind's
+        let stored: UInt16 = bits == Store.defaultFileMode ? 0 : bits
+        if catalog.stagedModes[r] == nil, catalog.items[r]?.mode == stored { return }
+        catalog.items[r]?.mode = stored
+        if store.isNewlyStaged(StagedKey(.item, r)) { catalog.stagedModes[r] = bits; return }
+        catalog.stagedModes[r] = nil
+        try wrap { try store.setMode(rowid: r, mode: bits) }
+    }
+
+    /// Stores the permission bits of files that have a row now (after a commit, with the lock held).
+    func applyStagedModes() {
+        for (r, bits) in catalog.stagedModes where !store.isNewlyStaged(StagedKey(.item, r)) {
+            catalog.stagedModes[r] = nil
+            guard catalog.items[r] != nil else { continue }
+            do { try store.setMode(rowid: r, mode: bits) } catch { log.warning("a file's mode was not kept", metadata: ["item": "\(r)", "error": "\(error)"]) }
+            catalog.items[r]?.mode = bits == Store.defaultFileMode ? 0 : bits
         }
     }
 

@@ -22,7 +22,8 @@ extension FileSystem {
 
     /// A tag the server would refuse is refused here (EINVAL), before anything is queued.
     static func checkTag(_ tag: String) throws {
-        if !TagRule.isValid(tag) { throw FSError(.invalid, "not a valid tag (\(TagRule.description)): \(tag)") }
+        // A folder's tag may be as long as a path (FS-31: it travels in a short form).
+        if !Store.isLocalTag(tag) { throw FSError(.invalid, "not a valid tag (\(TagRule.description)): \(tag)") }
     }
 
     func readOnlyOrNotPermitted(_ n: Node) -> FSError {

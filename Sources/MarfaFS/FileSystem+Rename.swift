@@ -190,8 +190,11 @@ extension FileSystem {
     /// must forget.
     func saveOver(_ t: Int64, from source: Store.SaveSource) throws -> [Invalidation] {
         var inv: [Invalidation] = []
-        // What a descriptor open on the target's file keeps (FS-31), before its bytes change.
+        // What a descriptor open on the target's file keeps (FS-31), before its bytes change; the
+        // mode the new file has, which the name has from now on, as on a disk.
         let held = heldFile(t)
+        var newMode: UInt16?
+        if case .item(let r) = source { newMode = catalog.stagedModes.removeValue(forKey: r) ?? catalog.items[r].map { $0.mode == 0 ? Store.defaultFileMode : $0.mode } }
         // Its base is what the renaming program saw of the item (FS-29).
         if let f = try wrap({ try store.saveOver(t, from: source, by: currentWriter) }) {
             // A new file saved over the item never gets a row of its own, and the item's names,
@@ -211,6 +214,7 @@ extension FileSystem {
             try renumber(t, number: nil, held: held)
             return inv
         }
+        if let newMode { try keepMode(t, newMode) }
         if catalog.items[r] == nil {
             // The source is no item of its own any more: its inode (its rowid's, or the number it
             // took when it was made again) is the target's now.

@@ -27,6 +27,7 @@ extension FileSystem {
         let spooled = spools ? try wrap { try store.settleSpools() } : []
         settler.settledAll()
         saveDirTimes()
+        applyStagedModes()
         var inv: [Invalidation] = []
         for r in rows + spooled { inv += try refreshItem(r) }
         inv += followStore(store.takeAnnouncements())
@@ -88,6 +89,7 @@ extension FileSystem {
             try locked { try store.commitStaged() }
             let rows = try store.settle(writtenBefore: before, limit: batch)
             let inv: [Invalidation] = try locked {
+                applyStagedModes()
                 var inv: [Invalidation] = []
                 for r in rows { inv += try refreshItem(r) }
                 inv += followStore(store.takeAnnouncements())

@@ -40,7 +40,22 @@ extension Store {
     /// Gives back a hold on a blob (`holdBlob`) and deletes it if nothing needs it any more.
     public func releaseBlobAndDropIfUnused(_ hash: String) {
         releaseBlob(hash)
-        do { try write { db in try dropBlobIfUnused(db, hash) } } catch {}
+        do {
+            try write { db in
+                try dropBlobIfUnused(db, hash)
+                if try db.exists("SELECT 1 FROM sqlar WHERE name = ?", [hash]) { blobsToRecheck.withLock { _ = $0.insert(hash) } }
+            }
+        } catch {}
+    }
+
+    /// Drops the blobs let go earlier that nothing names any more (after a settle).
+    func recheckBlobs(_ db: Database) throws {
+        let hashes = blobsToRecheck.withLock { $0 }
+        if hashes.isEmpty { return }
+        for h in hashes {
+            try dropBlobIfUnused(db, h)
+            if !(try db.exists("SELECT 1 FROM sqlar WHERE name = ?", [h])) { blobsToRecheck.withLock { _ = $0.remove(h) } }
+        }
     }
 
     /// Deletes every cached blob no item names and no queued upload needs; returns how many.

@@ -95,7 +95,7 @@ extension Store {
         for tag in tags { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [copyID, tag]) }
         let copy = Item(id: copyID, type: cur.item.type, properties: props, version: 0, timestamp: ts, createdAt: ts, updatedAt: ts,
                         state: cur.item.state, tier: cur.item.tier)
-        try enqueue(db, kind: .create, itemID: copyID, payload: Self.createPayload(copy, tags: tags.sorted()), coalesce: false)
+        try enqueueCreate(db, copy, tags: tags.sorted())
         let edgeID = ItemID.make()
         try db.run("INSERT INTO edges(id, source_id, target_id, edge_type, properties, created_at, updated_at) VALUES (?, ?, ?, 'derived-from', '{}', ?, ?)",
                    [edgeID, copyID, itemID, ts, ts])

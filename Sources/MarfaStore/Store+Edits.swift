@@ -90,7 +90,7 @@ extension Store {
                 "hash": .string(hash), "size": .int(Int64(n.content.count)), "mime_type": props["mime_type"] ?? .null,
             ], coalesce: false)
         }
-        if sync != .invalid && !unsettled { try enqueue(db, kind: .create, itemID: id, payload: Self.createPayload(item, tags: sortedTags), coalesce: false) }
+        if sync != .invalid && !unsettled { try enqueueCreate(db, item, tags: sortedTags) }
         if let said { try storeLinks(db, row, said.links) }
         return try Self.fetchItem(db, rowid: row)!
     }
@@ -279,8 +279,10 @@ extension Store {
         if cur.item.version == 0, try Self.pendingCreate(db, cur.item.id) {
             try enqueueItemChange(db, cur.item)
         } else {
+            // A long folder's whole path travels first, so the tags it stands for never arrive alone.
+            try enqueueFolderExtension(db, itemID: cur.item.id, tags: Array(tags), before: Array(old), version: Int64(cur.item.version))
             try enqueue(db, kind: .setTags, itemID: cur.item.id,
-                             payload: ["tags": .array(tags.sorted().map(JSONValue.string))], coalesce: true)
+                             payload: ["tags": .array(Self.wireTags(tags.sorted()).tags.map(JSONValue.string))], coalesce: true)
         }
     }
 
@@ -395,6 +397,8 @@ extension Store {
             try db.run("DELETE FROM edges WHERE source_id = ? OR target_id = ?", [src.item.id, src.item.id])
             try db.run("DELETE FROM items WHERE rowid = ?", [src.rowid])
             spool.remove(src.rowid)
+            // Its blob goes with it unless another item names it.
+            if let h = src.item.properties["blob_ref"]?.stringValue { try dropBlobIfUnused(db, h) }
         } else {
             try db.run("UPDATE items SET state = 'trashed', updated_at = ? WHERE rowid = ?", [Timestamp.now(), src.rowid])
             try enqueue(db, kind: .transition, itemID: src.item.id, payload: ["state": "trashed"], coalesce: false)

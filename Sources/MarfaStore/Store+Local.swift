@@ -65,7 +65,7 @@ extension Store {
                         "hash": .string(h), "size": .int(cur.size), "mime_type": cur.item.properties["mime_type"] ?? .null,
                     ], coalesce: false)
                 }
-                try enqueue(db, kind: .create, itemID: cur.item.id, payload: Self.createPayload(cur.item, tags: try Self.tags(db, cur.item.id)), coalesce: false)
+                try enqueueCreate(db, cur.item, tags: try Self.tags(db, cur.item.id))
                 let ext = Self.localExtensions(cur)
                 if !ext.isEmpty {
                     try enqueue(db, kind: .update, itemID: cur.item.id, payload: ["extensions": .object(ext), "base_version": .int(0)], coalesce: false)

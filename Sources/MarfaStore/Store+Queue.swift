@@ -117,13 +117,14 @@ extension Store {
 
     func enqueueItemChange(_ db: Database, _ item: Item) throws {
         if item.version == 0 {
-            let create = Self.createPayload(item, tags: try Self.tags(db, item.id))
+            let tags = try Self.tags(db, item.id)
+            let create = Self.createPayload(item, tags: tags)
             if let last = try Self.lastMutationHead(db, item.id), last.kind == .create, last.state == .pending {
                 try db.run("UPDATE mutations SET payload = ? WHERE seq = ?", [queuedPayload(.create, create), last.seq])
                 return
             }
             if !(try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = 'create'", [item.id])) {
-                try enqueue(db, kind: .create, itemID: item.id, payload: create, coalesce: false)
+                try enqueueCreate(db, item, tags: tags)
                 return
             }
         }
@@ -133,11 +134,17 @@ extension Store {
         ], coalesce: true)
     }
 
+    /// Queues an item's create, and the whole path of a long folder after it (FS-31).
+    func enqueueCreate(_ db: Database, _ item: Item, tags: [String]) throws {
+        try enqueue(db, kind: .create, itemID: item.id, payload: Self.createPayload(item, tags: tags), coalesce: false)
+        try enqueueFolderExtension(db, itemID: item.id, tags: tags, version: 0)
+    }
+
     static func createPayload(_ item: Item, tags: [String]) -> [String: JSONValue] {
         [
             "id": .string(item.id), "type": .string(item.type), "properties": .object(item.properties),
             "tier": .string(item.tier.rawValue), "state": .string(item.state.rawValue),
-            "tags": .array(tags.map(JSONValue.string)),
+            "tags": .array(wireTags(tags).tags.map(JSONValue.string)),
         ]
     }
 

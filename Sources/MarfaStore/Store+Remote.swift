@@ -134,8 +134,11 @@ extension Store {
     func applyRemote(_ db: Database, _ c: RemoteChange, blobSizes: [String: Int64], mode: ApplyMode, into out: inout StoreChanges) throws {
         switch c {
         case let .item(item, tags, ext):
+            // A long folder's short form is its whole path again (FS-31).
+            let tags = tags.map { Self.localTags($0, extensions: ext) }
             try applyItem(db, item, tags: tags, extensions: ext, blobSizes: blobSizes, mode: mode, into: &out)
         case let .metadata(id, tags, tier, state, ext):
+            let tags = tags.map { Self.localTags($0, extensions: ext) }
             guard let r = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]) else { out.skipped += 1; return }
             if try keepsLocal(db, r, id) { out.skipped += 1; return }
             let rowid: Int64 = r[0]

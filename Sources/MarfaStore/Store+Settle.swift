@@ -108,6 +108,7 @@ extension Store {
             let merged = now.raw.map { $0 != written } ?? false
             try db.run("UPDATE items SET mtime_ns = ? WHERE rowid = ?", [merged ? max(Self.ns(Date()), cur.mtimeNs + 1) : cur.mtimeNs, r])
         }
+        if !rows.isEmpty { try recheckBlobs(db) }
         return rows
     }
 

@@ -134,6 +134,7 @@ extension Store {
             if let old, old != c.hash { try dropBlobIfUnused(db, old) }
         }
         spool.remove(c.rowid)
+        try write { db in try recheckBlobs(db) }
         // The blob it replaced, if no longer used, gave its pages back.
         try shrink()
         return true

@@ -118,6 +118,8 @@ extension Store {
     }
 
     public func stagedFile(_ k: StagedKey) -> StagedFile? { staging.file(k) }
+    /// Whether `k` is a file made through the mount that has no row yet.
+    public func isNewlyStaged(_ k: StagedKey) -> Bool { staging.isNew(k) }
     public func isStaged(_ k: StagedKey) -> Bool { staging.contains(k) }
     /// Whether nothing is staged.
     public var stagingIsEmpty: Bool { staging.isEmpty }

@@ -42,6 +42,9 @@ public final class Store: Sendable {
     public let spool: Spool
     /// Blobs copied into the cache and not yet named by their item, with how many copies hold them.
     let heldBlobs = Mutex<[String: Int]>([:])
+    /// Blobs let go while something still named them (an unsettled save): looked at again when
+    /// files settle (`recheckBlobs`).
+    let blobsToRecheck = Mutex<Set<String>>([])
     /// No server has seen this store: queued changes keep no payload (`useLocalOnly`).
     let localOnly = Mutex(false)
     /// The device label in the names of conflicted copies made here (FS-20, FS-24).

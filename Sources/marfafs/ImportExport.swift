@@ -87,11 +87,10 @@ struct ImportCommand: ParsableCommand {
                 }
                 let ext = Names.split(name).ext.lowercased()
                 let type = ext == ".md" ? "core.note" : Names.fileType(forMime: Names.mimeType(forExtension: ext))
+                // A folder of any length (FS-31: a long one travels in a short form).
                 var tags = folder.isEmpty ? [] : [VaultText.folderPrefix + folder]
-                if let t = tags.first, !TagRule.isValid(t) {
-                    // A folder no tag can name (a comma, or past 128 characters): the note comes in
-                    // at the top level, and the user is told.
-                    FileHandle.standardError.write(Data("\nmarfafs: \(rel): its folder is not kept (\(TagRule.description))\n".utf8))
+                if let t = tags.first, !Store.isLocalTag(t) {
+                    FileHandle.standardError.write(Data("\nmarfafs: \(rel): its folder is not kept (a control character)\n".utf8))
                     tags = []
                 }
                 if let link {

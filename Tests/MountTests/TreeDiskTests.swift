@@ -98,4 +98,23 @@ import Testing
             #expect(lines.count == 20 && Set(lines) == [b.mountpoint + "/.marfafs/vault/shared"], "\(lines)")
         }
     }
+
+    /// A folder path far past a tag's 128 characters, and one with a comma, with notes in them:
+    /// the other mount shows them where they are, and a move between them travels.
+    @Test func FS31_folderPathsOfAnyLengthSyncToTheOtherMount() throws {
+        try MountPair.with { p in
+            let (a, b) = (p.a, p.b)
+            let deep = (1...6).map { "level-\($0)-" + String(repeating: "x", count: 42) }.joined(separator: "/")
+            #expect(deep.utf8.count > 300)
+            #expect(a.sh("mkdir -p 'vault/\(deep)' 'vault/a, b' && printf 'deep\\n' > 'vault/\(deep)/n.md' && printf 'c\\n' > 'vault/a, b/c.md'").status == 0)
+            #expect(a.sh("cat 'vault/\(deep)/n.md' 'vault/a, b/c.md'").out == "deep\nc")
+            #expect(MountHarness.eventually { b.sh("cat 'vault/\(deep)/n.md' 'vault/a, b/c.md'").out == "deep\nc" },
+                    "\(b.sh("find vault/ | head -20").out)")
+            #expect(b.sh("find vault/ -type f | sort").out == "vault/a, b/c.md\nvault/\(deep)/n.md")
+            // The other way, and a move from the long folder into the one with a comma.
+            #expect(b.sh("printf 'b\\n' > 'vault/\(deep)/from-b.md' && mv 'vault/\(deep)/n.md' 'vault/a, b/'").status == 0)
+            #expect(MountHarness.eventually { a.sh("ls 'vault/a, b' && cat 'vault/\(deep)/from-b.md'").out == "c.md\nn.md\nb" },
+                    "\(a.sh("find vault/ | head -20").out)")
+        }
+    }
 }
