@@ -13,12 +13,15 @@ public final class BlobReader: @unchecked Sendable {
     private let path: String
 
     private var lastUse = Date.distantPast
+    /// When the handles open now began to pin their snapshot.
+    private var pinnedSince: Date?
     private var reaper: DispatchSourceTimer?
 
     init(path: String) throws {
         self.path = path
         // Open handles hold a read snapshot, which keeps SQLite from checkpointing the WAL:
-        // close them once reads have paused.
+        // close them once reads have paused, and at least every second while reads never pause
+        // (else a file read over and over while others are written grows the WAL without bound).
         let t = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
         t.schedule(deadline: .now() + 0.25, repeating: 0.25)
         t.setEventHandler { [weak self] in self?.closeIdle() }
@@ -28,7 +31,9 @@ public final class BlobReader: @unchecked Sendable {
 
     private func closeIdle() {
         lock.lock(); defer { lock.unlock() }
-        if !open.isEmpty && Date().timeIntervalSince(lastUse) > 0.2 { dropAll() }
+        guard !open.isEmpty else { return }
+        let now = Date()
+        if now.timeIntervalSince(lastUse) > 0.2 || now.timeIntervalSince(pinnedSince ?? now) > 1 { dropAll() }
     }
 
     deinit {
@@ -71,6 +76,7 @@ public final class BlobReader: @unchecked Sendable {
     private func dropAll() {
         for h in open { sqlite3_blob_close(h.handle) }
         open.removeAll()
+        pinnedSince = nil
     }
 
     private func handle(_ hash: String) -> (handle: OpaquePointer, size: Int64)? {
@@ -102,6 +108,7 @@ public final class BlobReader: @unchecked Sendable {
         if open.count >= 8, let lru = open.indices.min(by: { open[$0].used < open[$1].used }) {
             sqlite3_blob_close(open[lru].handle); open.remove(at: lru)
         }
+        if open.isEmpty { pinnedSince = Date() }
         open.append((hash, h, sz, tick))
         return (h, sz)
     }

@@ -42,6 +42,8 @@ public final class Store: Sendable {
     public let spool: Spool
     /// Blobs copied into the cache and not yet named by their item, with how many copies hold them.
     let heldBlobs = Mutex<[String: Int]>([:])
+    /// When the WAL's size was last looked at (`boundWAL`).
+    let walCheck = Mutex<Date>(.distantPast)
     /// Blobs let go while something still named them (an unsettled save): looked at again when
     /// files settle (`recheckBlobs`).
     let blobsToRecheck = Mutex<Set<String>>([])
@@ -237,7 +239,28 @@ public final class Store: Sendable {
     }
 
     func write<T>(_ body: (Database) throws -> T) throws -> T {
+        defer { boundWAL() }
         do { return try pool.write(body) } catch { throw Self.storeError(error) }
+    }
+
+    /// Keeps the WAL from growing without bound under writes that never pause while reads never
+    /// pause either (SQLite's automatic checkpoints copy pages back but restart the log only when
+    /// no reader uses it): about once a second, a log past 64 MiB is checkpointed and restarted,
+    /// if that can be done without waiting.
+    func boundWAL() {
+        let due = walCheck.withLock { last -> Bool in
+            let now = Date()
+            guard now.timeIntervalSince(last) >= 1 else { return false }
+            last = now
+            return true
+        }
+        guard due, let size = (try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int64, size > 64 << 20 else { return }
+        try? pool.writeWithoutTransaction { db in
+            // No busy wait: if a reader holds the log, the next check tries again.
+            try db.execute(sql: "PRAGMA busy_timeout = 0")
+            defer { try? db.execute(sql: "PRAGMA busy_timeout = 10000") }
+            _ = try? Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+        }
     }
 
     /// A full disk as `noSpace`, from SQLite's result code; other errors as they are.
