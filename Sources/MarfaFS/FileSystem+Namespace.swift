@@ -156,10 +156,14 @@ extension FileSystem {
                 try Self.checkTag(tag)
                 try wrap { try store.addLocalTag(tag) }
                 catalog.localTags.insert(tag)
-                let inv = Self.tagDirPlaces(tag).flatMap { invalidations(($0.0, [$0.1])) }
+                // The kernel makes the new directory's entry from this answer: it is shown before the
+                // names around it are listed for forgetting, so that entry is never one of them (a
+                // shell that has already moved into it keeps its working directory: FS-31).
                 let made: Node = if case .treeDir(let f) = p { .treeDir(VaultIndex.join(f, name)) } else { .tagDir(tag) }
+                let a = try attr(made)
                 noteShown(made)
-                return (try attr(made), inv)
+                let inv = Self.tagDirPlaces(tag).flatMap { invalidations(($0.0, [$0.1])) }
+                return (a, inv)
             case .linkItemDir(.links, let r):
                 guard let s = catalog.items[r] else { throw FSError(.notFound, name) }
                 try wrap { try store.addEdgeDir(itemID: s.id, edgeType: name) }

@@ -198,6 +198,8 @@ public final class FileSystem: @unchecked Sendable {
     public func lookup(parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
         // A replayed change (FS-25): the names it concerns as they were before it.
         if isReplay(reader), let answer = replayedLookup(parent: parent, name: name) { return try answer.get() }
+        // A name no directory can hold is ENAMETOOLONG, as a disk answers, not ENOENT.
+        if name.utf8.count > Names.maxNameBytes { throw FSError(.nameTooLong, name) }
         return try locked {
             currentReader = reader
             let p = try node(parent)

@@ -176,4 +176,15 @@ import Testing
             #expect(other.sh("readlink vault/d/moved && cat vault/d/n.md").out == "../no such/ü target\nhi")
         }
     }
+
+    /// A name longer than 255 bytes is ENAMETOOLONG wherever it is used, as on a disk.
+    @Test func FS31_aNameTooLongIsENAMETOOLONG() throws {
+        try MountHarness.with { h in
+            let long = String(repeating: "n", count: 256)
+            for cmd in ["stat vault/\(long)", "truncate -s 1 vault/\(long)", "mkdir vault/\(long)", "cat vault/\(long)"] {
+                let r = h.sh(cmd)
+                #expect(r.status != 0 && r.stderr.contains("File name too long"), "\(cmd): \(r.stderr)")
+            }
+        }
+    }
 }
