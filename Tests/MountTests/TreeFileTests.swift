@@ -133,7 +133,10 @@ import Testing
             #expect(h.sh("\(nobody) cat '\(h.mountpoint)/vault/open.md'").status != 0, "a mount is its user's alone by default")
         }
         try MountHarness.with(options: ["--allow-other"]) { h in
-            #expect(h.sh("chmod 755 '\(h.root)' && printf 'open\\n' > vault/open.md && printf 'closed\\n' > vault/closed.md && chmod 600 vault/closed.md").status == 0)
+            // The other user reaches the mount point through the test's own folders.
+            let base = URL(fileURLWithPath: h.root).deletingLastPathComponent().path
+            #expect(Shell.run(["/bin/chmod", "o+x", base, h.root]).status == 0)
+            #expect(h.sh("printf 'open\\n' > vault/open.md && printf 'closed\\n' > vault/closed.md && chmod 600 vault/closed.md").status == 0)
             #expect(h.sh("\(nobody) cat '\(h.mountpoint)/vault/open.md'").out == "open")
             let denied = h.sh("\(nobody) cat '\(h.mountpoint)/vault/closed.md'")
             #expect(denied.status != 0 && denied.stderr.contains("Permission denied"))
