@@ -7,6 +7,18 @@ import Testing
 @Suite struct TreeDiskTests {
     func ino(_ m: MountHarness, _ path: String) -> String { m.sh("stat -c %i '\(path)'").out }
 
+    /// A shell that sits in `folder` of `m` and prints `pwd -P` `times` times, `every` seconds
+    /// apart, while `change` runs; the lines it printed (FAIL where `getcwd` failed).
+    func workingDirectory(_ m: MountHarness, _ folder: String, times: Int, every: Double, during change: () throws -> Void) throws -> [String] {
+        let out = m.root + "/pwd.out"
+        let script = "cd '\(m.mountpoint)/\(folder)' || exit 9; for i in $(seq 1 \(times)); do /bin/pwd -P || echo FAIL; ls > /dev/null; sleep \(every); done > '\(out)' 2>&1"
+        let pid = try #require(Shell.spawn(["/bin/sh", "-c", script]))
+        try change()
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        return ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
     @Test func FS31_gitInitAddCommitInAFolderMadeThroughTheMount() throws {
         try MountHarness.with { h in
             let git = "git -c user.name=t -c user.email=t@example.com"
@@ -46,19 +58,15 @@ import Testing
     @Test func FS31_aWorkingDirectorySurvivesChangesAroundItAndARename() throws {
         try MountHarness.with { h in
             #expect(h.sh("mkdir -p vault/w/inner").status == 0)
-            let out = h.root + "/pwd.out"
             // The process stays in the folder while the test changes it.
-            let script = "cd '\(h.mountpoint)/vault/w/inner' || exit 9; for i in 1 2 3 4 5 6; do /bin/pwd -P || echo FAIL; sleep 0.4; done > '\(out)' 2>&1"
-            let pid = try #require(Shell.spawn(["/bin/sh", "-c", script]))
-            usleep(200_000)
-            #expect(h.sh("mkdir vault/w/inner/d1 && printf 'x\\n' > vault/w/inner/d1/y.md && printf 'z\\n' > vault/w/inner/z.md").status == 0)
-            usleep(500_000)
-            #expect(h.sh("rm vault/w/inner/z.md vault/w/inner/d1/y.md && rmdir vault/w/inner/d1").status == 0)
-            usleep(500_000)
-            #expect(h.sh("mv vault/w vault/w2").status == 0)
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
-            let lines = ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            let lines = try workingDirectory(h, "vault/w/inner", times: 6, every: 0.4) {
+                usleep(200_000)
+                #expect(h.sh("mkdir vault/w/inner/d1 && printf 'x\\n' > vault/w/inner/d1/y.md && printf 'z\\n' > vault/w/inner/z.md").status == 0)
+                usleep(500_000)
+                #expect(h.sh("rm vault/w/inner/z.md vault/w/inner/d1/y.md && rmdir vault/w/inner/d1").status == 0)
+                usleep(500_000)
+                #expect(h.sh("mv vault/w vault/w2").status == 0)
+            }
             #expect(lines.count == 6 && !lines.contains("FAIL"), "\(lines)")
             #expect(lines.first == h.mountpoint + "/.marfafs/vault/w/inner")
             #expect(lines.last == h.mountpoint + "/.marfafs/vault/w2/inner")
@@ -85,16 +93,12 @@ import Testing
             let (a, b) = (p.a, p.b)
             #expect(a.sh("mkdir -p vault/shared && printf 'one\\n' > vault/shared/one.md").status == 0)
             #expect(MountHarness.eventually { b.sh("cat vault/shared/one.md").out == "one" })
-            let out = b.root + "/pwd.out"
-            let script = "cd '\(b.mountpoint)/vault/shared' || exit 9; for i in $(seq 1 20); do /bin/pwd -P || echo FAIL; ls > /dev/null; sleep 0.25; done > '\(out)' 2>&1"
-            let pid = try #require(Shell.spawn(["/bin/sh", "-c", script]))
-            #expect(a.sh("printf 'two\\n' > vault/shared/two.md && mkdir vault/shared/sub && printf 's\\n' > vault/shared/sub/s.md").status == 0)
-            #expect(MountHarness.eventually { b.sh("cat vault/shared/sub/s.md").out == "s" })
-            #expect(a.sh("rm vault/shared/one.md vault/shared/sub/s.md").status == 0)
-            #expect(MountHarness.eventually { b.sh("ls vault/shared").out == "two.md" })
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
-            let lines = ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            let lines = try workingDirectory(b, "vault/shared", times: 20, every: 0.25) {
+                #expect(a.sh("printf 'two\\n' > vault/shared/two.md && mkdir vault/shared/sub && printf 's\\n' > vault/shared/sub/s.md").status == 0)
+                #expect(MountHarness.eventually { b.sh("cat vault/shared/sub/s.md").out == "s" })
+                #expect(a.sh("rm vault/shared/one.md vault/shared/sub/s.md").status == 0)
+                #expect(MountHarness.eventually { b.sh("ls vault/shared").out == "two.md" })
+            }
             #expect(lines.count == 20 && Set(lines) == [b.mountpoint + "/.marfafs/vault/shared"], "\(lines)")
         }
     }
