@@ -16,8 +16,11 @@ struct Catalog {
     /// restore puts them back where they were, but an emptied folder is empty (FS-31).
     var tagActive: [String: Int] = [:]
     var tagTables: [String: NameTable] = [:]
-    var localTags: Set<String> = [] { didSet { tagTree = nil } }
-    /// Tag path → the next level of nested tags (`tagChildren`); nil when a tag came or went.
+    var localTags: Set<String> = [] {
+        didSet { for t in localTags.symmetricDifference(oldValue) { tagCameOrWent(t) } }
+    }
+    /// Tag path → the next level of nested tags (`tagChildren`), kept as tags come and go; nil
+    /// until first asked for.
     var tagTree: [String: Set<String>]?
     /// The vault's tree and links (FS-26, FS-27), built on first use.
     var vault: VaultIndex?
@@ -172,6 +175,32 @@ struct Catalog {
     func hasEdges(_ d: LinkDirection, item r: Int64) -> Bool {
         if !edgeIDs(d, item: r).isEmpty { return true }
         return d == .links && !(edgeDirs[r] ?? []).isEmpty
+    }
+
+    /// Keeps `tagTree` true after `tag` came into use or went out of it: a new tag adds its path,
+    /// a gone one takes away the levels that then name nothing. (Rebuilding the tree from every
+    /// tag made each `mkdir` and `rmdir` in a large vault cost as much as listing all folders.)
+    mutating func tagCameOrWent(_ tag: String) {
+        guard tagTree != nil else { return }
+        let comps = tag.split(separator: "/", omittingEmptySubsequences: false)
+        guard !comps.isEmpty, !comps.contains(where: \.isEmpty) else { return }
+        if tagInUse(tag) {
+            var parent = ""
+            for c in comps {
+                tagTree![parent, default: []].insert(String(c))
+                parent = parent.isEmpty ? String(c) : parent + "/" + c
+            }
+            return
+        }
+        var path = Substring(tag)
+        while !path.isEmpty, !tagInUse(String(path)), tagTree![String(path)]?.isEmpty ?? true {
+            tagTree![String(path)] = nil
+            let slash = path.lastIndex(of: "/")
+            let parent = slash.map { path[..<$0] } ?? ""
+            let leaf = slash.map { path[path.index(after: $0)...] } ?? path
+            tagTree![String(parent)]?.remove(String(leaf))
+            path = parent
+        }
     }
 
     func allTags() -> Set<String> {

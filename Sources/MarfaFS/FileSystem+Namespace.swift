@@ -141,7 +141,7 @@ extension FileSystem {
     public func mkdir(parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
         if isReplay(reader) { return try replayedCreate(parent: parent, name: name) }
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
-            try settleNow()
+            try settleNow(spools: .none)
             let p = try node(parent)
             try checkName(name)
             if try childNode(p, name) != nil { throw FSError(.exists, name) }
@@ -190,7 +190,7 @@ extension FileSystem {
                 try forgetScratch(s)
                 return []
             }
-            try settleNow(spools: false)
+            try settleNow(spools: .none)
             if let key = dirKey(p), let pk = catalog.parked[key]?[name] {
                 catalog.parked[key]?[name] = nil
                 // An item renamed to a backup name and removed: it goes to the trash.
@@ -245,7 +245,7 @@ extension FileSystem {
     public func rmdir(parent: UInt64, name: String, reader: Int32 = 0) throws {
         if isReplay(reader) { return try replayedRemove(parent: parent, name: name) }
         try freeing { try locked {
-            try settleNow(spools: false)
+            try settleNow(spools: .none)
             let p = try node(parent)
             guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
             switch child {
@@ -315,10 +315,13 @@ extension FileSystem {
                 catalog.addScratch(s)
                 return (try attr(.scratch(s.rowid)), [])
             }
-            try settleNow()
             // In the vault's tree a symlink is what it is: a symlink item, any target (FS-31).
-            if case .treeDir(let f) = p { return try makeTreeSymlink(target, in: f, named: name) }
+            if case .treeDir(let f) = p {
+                try settleNow(spools: .none)
+                return try makeTreeSymlink(target, in: f, named: name)
+            }
             let r = try resolveTarget(target)
+            try settleNow(spools: .of([.item(r)]))
             return try addLink(p, item: r)
         }
         touchNames(parent)
@@ -328,7 +331,7 @@ extension FileSystem {
 
     public func link(ino: UInt64, newParent: UInt64, newName: String) throws -> FileAttr {
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
-            try settleNow()
+            try settleNow(spools: .of([try? node(ino)]))
             let p = try node(newParent)
             guard case .item(let r) = try node(ino) else { throw FSError(.notPermitted, "only item files can be linked") }
             guard case .tagDir = p else {

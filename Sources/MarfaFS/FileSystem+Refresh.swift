@@ -70,7 +70,7 @@ extension FileSystem {
             let inUseAfter = catalog.tagInUse(tag)
             // `tags/<tag>` itself changes only when the tag comes into use or goes out of it.
             if inUseBefore != inUseAfter {
-                catalog.tagTree = nil
+                catalog.tagCameOrWent(tag)
                 for (d, n) in Self.tagDirPlaces(tag) { dirs[d, default: []].insert(n) }
             }
             guard let table = catalog.tagTables[tag] else { continue }

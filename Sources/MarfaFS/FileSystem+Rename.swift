@@ -22,7 +22,8 @@ extension FileSystem {
             // A save over an item stays lean (the target settles later); any other rename queues
             // a mutation, which must follow the creates and updates of written files.
             let savedOver = Self.isItemFile(dst) && (Self.isItemFile(src) || stagedKey(src) != nil)
-            if !savedOver { try settleNow() }
+            // A folder's rename changes the folder of every file in it, those being written too.
+            if !savedOver { try settleNow(spools: src.kind == .directory ? .all : .of([src, dst])) }
             if let local = try renameLocal(p, name, src, np, newName, dst) { return local }
             if src == dst { return [] }
             switch (p, src, np) {
@@ -109,7 +110,7 @@ extension FileSystem {
     /// A symlink renamed over a file, or a file over a symlink: not an editor's save but a
     /// replacement (FS-31): the item the name held goes to the trash.
     func replaceKind(_ t: Int64) throws -> [Invalidation] {
-        try settleNow()
+        try settleNow(spools: .none)
         _ = try wrap { try store.setState(rowid: t, .trashed) }
         return try refreshItem(t)
     }

@@ -15,17 +15,38 @@ extension FileSystem {
         settler.noteWrite()
     }
 
-    /// Settles every unsettled file now and brings the catalog up to date. Call with the lock held
-    /// (the invalidations go to the notifier thread, which never takes the lock).
-    /// `spools`: blob files being written settle too (their bytes enter the cache now), so that
-    /// their upload and update are queued before what follows; a removal does without (it must
-    /// work on a full disk, FS-28).
-    func settleNow(spools: Bool = true) throws {
-        guard settler.mayHaveWork else { return }
+    /// Which blob files being written (spool files) a `settleNow` takes into the cache.
+    enum SpoolScope {
+        /// All of them but trashed items' (an explicit sync, an unmount).
+        case all
+        /// None: a removal (it must work on a full disk, FS-28), or an operation that names no file.
+        case none
+        /// Only those of these nodes: an operation queues a mutation about them, which must follow
+        /// their own upload and update. Copying every other large file being written into the cache
+        /// for each `mkdir` or `rename` nearby made writing a large file quadratic.
+        case of([Node?])
+    }
+
+    /// Settles every unsettled text file now, and the spool files `spools` names, and brings the
+    /// catalog up to date. Call with the lock held (the invalidations go to the notifier thread,
+    /// which never takes the lock).
+    func settleNow(spools: SpoolScope = .all) throws {
+        let spoolRows: [Int64]
+        switch spools {
+        case .all: spoolRows = spoolsToSettle()
+        case .none: spoolRows = []
+        case .of(let nodes):
+            spoolRows = nodes.compactMap { n -> Int64? in
+                if case .item(let r)? = n, store.spool.has(r) { return r }
+                return nil
+            }
+        }
+        guard settler.mayHaveWork || !spoolRows.isEmpty else { return }
         try wrap { try store.commitStaged() }
         let rows = try wrap { try store.settle() }
-        let spooled = spools ? try wrap { try store.settleSpools() } : []
-        settler.settledAll()
+        let spooled = spoolRows.isEmpty ? [] : try wrap { try store.settleSpools(spoolRows) }
+        // Spool files left waiting keep the background thread awake for them.
+        if spoolsToSettle().isEmpty { settler.settledAll() }
         saveDirTimes()
         applyStagedModes()
         var inv: [Invalidation] = []

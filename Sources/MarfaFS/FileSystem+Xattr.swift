@@ -16,7 +16,7 @@ extension FileSystem {
             guard case .item(let r) = try node(ino) else { throw FSError(.noData, name) }
             // The sync state, version and properties are those of the settled file; a staged file
             // has no row yet.
-            if name.hasPrefix("user.marfa.") || stagedKey(.item(r)) != nil { try settleNow() }
+            if name.hasPrefix("user.marfa.") || stagedKey(.item(r)) != nil { try settleNow(spools: .of([.item(r)])) }
             return r
         }
         guard let s = try wrap({ try store.item(rowid: r) }) else { throw FSError(.notFound, "item \(r)") }
@@ -29,7 +29,7 @@ extension FileSystem {
     }
 
     public func listxattr(_ ino: UInt64) throws -> [String] {
-        let r: Int64? = try locked { if case .item(let r) = try node(ino) { try settleNow(); return r }; return nil }
+        let r: Int64? = try locked { if case .item(let r) = try node(ino) { try settleNow(spools: .of([.item(r)])); return r }; return nil }
         guard let r, let s = try wrap({ try store.item(rowid: r) }) else { return [] }
         var names = ["id", "type", "version", "created_at", "updated_at", "source", "sync", "tags", "favorite", "tier", "state"]
         if TypeSchema.isBlobType(s.item.type) { names.append("blob") }

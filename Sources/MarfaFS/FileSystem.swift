@@ -307,6 +307,59 @@ public final class FileSystem: @unchecked Sendable {
         return data.count
     }
 
+    /// What `fallocate(2)` asks for (the Linux mode bits).
+    public struct AllocateMode: OptionSet, Sendable {
+        public let rawValue: Int32
+        public init(rawValue: Int32) { self.rawValue = rawValue }
+        public static let keepSize = AllocateMode(rawValue: 0x01)
+        public static let punchHole = AllocateMode(rawValue: 0x02)
+        public static let zeroRange = AllocateMode(rawValue: 0x10)
+    }
+
+    /// `fallocate(2)` (FS-31). Blocks are not reserved ahead (a file's bytes live in the store), so
+    /// an allocation checks that the store's disk has the room and grows the file with zeros unless
+    /// asked to keep its size; punching a hole or zeroing a range writes zeros. Collapsing and
+    /// inserting ranges are EOPNOTSUPP (man 7).
+    public func fallocate(_ ino: UInt64, mode: Int32, offset: Int64, length: Int64, writer: Int32 = 0) throws {
+        let m = AllocateMode(rawValue: mode)
+        guard m.subtracting([.keepSize, .punchHole, .zeroRange]).isEmpty else {
+            throw FSError(.notSupported, "fallocate mode \(mode) is not supported")
+        }
+        guard offset >= 0, length > 0, offset <= Int64.max - length else { throw FSError(.invalid, "fallocate of \(length) bytes at \(offset)") }
+        if m.contains(.punchHole) && !m.contains(.keepSize) { throw FSError(.notSupported, "a hole is punched keeping the size") }
+        if m.contains(.punchHole) && m.contains(.zeroRange) { throw FSError(.invalid, "punch a hole or zero a range, not both") }
+        let size = try getattr(ino).size
+        let end = offset + length
+        var zeroFrom = offset, zeroTo = end
+        if m.contains(.punchHole) || m.contains(.zeroRange) {
+            if m.contains(.keepSize) { zeroTo = min(end, size) }
+        } else {
+            // A plain allocation: the bytes already there stay; the file grows unless kept.
+            zeroFrom = size
+            if m.contains(.keepSize) { zeroTo = zeroFrom }
+        }
+        if end > size {
+            var sv = statvfs()
+            let dir = URL(fileURLWithPath: store.path).deletingLastPathComponent().path
+            if statvfs(dir, &sv) == 0, Int64(sv.f_bavail) * Int64(sv.f_frsize) < end - size {
+                throw FSError(.noSpace, "no room for \(end - size) more bytes")
+            }
+        }
+        guard zeroTo > zeroFrom else { return }
+        if zeroFrom >= size {
+            // Past the end: a truncate grows the file with zeros in one step.
+            try changeFile(ino, reaching: zeroTo, .truncate(size: zeroTo), by: writer)
+            return
+        }
+        let chunk: Int64 = 1 << 20
+        var at = zeroFrom
+        while at < zeroTo {
+            let n = min(chunk, zeroTo - at)
+            try changeFile(ino, reaching: at + n, .write(offset: at, data: [UInt8](repeating: 0, count: Int(n))), by: writer)
+            at += n
+        }
+    }
+
     /// Changes the bytes of an item (committed now, settled later) or of a scratch file, after
     /// checking that the file may grow to `end` bytes: a text item to a note's limit, a blob item or
     /// a scratch file to one cached blob's. Where the bytes go, and the base of the save a change

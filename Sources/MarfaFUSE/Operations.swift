@@ -222,6 +222,12 @@ extension FuseMount {
                 fuse_reply_write(req, n)
             }
         }
+        ops.fallocate = { req, ino, mode, off, len, _ in
+            guarded(req, "fallocate") { m in
+                try m.fs.fallocate(ino, mode: mode, offset: Int64(off), length: Int64(len), writer: reader(req))
+                fuse_reply_err(req, 0)
+            }
+        }
         ops.fsync = { req, ino, _, _ in
             guarded(req, "fsync") { m in try m.fs.fsync(ino); fuse_reply_err(req, 0) }
         }

@@ -252,6 +252,11 @@ extension Store {
             if value == nil && x[name] == nil { throw StoreError.notFound("attribute \(name)") }
             if x[name] == value { return }   // the value it has: nothing changes (FS-28)
             x[name] = value
+            // One file's own attributes, names and values together, take at most
+            // `maxXattrBytes`, as a disk gives each inode a bounded room for them (ENOSPC).
+            if value != nil, x.reduce(0, { $0 + $1.key.utf8.count + $1.value.count }) > Self.maxXattrBytes {
+                throw StoreError.noSpace("a file's attributes take at most \(Self.maxXattrBytes) bytes")
+            }
             let enc = Xattrs.encode(x)
             try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [enc, rowid])
             let ext: JSONValue = .object(["fs.xattr": .object(x.mapValues { .string(Data($0).base64EncodedString()) })])

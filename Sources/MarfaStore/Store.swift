@@ -58,6 +58,9 @@ public final class Store: Sendable {
     let saveBases = SaveBases()
     /// The largest text file accepted (a note is text, not a disk image).
     public static let maxTextBytes = 16 << 20
+    /// The room for one file's own `user.*` attributes, names and values together (the largest
+    /// value Linux passes, XATTR_SIZE_MAX).
+    public static let maxXattrBytes = 64 << 10
     /// The largest blob accepted through a write: one `sqlar` row, below SQLite's 1 GB value limit.
     public static let maxBlobBytes: Int64 = 900 << 20
     /// The largest file an item of `type` takes through a write.

@@ -208,10 +208,22 @@ public enum Shell {
         // the child: a long-lived child (a watcher, an editor, tmux's server) would hold it, and
         // that mount would be busy at its unmount.
         _ = spawn_addclosefrom(&actions, 3)
+        // The child starts with no signal blocked and every signal at its default, as from a
+        // shell: the test runner's threads block most signals, and a mask is inherited across
+        // exec (stress-ng's and timeout's alarms never came, and a daemon could not be stopped).
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        var none = sigset_t(), all = sigset_t()
+        sigemptyset(&none)
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attr, &none)
+        posix_spawnattr_setsigdefault(&attr, &all)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let cargs = argv.map { strdup($0) } + [nil]
         defer { cargs.forEach { free($0) } }
         var pid: pid_t = 0
-        let rc = posix_spawnp(&pid, argv[0], &actions, nil, cargs, environ)
+        let rc = posix_spawnp(&pid, argv[0], &actions, &attr, cargs, environ)
         return (pid, rc)
     }
 

@@ -121,4 +121,42 @@ import Testing
                     "\(a.sh("find vault/ | head -20").out)")
         }
     }
+
+    /// stress-ng's filesystem stressors, two dozen at once with verification, in a folder of the
+    /// tree: every one completes without a failure, the mount answers after, and what they leave
+    /// behind is gone. (A large file being written while folders came and went was copied into
+    /// the cache for every `mkdir` nearby, which made writing it quadratic.)
+    @Test func FS31_stressNgFilesystemStressorsPassWithVerificationOnTheTree() throws {
+        try MountHarness.with { h in
+            let stressors = "--hdd 1 --hdd-bytes 32M --dentry 1 --dir 1 --dirdeep 1 --rename 1 --chmod 1 --utime 1"
+                + " --fallocate 1 --fallocate-bytes 16M --symlink 1 --filename 1 --open 1 --lockf 1 --flock 1"
+                + " --seek 1 --seek-size 16M --io 1 --copy-file 1 --copy-file-bytes 128M --getdent 1 --fcntl 1"
+                + " --fsize 1 --fstat 1 --access 1 --sync-file 1 --sync-file-bytes 16M --mmap 1 --mmap-bytes 16M"
+            let r = h.sh("mkdir vault/stress && cd vault/stress && timeout -k 10 300 stress-ng --temp-path . \(stressors) --verify -t 10 2>&1")
+            #expect(r.status == 0, "\(r.out)")
+            #expect(r.out.contains("successful run completed"), "\(r.out)")
+            #expect(!r.out.contains("fail:"), "\(r.out)")
+            #expect(h.sh("ls -A vault/stress").out == "", "the stressors' files are gone")
+            #expect(h.sh("printf 'after\\n' > vault/stress/n.md && cat vault/stress/n.md").out == "after")
+        }
+    }
+
+    /// `fallocate(2)`: an allocation grows the file with zeros (or keeps its size when asked), a
+    /// punched hole and a zeroed range read as zeros, collapsing a range is EOPNOTSUPP, and an
+    /// allocation past the disk's room is ENOSPC; nothing changes on a refusal.
+    @Test func FS31_fallocateGrowsPunchesAndZeroesAndRefusesWhatItCannot() throws {
+        try MountHarness.with { h in
+            let f = "vault/alloc.bin"
+            #expect(h.sh("fallocate -l 100000 \(f) && stat -c %s \(f) && od -An -c -N4 \(f)").out == "100000\n  \\0  \\0  \\0  \\0")
+            #expect(h.sh("printf abcdefghij | dd of=\(f) conv=notrunc status=none && fallocate -p -o 2 -l 3 \(f) && head -c 10 \(f) | od -An -c").out
+                    == "a   b  \\0  \\0  \\0   f   g   h   i   j")
+            #expect(h.sh("fallocate -z -o 99990 -l 20 \(f) && stat -c %s \(f)").out == "100010", "a zeroed range past the end grows the file")
+            #expect(h.sh("fallocate -n -l 1M \(f) && stat -c %s \(f)").out == "100010", "FALLOC_FL_KEEP_SIZE")
+            let collapse = h.sh("fallocate -c -o 0 -l 4096 \(f)")
+            #expect(collapse.status != 0 && collapse.stderr.contains("not supported"), "\(collapse.stderr)")
+            let huge = h.sh("fallocate -l 100T \(f)")
+            #expect(huge.status != 0 && huge.stderr.contains("No space left"), "\(huge.stderr)")
+            #expect(h.sh("stat -c %s \(f) && head -c 2 \(f)").out == "100010\nab", "nothing changed")
+        }
+    }
 }
