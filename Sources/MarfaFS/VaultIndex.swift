@@ -98,10 +98,11 @@ extension Catalog {
         return n
     }
 
-    /// The item a link in `source` names, by Obsidian's rules: a Markdown link or a `./`, `../`
-    /// path relative to the note's folder; a `/path` from the top; otherwise the files whose path
-    /// ends with the link (with or without `.md`, case-insensitively), the one with the shortest
-    /// path winning (fewest folders, then alphabetically).
+    /// The item a link in `source` names, by Obsidian's rules (man 7, "Links"): a Markdown link or
+    /// a `./`, `../` path relative to the note's folder; a `/path` from the top; otherwise among the
+    /// files whose path ends with the link (with or without `.md`, case-insensitively): the one at
+    /// exactly that vault path, else one in the linking note's own folder, else the shortest path
+    /// string (then alphabetically) — `getFirstLinkpathDest`'s order.
     func resolve(_ link: VaultLink, from source: Int64) -> Int64? {
         guard let v = vault else { return nil }
         let target = link.target.trimmingCharacters(in: .whitespaces)
@@ -116,15 +117,22 @@ extension Catalog {
         }
         guard let want = VaultIndex.normalize(target)?.lowercased(), !want.isEmpty else { return nil }
         let candidates = v.byName[VaultIndex.nameKey(VaultIndex.lastComponent(want))] ?? []
-        var best: (depth: Int, path: String, r: Int64)?
+        var exactHit: (path: String, r: Int64)?
+        var besideHit: (length: Int, path: String, r: Int64)?
+        var shortest: (length: Int, path: String, r: Int64)?
         for c in candidates {
             guard let p = vaultPath(c) else { continue }
             let bare = p.hasSuffix(".md") ? String(p.dropLast(3)) : p
             guard p == want || bare == want || p.hasSuffix("/" + want) || bare.hasSuffix("/" + want) else { continue }
-            let depth = p.reduce(0) { $1 == "/" ? $0 + 1 : $0 }
-            if best == nil || (depth, p) < (best!.depth, best!.path) { best = (depth, p, c) }
+            if p == want || bare == want {
+                if exactHit == nil || p < exactHit!.path { exactHit = (p, c) }
+                continue
+            }
+            let hit = (length: p.count, path: p, r: c)
+            if v.folderOf[c] == folder, besideHit == nil || (hit.length, hit.path) < (besideHit!.length, besideHit!.path) { besideHit = hit }
+            if shortest == nil || (hit.length, hit.path) < (shortest!.length, shortest!.path) { shortest = hit }
         }
-        return best?.r
+        return exactHit?.r ?? besideHit?.r ?? shortest?.r
     }
 
     /// The active item at exactly this vault path (with or without `.md`).
@@ -153,7 +161,6 @@ extension Catalog {
         if items[source]?.state == .active {
             for link in v.linksOf[source] ?? [] {
                 guard let t = resolve(link, from: source) else { missing.append(link.target); continue }
-                if t == source { continue }
                 let d = VaultIndex.Derived(target: t, edgeType: link.edgeType)
                 if want[d] != nil || real.contains(d) { continue }
                 let key = VaultIndex.DerivedKey(source: source, target: t, edgeType: link.edgeType)

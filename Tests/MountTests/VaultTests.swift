@@ -84,6 +84,35 @@ import Testing
         #expect(h.sh("cat .marfafs/unresolved").out == "Home.md\tMissing Note")
     }
 
+    /// Obsidian's order among several files a bare link could name (FS-32): the exact vault path,
+    /// then the linking note's own folder (not a parent), then the shortest path string (not the
+    /// fewest folders); a note's link to itself is an edge.
+    @Test func FS32_linksResolveExactPathThenOwnFolderThenShortestPathString() throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        _ = try h.importFolder(#"""
+        mkdir -p clientes/centro Stack b a/b zzzz/deep d
+        printf 'hub\n' > clientes/centro/index.md
+        printf 'stack\n' > Stack/index.md
+        printf 'See [[index|Centro HUB]].\n' > clientes/centro/visit.md
+        for f in b/Note.md a/b/Note.md zzzz/Note.md a/b/Tie.md zzzz/Tie.md Home.md d/Home.md; do printf '%s\n' "$f" > "$f"; done
+        printf '[[Note]]\n' > zzzz/deep/src.md
+        printf '[[b/Note]] and [[Tie]]\n' > top.md
+        printf '[[Home]]\n' > d/x.md
+        printf 'Me: [[self]].\n' > self.md
+        """#)
+        try h.mount()
+        #expect(far(h, "links", "clientes/centro/visit.md", "references") == ["clientes/centro/index.md"], "the note's own folder")
+        #expect(far(h, "links", "zzzz/deep/src.md", "references") == ["b/Note.md"], "a parent folder counts for nothing; the shortest path")
+        #expect(far(h, "links", "top.md", "references") == ["b/Note.md", "a/b/Tie.md"], "the exact path; the shortest string, not the fewest folders")
+        #expect(far(h, "links", "d/x.md", "references") == ["Home.md"], "the exact path over the own folder")
+        #expect(far(h, "links", "self.md", "references") == ["self.md"])
+        #expect(far(h, "backlinks", "self.md", "references") == ["self.md"])
+        // A new file beside the linking note takes the link from the shorter path.
+        #expect(h.sh("printf 'near\\n' > vault/zzzz/deep/Note.md").status == 0)
+        #expect(MountHarness.eventually { far(h, "links", "zzzz/deep/src.md", "references") == ["zzzz/deep/Note.md"] })
+    }
+
     @Test func FS26_tagsComeFromTheTextAndGoBackIntoIt() throws {
         let h = try MountHarness()
         defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
