@@ -48,11 +48,22 @@ extension FileSystem {
             "oldest_pending_age_seconds": oldest.map { .double(($0 * 1000).rounded() / 1000) } ?? .null,
             "conflicts": .int(Int64(muts.filter { $0.state == .conflict }.count + ((try? store.conflictedCopies().count) ?? 0))),
             "rejected": .int(Int64(muts.filter { $0.state == .rejected }.count)),
-            "invalid": .array(invalid.map { .object(["id": .string($0.0), "error": $0.1.map(JSONValue.string) ?? .null]) }),
+            "invalid": .array(invalid.map { .object(["id": .string($0.0), "path": shownPath($0.0).map(JSONValue.string) ?? .null,
+                                                     "error": $0.1.map(JSONValue.string) ?? .null]) }),
             "last_error": lastError.map { .string("\(Timestamp.format($0.at)) \($0.message)") } ?? .null,
         ]
         if let sync = syncStatus?() { obj.merge(sync.json) { _, engine in engine } }
         return JSONCoding.encode(obj)
+    }
+
+    /// Where a person finds an item: its path in `vault/` when it has one there, else its path
+    /// in `types/`, `archive/` or `trash/` (from the mount root).
+    func shownPath(_ id: String) -> String? {
+        guard let r = catalog.byID[id] else { return nil }
+        if (try? ensureVault()) != nil, let v = catalog.vault, let f = v.folderOf[r], let name = v.trees[f]?.nameOf[r] {
+            return "vault/" + VaultIndex.join(f, name)
+        }
+        return try? canonicalPath(r)
     }
 
     /// `.marfafs/conflicts` (FS-21): `<copy> <TAB> <original>` per conflicted copy (paths from

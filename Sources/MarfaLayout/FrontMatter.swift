@@ -58,6 +58,36 @@ public enum FrontMatter {
         return Parsed(properties: props, hasTitleKey: hasTitle)
     }
 
+    /// What can still be read of a text whose front matter does not parse (FS-32), as Obsidian
+    /// reads such a note: the body after the block, and each top-level key whose own lines parse
+    /// alone (a key whose one line does not, such as `title: a: b`, gives the rest of its line as
+    /// text). Nil for bytes that are not text.
+    public static func salvage(_ bytes: [UInt8], bodyField: String = "body") -> [String: JSONValue]? {
+        if bytes.contains(0) { return nil }
+        guard let text = String(validating: bytes, as: UTF8.self) else { return nil }
+        guard let (yaml, body) = split(text) else { return [bodyField: .string(text)] }
+        var props: [String: JSONValue] = [:]
+        var chunks: [[Substring]] = []
+        for line in yaml.split(separator: "\n", omittingEmptySubsequences: false) {
+            let starts = line.first.map { !$0.isWhitespace && $0 != "#" && $0 != "-" } ?? false
+            if starts || chunks.isEmpty { chunks.append([line]) } else { chunks[chunks.count - 1].append(line) }
+        }
+        for chunk in chunks {
+            let whole = chunk.joined(separator: "\n")
+            if let node = try? Yams.compose(yaml: whole), case .mapping(let m) = node {
+                for (k, v) in m { if let key = scalarKey(k) { props[key] = json(v) } }
+                continue
+            }
+            guard chunk.count == 1 || chunk.dropFirst().allSatisfy({ $0.allSatisfy(\.isWhitespace) }),
+                  let colon = chunk[0].firstIndex(of: ":") else { continue }
+            let key = chunk[0][..<colon].trimmingCharacters(in: .whitespaces)
+            let value = chunk[0][chunk[0].index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+            if !key.isEmpty, !value.isEmpty { props[key] = .string(value) }
+        }
+        props[bodyField] = .string(body)
+        return props
+    }
+
     /// Splits `---\n<yaml>---\n<body>`; nil when the text has no complete front matter block.
     static func split(_ text: String) -> (String, String)? {
         let u = Array(text.utf8)

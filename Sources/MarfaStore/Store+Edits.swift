@@ -52,6 +52,7 @@ extension Store {
         var sync = SyncState.pending
         var syncError: String?
         var hash: String?
+        var readable: [String: JSONValue]?
         if isBlob && !unsettled {
             guard Int64(n.content.count) <= Self.maxBlobBytes else { throw StoreError.tooLarge("blob of \(n.content.count) bytes") }
             hash = BlobHash.of(n.content)
@@ -63,6 +64,8 @@ extension Store {
                     props = try Self.parseText(n.content, type: t, fileName: n.fileName, previous: props)
                 } catch let e as FrontMatterError {
                     sync = .invalid; syncError = e.description
+                    // What can be read of it still gives its links and tags (FS-32).
+                    readable = FrontMatter.salvage(n.content, bodyField: t.bodyField)
                 }
             }
         }
@@ -80,7 +83,9 @@ extension Store {
             """, [row, id, n.type, JSONCoding.encode(props), raw, head, n.fileName, stem, ext,
                   n.content.count, n.sourceID, ts, ts, ts, mtimeNs, n.state.rawValue, sync.rawValue, syncError, unsettled])
         // FS-26: what a text says, read once: a note's tags are also those its text holds.
-        let said = !isBlob && !unsettled && sync != .invalid ? VaultText.read(properties: props, bodyField: t.bodyField) : nil
+        let said = isBlob || unsettled ? nil
+            : sync != .invalid ? VaultText.read(properties: props, bodyField: t.bodyField)
+            : readable.map { VaultText.read(properties: $0, bodyField: t.bodyField) }
         let tags = Self.tagsFollowText(t.id) ? Self.adding(said?.tags ?? [], to: Set(n.tags)) : Set(n.tags)
         let sortedTags = tags.sorted()
         for tag in sortedTags { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [id, tag]) }

@@ -213,6 +213,9 @@ extension Store {
     /// Stores new bytes for `cur` and queues the change; returns the item as now stored.
     func applyContent(_ db: Database, _ cur: StoredItem, bytes: [UInt8], now: Date, origin: ContentOrigin = .save) throws -> StoredItem {
         let stored = cur.item
+        // What the previous text said, for the tags it gave: its properties, or what could be
+        // read of it when it did not parse.
+        let saidBefore = cur.sync == .invalid ? cur.raw.flatMap { FrontMatter.salvage($0, bodyField: type(cur.item.type).bodyField) } : cur.item.properties
         var cur = cur
         let t = type(cur.item.type)
         let ts = Timestamp.format(now)
@@ -255,12 +258,13 @@ extension Store {
             try db.run("UPDATE items SET properties = ?, raw = ?, raw_head = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
                            [JSONCoding.encode(cur.item.properties), raw, head, bytes.count, stem, ext, ts, cur.mtimeNs, cur.rowid])
             try enqueueItemChange(db, cur.item)
-            try followText(db, cur, before: before, said: VaultText.read(properties: cur.item.properties, bodyField: t.bodyField))
+            try followText(db, cur, before: saidBefore, said: VaultText.read(properties: cur.item.properties, bodyField: t.bodyField))
         } catch let e as FrontMatterError {
             // FS-10: kept byte for byte, marked invalid, not queued until it parses again.
             cur.sync = .invalid; cur.syncError = e.description
             try db.run("UPDATE items SET raw = ?, raw_head = NULL, size = ?, updated_at = ?, mtime_ns = ?, sync = 'invalid', sync_error = ?, unsettled = 0 WHERE rowid = ?",
                            [Data(bytes), bytes.count, ts, cur.mtimeNs, e.description, cur.rowid])
+            try followInvalidText(db, cur, bytes, before: saidBefore)
         }
         return cur
     }

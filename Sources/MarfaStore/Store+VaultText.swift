@@ -37,6 +37,27 @@ extension Store {
         if next != current { try setTags(db, cur, next) }
     }
 
+    /// After a local write of text whose front matter does not parse (FS-10, FS-32): what can be
+    /// read of it (`FrontMatter.salvage`: the body, the keys that parse alone) still gives the
+    /// note's links and tags, as Obsidian reads such a note. `before`: what the previous text
+    /// said. The tags reach the queue only when the server knows the item or its create is
+    /// queued; otherwise its create, once the text parses, carries them.
+    func followInvalidText(_ db: Database, _ cur: StoredItem, _ bytes: [UInt8], before: [String: JSONValue]?) throws {
+        let t = type(cur.item.type)
+        guard let readable = FrontMatter.salvage(bytes, bodyField: t.bodyField) else { return }
+        let said = VaultText.read(properties: readable, bodyField: t.bodyField)
+        if try cur.item.version > 0 || Self.pendingCreate(db, cur.item.id) {
+            return try followText(db, cur, before: before, said: said)
+        }
+        try storeLinks(db, cur.rowid, said.links)
+        guard Self.tagsFollowText(t.id), let before else { return }
+        let old = Set(VaultText.read(properties: before, bodyField: t.bodyField).tags.map { $0.lowercased() })
+        let current = Set(try Self.tags(db, cur.item.id))
+        let next = Self.adding(said.tags, to: current.filter { Self.tagStaysMetadata($0) || !old.contains($0.lowercased()) })
+        for tag in current.subtracting(next) { try db.run("DELETE FROM tags WHERE item_id = ? AND tag = ?", [cur.item.id, tag]) }
+        for tag in next.subtracting(current) { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [cur.item.id, tag]) }
+    }
+
     /// Stores a text item's links, read from the properties just written.
     func storeLinks(_ db: Database, _ rowid: Int64, _ links: [VaultLink]) throws {
         try db.execute(sql: "UPDATE items SET links = ?, links_stale = 0 WHERE rowid = ?",

@@ -98,7 +98,12 @@ struct StatusCommand: ParsableCommand {
                 print("  \(k.replacingOccurrences(of: "_", with: " ")): \(v)")
             }
             if let inv = obj["invalid"] as? [[String: Any]], !inv.isEmpty {
-                print("  invalid: \(inv.count) item(s) kept locally until their front matter parses")
+                print("  invalid: \(inv.count) file(s) kept locally until their front matter parses")
+                for i in inv.prefix(50) {
+                    let path = i["path"] as? String ?? i["id"] as? String ?? "?"
+                    print("    \(path): \(i["error"] as? String ?? "invalid")")
+                }
+                if inv.count > 50 { print("    and \(inv.count - 50) more (marfafs status --json lists them all)") }
             }
         }
         if failed { throw ExitCode(Exit.failure) }

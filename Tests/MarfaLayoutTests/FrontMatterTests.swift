@@ -18,6 +18,20 @@ import Testing
         #expect(!p.hasTitleKey)
     }
 
+    /// What Obsidian still reads of broken front matter: each top-level key whose lines parse
+    /// alone, a one-line key that does not as its text, and the body after the block.
+    @Test func FS32_salvageReadsTheKeysThatParseAloneAndTheBody() throws {
+        let text = "---\ntitle: Centro: HUB\ntags:\n  - crm\n  - hub\nbad: [unclosed\n  still: bad\nn: 3\n---\nBody [[x]]\n"
+        #expect(throws: FrontMatterError.self) { try FrontMatter.parse(Array(text.utf8)) }
+        let p = try #require(FrontMatter.salvage(Array(text.utf8)))
+        #expect(p["title"] == .string("Centro: HUB"))
+        #expect(p["tags"] == .array([.string("crm"), .string("hub")]))
+        #expect(p["n"] == .int(3))
+        #expect(p["bad"] == nil, "a key over several lines that does not parse is left out")
+        #expect(p["body"] == .string("Body [[x]]\n"))
+        #expect(FrontMatter.salvage([0x66, 0, 0x67]) == nil, "not text")
+    }
+
     @Test func FS8_titleAndBodyOnlyRendersAsBareBody() {
         #expect(FrontMatter.render(["title": "T", "body": "just text\n"]) == "just text\n")
     }

@@ -113,6 +113,38 @@ import Testing
         #expect(MountHarness.eventually { far(h, "links", "zzzz/deep/src.md", "references") == ["zzzz/deep/Note.md"] })
     }
 
+    /// A note whose front matter does not parse (an unquoted colon, an unclosed list) still gives
+    /// its body's links and inline tags and the keys that parse alone, imported or written
+    /// through the mount; status names it by path (FS-32, FS-10).
+    @Test func FS32_brokenFrontMatterStillGivesItsLinksAndTags() throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        _ = try h.importFolder(#"""
+        mkdir -p clientes
+        printf 'target\n' > Target.md
+        printf 'other\n' > Other.md
+        printf -- '---\ntitle: Centro: HUB\ntags: [crm]\n---\nGo to [[Target]]. #inline\n' > clientes/hub.md
+        """#)
+        try h.mount()
+        #expect(h.sh("getfattr --only-values -n user.marfa.sync vault/clientes/hub.md").out == "invalid")
+        #expect(far(h, "links", "clientes/hub.md", "references") == ["Target.md"])
+        #expect(h.sh("ls tags/crm tags/inline").out == "tags/crm:\nhub.md\n\ntags/inline:\nhub.md")
+        let status = h.sh("cat .marfafs/status").out
+        #expect(status.contains("\"path\":\"vault/clientes/hub.md\""), "\(status)")
+        #expect(h.sh("\(MountHarness.binary) status .").out.contains("vault/clientes/hub.md: front matter is not valid YAML"))
+        // Written through the mount, still broken: the links and tags follow the new text.
+        #expect(h.sh("printf -- '---\\ntags: [unclosed\\n---\\nNow [[Other]]. #second\\n' > vault/clientes/hub.md").status == 0)
+        #expect(MountHarness.eventually { far(h, "links", "clientes/hub.md", "references") == ["Other.md"] })
+        #expect(h.sh("ls tags/second && ls tags/inline 2>/dev/null | wc -l").out == "hub.md\n0")
+        #expect(h.sh("getfattr --only-values -n user.marfa.sync vault/clientes/hub.md").out == "invalid")
+        #expect(!h.sql("SELECT payload FROM mutations").contains("unclosed"), "invalid bytes are not queued")
+        // Mended, it is a note like any other.
+        #expect(h.sh("printf -- '---\\ntags: [crm]\\n---\\nNow [[Other]]. #second\\n' > vault/clientes/hub.md").status == 0)
+        #expect(MountHarness.eventually { h.sh("getfattr --only-values -n user.marfa.sync vault/clientes/hub.md").out == "pending" })
+        #expect(h.sh("ls tags/crm tags/second").out == "tags/crm:\nhub.md\n\ntags/second:\nhub.md")
+        #expect(!h.sh("cat .marfafs/status").out.contains("hub.md"))
+    }
+
     @Test func FS26_tagsComeFromTheTextAndGoBackIntoIt() throws {
         let h = try MountHarness()
         defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
