@@ -11,18 +11,57 @@ enum Vault {
         tag.dropFirst(VaultText.folderPrefix.count).split(separator: "/").filter { $0 != ".." && $0 != "." }.joined(separator: "/")
     }
 
-    /// Files and symlinks under `dir`, relative, sorted; hidden files and folders (`.obsidian`,
-    /// `.git`) are skipped. A symlink is one, wherever it points (FS-31).
-    static func files(in dir: String) throws -> [String] {
+    /// Folders whose files stay out of a store: a tool's own repository (FS-32).
+    static let localOnlyFolders: Set<String> = [".git", ".hg", ".svn"]
+
+    /// What a folder holds, relative and sorted: its files and symlinks (hidden ones too: an
+    /// Obsidian vault's `.obsidian/` is its settings), its folders (empty ones too), and the
+    /// folders left out with the number of files in each.
+    struct Listing {
+        var files: [String] = []
+        var folders: [String] = []
+        var skipped: [(folder: String, files: Int)] = []
+    }
+
+    static func list(_ dir: String) throws -> Listing {
         guard let e = FileManager.default.enumerator(atPath: dir) else { throw CLIError("cannot read \(dir)") }
-        var out: [String] = []
+        var out = Listing()
         while let rel = e.nextObject() as? String {
             let last = (rel as NSString).lastPathComponent
-            if last.hasPrefix(".") { e.skipDescendants(); continue }
             let type = (try? FileManager.default.attributesOfItem(atPath: dir + "/" + rel))?[.type] as? FileAttributeType
-            if type == .typeRegular || type == .typeSymbolicLink { out.append(rel) }
+            if type == .typeDirectory {
+                if localOnlyFolders.contains(last) {
+                    e.skipDescendants()
+                    let inside = FileManager.default.enumerator(atPath: dir + "/" + rel)?.allObjects.count ?? 0
+                    out.skipped.append((rel, inside))
+                    continue
+                }
+                out.folders.append(rel)
+            } else if type == .typeRegular || type == .typeSymbolicLink {
+                out.files.append(rel)
+            }
         }
-        return out.sorted()
+        out.files.sort(); out.folders.sort()
+        return out
+    }
+
+    /// The folder a relative path is in ("" at the top).
+    static func parent(_ rel: String) -> String {
+        rel.lastIndex(of: "/").map { String(rel[..<$0]) } ?? ""
+    }
+
+    /// A path's modification time in nanoseconds (of a symlink itself, not what it names).
+    static func mtimeNs(_ path: String) -> Int64? {
+        var st = Glibc.stat()
+        guard lstat(path, &st) == 0 else { return nil }
+        return Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+    }
+
+    /// Sets a path's modification time (and access time) to `ns`, not following a symlink.
+    static func setMtime(_ path: String, _ ns: Int64) {
+        let t = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
+        let times = [t, t]
+        _ = utimensat(AT_FDCWD, path, times, AT_SYMLINK_NOFOLLOW)
     }
 
     /// A file's permission bits and, for a symlink, its target.
@@ -59,14 +98,16 @@ struct ImportCommand: ParsableCommand {
         try store.recoverStaged()
         // No server: the queue keeps no payloads (a later mount with --server writes them).
         try store.useLocalOnly()
-        let files = try Vault.files(in: root)
+        let listing = try Vault.list(root)
+        let files = listing.files
         var progress = Progress(label: "importing", total: files.count)
         var created = 0, updated = 0, same = 0, failed = 0
         for (i, rel) in files.enumerated() {
             defer { progress.update(i + 1) }
             let name = (rel as NSString).lastPathComponent
-            let folder = (rel as NSString).deletingLastPathComponent
+            let folder = Vault.parent(rel)
             let (mode, link) = Vault.stat(root + "/" + rel)
+            let mtime = Vault.mtimeNs(root + "/" + rel)
             guard let data = link.map({ Data($0.utf8) }) ?? FileManager.default.contents(atPath: root + "/" + rel) else {
                 FileHandle.standardError.write(Data("\nmarfafs: cannot read \(rel)\n".utf8)); failed += 1; continue
             }
@@ -78,10 +119,12 @@ struct ImportCommand: ParsableCommand {
                     let currentBlob = existing.item.properties["blob_ref"]?.stringValue
                     if current == bytes || (current == nil && currentBlob == BlobHash.of(bytes)) {
                         if link == nil { try store.setMode(rowid: existing.rowid, mode: mode) }
+                        if let t = mtime, t != existing.mtimeNs { _ = try store.setMtime(rowid: existing.rowid, ns: t) }
                         same += 1; continue
                     }
                     _ = try store.writeContent(rowid: existing.rowid, bytes: bytes)
                     if link == nil { try store.setMode(rowid: existing.rowid, mode: mode) }
+                    if let t = mtime { _ = try store.setMtime(rowid: existing.rowid, ns: t) }
                     updated += 1
                     continue
                 }
@@ -93,19 +136,46 @@ struct ImportCommand: ParsableCommand {
                     FileHandle.standardError.write(Data("\nmarfafs: \(rel): its folder is not kept (a control character)\n".utf8))
                     tags = []
                 }
+                let rowid: Int64
                 if let link {
-                    _ = try store.createSymlink(name: name, target: link, tags: tags, sourceID: sourceID)
+                    rowid = try store.createSymlink(name: name, target: link, tags: tags, sourceID: sourceID).rowid
                 } else {
-                    let made = try store.createItem(NewItem(type: type, fileName: name, content: bytes, tags: tags, sourceID: sourceID))
-                    try store.setMode(rowid: made.rowid, mode: mode)
+                    rowid = try store.createItem(NewItem(type: type, fileName: name, content: bytes, tags: tags, sourceID: sourceID)).rowid
+                    try store.setMode(rowid: rowid, mode: mode)
                 }
+                // The file's own time, so `rsync -a` from the original finds nothing to send (FS-32).
+                if let t = mtime { _ = try store.setMtime(rowid: rowid, ns: t) }
                 created += 1
             } catch {
                 FileHandle.standardError.write(Data("\nmarfafs: \(rel): \(error)\n".utf8)); failed += 1
             }
         }
+        // Folders: an empty one is kept as a folder of its own; every one keeps its time.
+        // A folder that holds a file or a folder is there through what it holds.
+        let holding = Set((files + listing.folders).flatMap { rel -> [String] in
+            var out: [String] = [], f = Vault.parent(rel)
+            while !f.isEmpty { out.append(f); f = Vault.parent(f) }
+            return out
+        })
+        var emptyFolders = 0
+        for folder in listing.folders where !holding.contains(folder) {
+            let tag = VaultText.folderPrefix + folder
+            guard Store.isLocalTag(tag) else { continue }
+            try store.addLocalTag(tag)
+            emptyFolders += 1
+        }
+        var times: [String: Int64] = [:]
+        for folder in listing.folders { times["vault/" + folder] = Vault.mtimeNs(root + "/" + folder) }
+        times["vault/"] = Vault.mtimeNs(root)
+        try store.setDirTimes(times)
         try store.syncDurably()
-        print("imported \(files.count) files from \(root): \(created) new, \(updated) changed, \(same) unchanged\(failed > 0 ? ", \(failed) failed" : "")")
+        var summary = "imported \(files.count) files from \(root): \(created) new, \(updated) changed, \(same) unchanged"
+        if emptyFolders > 0 { summary += ", \(emptyFolders) empty folder\(emptyFolders == 1 ? "" : "s")" }
+        if failed > 0 { summary += ", \(failed) failed" }
+        for (folder, n) in listing.skipped {
+            summary += "\n  skipped \(folder)/ (\(n) entries): a tool's repository stays out of the store"
+        }
+        print(summary)
         if failed > 0 { throw ExitCode(Exit.failure) }
     }
 }
@@ -165,6 +235,7 @@ struct ExportCommand: ParsableCommand {
                 guard let bytes = store.blobs.read(hash: h, offset: 0, count: Int(size)) else { throw CLIError("cannot read the blob of \(path)") }
                 try? FileManager.default.removeItem(atPath: target)
                 try FileManager.default.createSymbolicLink(atPath: target, withDestinationPath: String(decoding: bytes, as: UTF8.self))
+                Vault.setMtime(target, s.mtimeNs)
                 continue
             }
             guard FileManager.default.createFile(atPath: target, contents: nil), let out = FileHandle(forWritingAtPath: target) else {
@@ -183,11 +254,20 @@ struct ExportCommand: ParsableCommand {
                 try out.write(contentsOf: try store.textContent(rowid: s.rowid))
             }
             if s.mode != 0 { _ = chmod(target, mode_t(s.mode)) }
+            try? out.close()
+            Vault.setMtime(target, s.mtimeNs)
         }
         // Folders made in the vault's tree and still empty (FS-27).
         for tag in try store.localTags() where tag.hasPrefix(VaultText.folderPrefix) {
             let folder = Vault.safeFolder(tag)
             if !folder.isEmpty { try FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true) }
+        }
+        // Folders keep the times the store has for them, deepest first (a folder's own time
+        // changes when something is written in it).
+        for (dir, ns) in try store.dirTimes().sorted(by: { $0.key.count > $1.key.count }) where dir.hasPrefix("vault/") {
+            let folder = Vault.safeFolder(VaultText.folderPrefix + dir.dropFirst("vault/".count))
+            let path = folder.isEmpty ? root : root + "/" + folder
+            if FileManager.default.fileExists(atPath: path) { Vault.setMtime(path, ns) }
         }
         print("exported \(items.count - failed) items to \(root)\(failed > 0 ? " (\(failed) failed)" : "")")
         if failed > 0 { throw ExitCode(Exit.failure) }

@@ -183,6 +183,44 @@ import Testing
         #expect(h.sh("ls tags/fresh").out == "Sibling.md")
     }
 
+    /// A vault comes whole (FS-32): import keeps hidden files and folders, empty folders and
+    /// every file's and folder's time, and leaves a git repository out, saying so; the mount
+    /// shows exactly the original (`rsync -a` from it finds nothing to do) and so does export.
+    @Test func FS32_importMountAndExportKeepHiddenFilesEmptyFoldersAndTimes() throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        let src = h.root + "/src", out = h.root + "/out"
+        let made = Shell.run(["/bin/bash", "-c", """
+            set -e; mkdir -p '\(src)' && cd '\(src)'
+            mkdir -p .obsidian/plugins/x notes/empty deep/a/b
+            printf '{"theme":"dark"}' > .obsidian/app.json && printf '{}' > .obsidian/plugins/x/data.json
+            printf '*.tmp\\n' > .gitignore && printf 'x' > .DS_Store && printf '# A\\n[[B]]\\n' > notes/A.md && printf 'B\\n' > B.md
+            git init -q && git add -A && git -c user.name=t -c user.email=t@example.com commit -qm first
+            touch -d '2020-01-02 03:04:05.123456789' notes/A.md B.md .gitignore .DS_Store .obsidian/app.json .obsidian/plugins/x/data.json
+            touch -d '2019-05-05 01:02:03' notes/empty deep/a/b deep/a deep notes .obsidian/plugins/x .obsidian/plugins .obsidian .
+            """])
+        #expect(made.status == 0, "\(made.stderr)")
+        let imported = Shell.run([MountHarness.binary, "import", src, "--store", h.store])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(imported.stdout.contains("6 new") && imported.stdout.contains("2 empty folders"), "\(imported.stdout)")
+        #expect(imported.stdout.contains("skipped .git/"), "the summary says what was left out: \(imported.stdout)")
+        #expect(h.sql("SELECT count(*) FROM items") == "6", "nothing of .git is an item")
+        #expect(h.sql("SELECT count(*) FROM tags WHERE tag LIKE 'folder:.git%'") == "0")
+        try h.mount()
+        #expect(h.sh("diff -r --exclude=.git '\(src)' vault/ && echo same").out == "same")
+        #expect(h.sh("rsync -a --dry-run --itemize-changes --exclude=.git '\(src)/' vault/").out == "", "nothing to send")
+        #expect(h.sh("stat -c '%y %n' vault/notes/A.md vault/notes/empty").out
+                == "2020-01-02 03:04:05.123456789 +0000 vault/notes/A.md\n2019-05-05 01:02:03.000000000 +0000 vault/notes/empty")
+        h.unmount()
+        let exported = Shell.run([MountHarness.binary, "export", out, "--store", h.store])
+        #expect(exported.status == 0, "\(exported.stderr)")
+        #expect(Shell.run(["/bin/bash", "-c", "diff -r --exclude=.git '\(src)' '\(out)' && echo same"]).out == "same")
+        #expect(Shell.run(["/bin/bash", "-c", "rsync -a --dry-run --itemize-changes --exclude=.git '\(src)/' '\(out)/'"]).out == "")
+        // Imported again, nothing has changed.
+        let again = Shell.run([MountHarness.binary, "import", src, "--store", h.store])
+        #expect(again.stdout.contains("0 new, 0 changed, 6 unchanged"), "\(again.stdout)")
+    }
+
     @Test func FS27_theTreeTakesRsyncTwiceGivesItBackAndExportsIt() throws {
         let h = try MountHarness()
         defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
