@@ -24,7 +24,8 @@ extension FileSystem {
         let i = ino(n)
         var a = try baseAttr(n, i)
         switch n {
-        case .item(let r): a.mode = a.kind == .symlink ? 0 : catalog.stagedModes[r] ?? catalog.items[r]?.mode ?? 0
+        case .item(let r):
+            a.mode = a.kind == .symlink ? 0 : catalog.stagedModes[r].map { Store.storedMode($0, default: Store.defaultFileMode) ?? 0 } ?? catalog.items[r]?.mode ?? 0
         case .treeDir(let f): a.mode = catalog.dirModes[f] ?? 0
         case .detached(let d): a.mode = catalog.detached[d]?.mode ?? 0
         default: break
@@ -105,9 +106,9 @@ extension FileSystem {
                 _ = self.ino(n)
                 saveTreeDirs()
                 try wrap { try store.setTreeDirMode(f, mode: mode) }
-                catalog.dirModes[f] = (mode & 0o7777) == Store.defaultDirMode ? nil : mode & 0o7777
+                catalog.dirModes[f] = Store.storedMode(mode, default: Store.defaultDirMode)
             case .detached(let d):
-                catalog.detached[d]?.mode = mode & 0o7777
+                catalog.detached[d]?.mode = Store.storedMode(mode, default: Store.defaultFileMode) ?? 0
             default:
                 // Views, tags and links show fixed modes; a change is accepted and not kept (FS-16).
                 break
@@ -119,8 +120,8 @@ extension FileSystem {
     /// yet: its bits wait with it and are stored when it settles (`applyStagedModes`), so a
     /// temporary file's `creat(0600)` and `chmod` cost nothing.
     func keepMode(_ r: Int64, _ bits: UInt16) throws {
-        if let s = catalog.items[r], s.mode & 0o170000 != 0 { return }   // a symlink's mode is its kind's
-        let stored: UInt16 = bits == Store.defaultFileMode ? 0 : bits
+        if let s = catalog.items[r], Store.isSymlinkMode(s.mode) { return }   // a symlink's mode is its kind's
+        let stored: UInt16 = Store.storedMode(bits, default: Store.defaultFileMode) ?? 0
         if catalog.stagedModes[r] == nil, catalog.items[r]?.mode == stored { return }
         catalog.items[r]?.mode = stored
         if store.isNewlyStaged(StagedKey(.item, r)) { catalog.stagedModes[r] = bits; return }
@@ -134,7 +135,7 @@ extension FileSystem {
             catalog.stagedModes[r] = nil
             guard catalog.items[r] != nil else { continue }
             do { try store.setMode(rowid: r, mode: bits) } catch { log.warning("a file's mode was not kept", metadata: ["item": "\(r)", "error": "\(error)"]) }
-            catalog.items[r]?.mode = bits == Store.defaultFileMode ? 0 : bits
+            catalog.items[r]?.mode = Store.storedMode(bits, default: Store.defaultFileMode) ?? 0
         }
     }
 

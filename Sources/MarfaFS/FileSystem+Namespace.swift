@@ -160,6 +160,8 @@ extension FileSystem {
                 // names around it are listed for forgetting, so that entry is never one of them (a
                 // shell that has already moved into it keeps its working directory: FS-31).
                 let made: Node = if case .treeDir(let f) = p { .treeDir(VaultIndex.join(f, name)) } else { .tagDir(tag) }
+                // A new folder's times are now (its names have just begun).
+                namesChanged(in: made)
                 let a = try attr(made)
                 noteShown(made)
                 let inv = Self.tagDirPlaces(tag).flatMap { invalidations(($0.0, [$0.1])) }

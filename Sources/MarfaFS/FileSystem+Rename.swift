@@ -195,7 +195,7 @@ extension FileSystem {
         // mode the new file has, which the name has from now on, as on a disk.
         let held = heldFile(t)
         var newMode: UInt16?
-        if case .item(let r) = source { newMode = catalog.stagedModes.removeValue(forKey: r) ?? catalog.items[r].map { $0.mode == 0 ? Store.defaultFileMode : $0.mode } }
+        if case .item(let r) = source { newMode = catalog.stagedModes.removeValue(forKey: r) ?? catalog.items[r].map { Store.permissions($0.mode, default: Store.defaultFileMode) } }
         // Its base is what the renaming program saw of the item (FS-29).
         if let f = try wrap({ try store.saveOver(t, from: source, by: currentWriter) }) {
             // A new file saved over the item never gets a row of its own, and the item's names,

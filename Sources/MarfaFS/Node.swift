@@ -49,7 +49,8 @@ public struct FileAttr: Sendable, Hashable {
     public var timeout: Double
     /// Seconds the kernel may cache the name, when not `timeout`.
     public var entryTimeout: Double?
-    /// Permission bits (FS-31); 0: the kind's default (0644 files, 0755 directories, 0777 links).
+    /// Permission bits (FS-31); 0: the kind's default (0644 files, 0755 directories, 0777 links);
+    /// the regular-file type bit alone: none (`chmod 000`).
     public var mode: UInt16 = 0
     /// Last access and last change of the node (FS-31); nil: its mtime.
     public var atimeNs: Int64?
@@ -57,7 +58,7 @@ public struct FileAttr: Sendable, Hashable {
 
     /// The permission bits the kernel is told.
     public var permissions: UInt16 {
-        if mode != 0 { return mode }
+        if mode != 0 { return mode & 0o7777 }
         switch kind { case .directory: return 0o755; case .file: return 0o644; case .symlink: return 0o777 }
     }
 

@@ -21,9 +21,28 @@ extension Store {
         }
     }
     public static let defaultDirMode: UInt16 = 0o755
+    /// The stored mode of a file or folder whose permission bits are all clear (`chmod 000`):
+    /// the regular-file type bit alone, since a stored 0 (or NULL) means the kind's default.
+    public static let noPermissionsMark: UInt16 = 0o100000
+
+    /// What to store for permission bits `bits`: nil for the kind's default `d`.
+    public static func storedMode(_ bits: UInt16, default d: UInt16) -> UInt16? {
+        let b = bits & 0o7777
+        return b == d ? nil : b == 0 ? noPermissionsMark : b
+    }
+
+    /// The permission bits a stored mode stands for (a symlink's are 0777).
+    public static func permissions(_ stored: UInt16, default d: UInt16) -> UInt16 {
+        if stored == 0 { return d }
+        if stored & 0o170000 == 0o120000 { return 0o777 }
+        return stored & 0o7777
+    }
+
+    /// Whether a stored mode is a symlink's.
+    public static func isSymlinkMode(_ stored: UInt16) -> Bool { stored & 0o170000 == 0o120000 }
     static let statExtension = "fs.stat"
 
-    static func statValue(mode: UInt16) -> JSONValue { .object(["mode": .int(Int64(mode == 0 ? defaultFileMode : mode))]) }
+    static func statValue(mode: UInt16) -> JSONValue { .object(["mode": .int(Int64(permissions(mode, default: defaultFileMode)))]) }
 
     /// The permission bits an item's extensions give: nil when they say nothing (or nothing valid).
     static func mode(from extensions: [String: JSONValue]?) -> UInt16? {
@@ -35,10 +54,10 @@ extension Store {
     @discardableResult
     func applyStat(_ db: Database, _ extensions: [String: JSONValue]?, rowid: Int64) throws -> Bool {
         guard let m = Self.mode(from: extensions) else { return false }
-        let stored: Int64? = m == Self.defaultFileMode ? nil : Int64(m)
+        let stored: Int64? = Self.storedMode(m, default: Self.defaultFileMode).map { Int64($0) }
         let before = try Int64?.fetchOne(db, sql: "SELECT mode FROM items WHERE rowid = ?", arguments: [rowid]) ?? nil
         // A symlink's mode is its kind's.
-        if before == stored || (before ?? 0) >= 0o10000 { return false }
+        if before == stored || Self.isSymlinkMode(UInt16(truncatingIfNeeded: before ?? 0)) { return false }
         try db.run("UPDATE items SET mode = ? WHERE rowid = ?", [stored, rowid])
         return true
     }
@@ -48,8 +67,8 @@ extension Store {
         let m = mode & 0o7777
         try settledWrite { db in
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
-            if (cur.mode == 0 ? Self.defaultFileMode : cur.mode) == m || cur.mode >= 0o10000 { return }
-            try db.run("UPDATE items SET mode = ? WHERE rowid = ?", [m == Self.defaultFileMode ? nil : Int64(m), rowid])
+            if Self.permissions(cur.mode, default: Self.defaultFileMode) == m || Self.isSymlinkMode(cur.mode) { return }
+            try db.run("UPDATE items SET mode = ? WHERE rowid = ?", [Self.storedMode(m, default: Self.defaultFileMode).map { Int64($0) }, rowid])
             try enqueue(db, kind: .update, itemID: cur.item.id, payload: [
                 "extensions": .object([Self.statExtension: Self.statValue(mode: m)]), "base_version": .int(Int64(cur.item.version)),
             ], coalesce: true)
@@ -61,7 +80,7 @@ extension Store {
     static func localExtensions(_ cur: StoredItem) -> [String: JSONValue] {
         var ext: [String: JSONValue] = [:]
         if !cur.xattrs.isEmpty { ext["fs.xattr"] = .object(cur.xattrs.mapValues { .string(Data($0).base64EncodedString()) }) }
-        if cur.mode != 0 && cur.mode < 0o10000 { ext[statExtension] = statValue(mode: cur.mode) }
+        if cur.mode != 0 && !isSymlinkMode(cur.mode) { ext[statExtension] = statValue(mode: cur.mode) }
         return ext
     }
 
@@ -75,7 +94,6 @@ extension Store {
 
     /// Sets a folder's permission bits; the folder must have its number (`saveTreeDirInodes`).
     public func setTreeDirMode(_ path: String, mode: UInt16) throws {
-        let m = mode & 0o7777
-        try write { db in try db.run("UPDATE tree_dirs SET mode = ? WHERE path = ?", [m == Self.defaultDirMode ? nil : Int64(m), path]) }
+        try write { db in try db.run("UPDATE tree_dirs SET mode = ? WHERE path = ?", [Self.storedMode(mode, default: Self.defaultDirMode).map { Int64($0) }, path]) }
     }
 }

@@ -217,7 +217,7 @@ extension Store {
             // would think the file changed on disk; a watcher would see a change: FS-25).
             let newXattrs = extensions?["fs.xattr"].map(Self.xattrsJSON)
             let tagsChange = try tags.map { Set($0) != Set(try Self.tags(db, remote.id)) } ?? false
-            let modeChange = Self.mode(from: extensions).map { $0 != (stored.mode == 0 ? Self.defaultFileMode : stored.mode) } ?? false
+            let modeChange = Self.mode(from: extensions).map { $0 != Self.permissions(stored.mode, default: Self.defaultFileMode) } ?? false
             let attributesChange = remote.tier != local.tier || tagsChange || modeChange || (newXattrs.map { $0 != Xattrs.encode(stored.xattrs) } ?? false)
             if attributesChange { out.attributes.insert(remote.id) }
             shown = shown || remote.state != local.state || attributesChange

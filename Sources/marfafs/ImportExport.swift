@@ -253,7 +253,7 @@ struct ExportCommand: ParsableCommand {
             } else {
                 try out.write(contentsOf: try store.textContent(rowid: s.rowid))
             }
-            if s.mode != 0 { _ = chmod(target, mode_t(s.mode)) }
+            if s.mode != 0 { _ = chmod(target, mode_t(Store.permissions(s.mode, default: Store.defaultFileMode))) }
             try? out.close()
             Vault.setMtime(target, s.mtimeNs)
         }

@@ -159,4 +159,25 @@ import Testing
             #expect(h.sh("stat -c %s \(f) && head -c 2 \(f)").out == "100010\nab", "nothing changed")
         }
     }
+
+    /// Permission bits all clear are kept as such (a stored 0 used to mean the default): made so
+    /// by `open(O_CREAT, 0)` or by `chmod 000`, on a file and a folder, across a remount; a folder
+    /// made now has the times of now (pjdfstest open/26, mkdir/00).
+    @Test func FS31_noPermissionBitsAreKeptAndANewFolderHasTheTimeOfNow() throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        try h.mount()
+        #expect(h.sh("python3 -c \"import os; os.close(os.open('vault/made0', os.O_CREAT | os.O_WRONLY, 0))\" && printf x > vault/later && chmod 000 vault/later && mkdir vault/d && chmod 000 vault/d").status == 0)
+        #expect(h.sh("stat -c '%a %n' vault/made0 vault/later vault/d").out == "0 vault/made0\n0 vault/later\n0 vault/d")
+        #expect(h.sh("chmod 640 vault/later && stat -c %a vault/later").out == "640")
+        #expect(h.sh("chmod 000 vault/later").status == 0)
+        let before = Int(h.sh("date +%s").out) ?? 0
+        sleep(1)
+        #expect(h.sh("mkdir vault/fresh").status == 0)
+        let times = h.sh("stat -c '%X %Y %Z' vault/fresh").out.split(separator: " ").compactMap { Int($0) }
+        #expect(times.count == 3 && times.allSatisfy { $0 > before }, "\(times) after \(before)")
+        h.unmount()
+        try h.mount()
+        #expect(h.sh("stat -c '%a %n' vault/made0 vault/later vault/d").out == "0 vault/made0\n0 vault/later\n0 vault/d", "across a remount")
+    }
 }
