@@ -45,6 +45,7 @@ extension FileSystem {
             return true
         }
         guard gone else { return }
+        if LocalFiles.owns(ino) { return local.forget(ino) }
         let d = locked { catalog.detached.removeValue(forKey: ino) }
         // A replaced blob no one reads any more leaves the cache.
         if case .blob(let h, _)? = d?.content { store.releaseBlobAndDropIfUnused(h) }

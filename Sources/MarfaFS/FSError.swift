@@ -9,7 +9,33 @@ public struct FSError: Error, CustomStringConvertible {
     }
     public var code: Code
     public var message: String
+    /// The errno a system call gave, passed on as it is (local-only files, FS-32).
+    public var systemErrno: Int32?
     public init(_ code: Code, _ message: String) { self.code = code; self.message = message }
+
+    /// A failed system call's errno, kept exact; `code` is the nearest condition.
+    public static func system(_ err: Int32, _ message: String) -> FSError {
+        let code: Code = switch err {
+        case ENOENT: .notFound
+        case EEXIST: .exists
+        case ENOTEMPTY: .notEmpty
+        case ENAMETOOLONG: .nameTooLong
+        case EPERM, EACCES: .notPermitted
+        case EXDEV: .crossView
+        case ENOSPC, EDQUOT: .noSpace
+        case ENODATA: .noData
+        case EFBIG: .tooLarge
+        case ENOTDIR: .notDirectory
+        case EISDIR: .isDirectory
+        case ERANGE: .rangeError
+        case E2BIG: .noAttributeSpace
+        case EOPNOTSUPP: .notSupported
+        default: .invalid
+        }
+        var e = FSError(code, message + ": " + String(cString: strerror(err)))
+        e.systemErrno = err
+        return e
+    }
     public var description: String { "\(code): \(message)" }
 
     /// The errno for a condition. Exhaustive on purpose: no `default`.
@@ -37,7 +63,7 @@ public struct FSError: Error, CustomStringConvertible {
         }
     }
 
-    public var errno: Int32 { Self.errno(code) }
+    public var errno: Int32 { systemErrno ?? Self.errno(code) }
 
     /// Store errors in filesystem terms; anything unexpected is EIO (logged once at the boundary).
     static func from(_ error: Error) -> FSError {

@@ -77,6 +77,7 @@ extension FileSystem {
     }
 
     public func setattr(_ ino: UInt64, _ c: AttrChange, reader: Int32 = 0) throws -> FileAttr {
+        if LocalFiles.owns(ino) { return try local.setattr(ino, c) }
         // A replayed change (FS-25): already applied; the request only makes the kernel tell watchers.
         if isReplay(reader) { return try getattr(ino) }
         // The mount's files belong to the mount's user: another owner is refused, before anything changes.

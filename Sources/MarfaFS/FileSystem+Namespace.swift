@@ -39,6 +39,9 @@ extension FileSystem {
 
     public func create(parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
         if isReplay(reader) { return try replayedCreate(parent: parent, name: name) }
+        if let rel = try localTarget(parent: parent, name: name, making: true) {
+            return try makeLocal(rel, parent: parent) { try local.create(rel, mode: 0o644) }
+        }
         let w = writers.writer(reader)
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
             currentWriter = w
@@ -140,6 +143,9 @@ extension FileSystem {
 
     public func mkdir(parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
         if isReplay(reader) { return try replayedCreate(parent: parent, name: name) }
+        if let rel = try localTarget(parent: parent, name: name, making: true, folder: true) {
+            return try makeLocal(rel, parent: parent) { try local.mkdir(rel, mode: 0o755) }
+        }
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
             try settleNow(spools: .none)
             let p = try node(parent)
@@ -185,6 +191,11 @@ extension FileSystem {
 
     public func unlink(parent: UInt64, name: String, reader: Int32 = 0) throws {
         if isReplay(reader) { return try replayedRemove(parent: parent, name: name) }
+        if let rel = try localTarget(parent: parent, name: name) {
+            try local.unlink(rel)
+            if !LocalFiles.owns(parent) { touchNames(parent) }
+            return
+        }
         let inv: [Invalidation] = try freeing { try locked {
             let p = try node(parent)
             // A scratch file is local: removing it queues nothing, so nothing settles first.
@@ -246,6 +257,15 @@ extension FileSystem {
 
     public func rmdir(parent: UInt64, name: String, reader: Int32 = 0) throws {
         if isReplay(reader) { return try replayedRemove(parent: parent, name: name) }
+        if let rel = try localTarget(parent: parent, name: name) {
+            try local.rmdir(rel)
+            if !LocalFiles.owns(parent) { touchNames(parent) }
+            return
+        }
+        // A folder that holds local-only entries (`.git`) is not empty (FS-32).
+        let folder: String? = locked { if case .treeDir(let f)? = try? node(parent) { return VaultIndex.join(f, name) }; return nil }
+        if let folder, local.hasEntries(folder) { throw FSError(.notEmpty, name) }
+        defer { if let folder { local.dropContainer(folder) } }
         try freeing { try locked {
             try settleNow(spools: .none)
             let p = try node(parent)
@@ -307,6 +327,9 @@ extension FileSystem {
 
     public func symlink(target: String, parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
         if isReplay(reader) { return try replayedCreate(parent: parent, name: name) }
+        if let rel = try localTarget(parent: parent, name: name, making: true) {
+            return try makeLocal(rel, parent: parent) { try local.symlink(target, rel) }
+        }
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
             let p = try node(parent)
             try checkName(name)
@@ -332,6 +355,13 @@ extension FileSystem {
     }
 
     public func link(ino: UInt64, newParent: UInt64, newName: String) throws -> FileAttr {
+        // Hard links among local-only files are the disk's own (git may make them).
+        if LocalFiles.owns(ino) {
+            guard let rel = try localTarget(parent: newParent, name: newName, making: true) else {
+                throw FSError(.crossView, "a local-only file is linked only among local-only files")
+            }
+            return try makeLocal(rel, parent: newParent) { try local.link(ino, to: rel) }
+        }
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
             try settleNow(spools: .of([try? node(ino)]))
             let p = try node(newParent)

@@ -11,6 +11,7 @@ extension FileSystem {
 
     /// `getxattr` (§5). `security.*` and `system.*` answer ENODATA at once (FS-17).
     public func getxattr(_ ino: UInt64, name: String) throws -> [UInt8] {
+        if LocalFiles.owns(ino) { return try local.getxattr(ino, name) }
         guard name.hasPrefix("user.") else { throw FSError(.noData, name) }
         let r: Int64 = try locked {
             guard case .item(let r) = try node(ino) else { throw FSError(.noData, name) }
@@ -29,6 +30,7 @@ extension FileSystem {
     }
 
     public func listxattr(_ ino: UInt64) throws -> [String] {
+        if LocalFiles.owns(ino) { return try local.listxattr(ino) }
         let r: Int64? = try locked { if case .item(let r) = try node(ino) { try settleNow(spools: .of([.item(r)])); return r }; return nil }
         guard let r, let s = try wrap({ try store.item(rowid: r) }) else { return [] }
         var names = ["id", "type", "version", "created_at", "updated_at", "source", "sync", "tags", "favorite", "tier", "state"]
@@ -41,6 +43,7 @@ extension FileSystem {
     /// `setxattr` (§5): tags, favorite, tier, state and properties; other `user.*` names are kept (FS-17).
     /// Invalid values give EINVAL and change nothing.
     public func setxattr(_ ino: UInt64, name: String, value: [UInt8], create: Bool = false, replace: Bool = false) throws {
+        if LocalFiles.owns(ino) { return try local.setxattr(ino, name, value, flags: (create ? 1 : 0) | (replace ? 2 : 0)) }
         guard name.hasPrefix("user.") else { throw FSError(.notSupported, "only user.* attributes are kept") }
         let inv: [Invalidation] = try locked {
             guard case .item(let r) = try node(ino) else { throw FSError(.notPermitted, "attributes belong to item files") }
@@ -188,6 +191,7 @@ extension FileSystem {
     }
 
     public func removexattr(_ ino: UInt64, name: String) throws {
+        if LocalFiles.owns(ino) { return try local.removexattr(ino, name) }
         guard name.hasPrefix("user.") else { throw FSError(.noData, name) }
         let inv: [Invalidation] = try locked {
             try settleNow()

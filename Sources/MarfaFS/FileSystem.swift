@@ -61,10 +61,15 @@ public final class FileSystem: @unchecked Sendable {
     /// While the store's changes are followed: the replays of edge entries that came or went
     /// (`noteEdge`); nil otherwise.
     var edgeReplays: [Replay]?
+    /// Local-only files of the tree (FS-32), and the rules last read (keyed by the rules file's
+    /// item and time).
+    let local: LocalFiles
+    let localRulesCache = Mutex<(key: String, rules: LocalRules)?>(nil)
 
     public init(store: Store, logger: Logger, settleWindow: Double = 0.1) throws {
         self.store = store
         self.log = logger
+        self.local = LocalFiles(store: store.path)
         // Files a killed mount left staged are committed, and files written before a crash
         // settle now, before anything is served (FS-15).
         try store.recoverStaged()
@@ -192,7 +197,8 @@ public final class FileSystem: @unchecked Sendable {
     }
 
     public func getattr(_ ino: UInt64, reader: Int32 = 0) throws -> FileAttr {
-        try locked { currentReader = reader; return try attr(try node(ino)) }
+        if LocalFiles.owns(ino) { return try local.attr(ino: ino) }
+        return try locked { currentReader = reader; return try attr(try node(ino)) }
     }
 
     public func lookup(parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
@@ -200,6 +206,7 @@ public final class FileSystem: @unchecked Sendable {
         if isReplay(reader), let answer = replayedLookup(parent: parent, name: name) { return try answer.get() }
         // A name no directory can hold is ENAMETOOLONG, as a disk answers, not ENOENT.
         if name.utf8.count > Names.maxNameBytes { throw FSError(.nameTooLong, name) }
+        if let rel = try localTarget(parent: parent, name: name) { return try local.attr(rel) }
         return try locked {
             currentReader = reader
             let p = try node(parent)
@@ -213,7 +220,8 @@ public final class FileSystem: @unchecked Sendable {
     }
 
     public func readdir(_ ino: UInt64) throws -> [DirEntry] {
-        try locked {
+        if LocalFiles.owns(ino) { return try local.list(try local.rel(ino)) }
+        let (out, folder): ([DirEntry], String?) = try locked {
             let n = try node(ino)
             guard n.kind == .directory else { throw FSError(.notDirectory, "inode \(ino)") }
             var out: [DirEntry] = []
@@ -221,13 +229,18 @@ public final class FileSystem: @unchecked Sendable {
                 noteShown(child)
                 out.append(DirEntry(name: name, attr: try attr(child)))
             }
-            return out
+            if case .treeDir(let f) = n { return (out, f) }
+            return (out, nil)
         }
+        guard let folder else { return out }
+        // A folder's local-only entries (`.git`) show beside its own (FS-32).
+        return out + localEntries(folder, besides: Set(out.map(\.name)))
     }
 
     // MARK: content
 
     public func readlink(_ ino: UInt64) throws -> String {
+        if LocalFiles.owns(ino) { return try local.readlink(ino) }
         let (n, link): (Node, String?) = try locked {
             let n = try node(ino)
             if case .item(let r) = n, itemKind(r) == .symlink { return (n, nil) }
@@ -239,6 +252,7 @@ public final class FileSystem: @unchecked Sendable {
     }
 
     public func read(_ ino: UInt64, offset: Int64, size: Int, reader: Int32 = 0) throws -> [UInt8] {
+        if LocalFiles.owns(ino) { return try local.read(ino, offset: offset, size: size) }
         let (n, summary, staged): (Node, ItemSummary?, [UInt8]?) = try locked {
             let n = try node(ino)
             // A staged file is read from memory, a spooled blob from its spool file (FS-28).
@@ -303,6 +317,7 @@ public final class FileSystem: @unchecked Sendable {
         guard offset >= 0, offset <= Int64.max - Int64(data.count) else {
             throw FSError(.tooLarge, "a write to byte \(offset) is past any file's limit")
         }
+        if LocalFiles.owns(ino) { return try local.write(ino, offset: offset, data: data) }
         try changeFile(ino, reaching: offset + Int64(data.count), .write(offset: offset, data: data), by: writer)
         return data.count
     }
@@ -321,6 +336,7 @@ public final class FileSystem: @unchecked Sendable {
     /// asked to keep its size; punching a hole or zeroing a range writes zeros. Collapsing and
     /// inserting ranges are EOPNOTSUPP (man 7).
     public func fallocate(_ ino: UInt64, mode: Int32, offset: Int64, length: Int64, writer: Int32 = 0) throws {
+        if LocalFiles.owns(ino) { return try local.fallocate(ino, mode: mode, offset: offset, length: length) }
         let m = AllocateMode(rawValue: mode)
         guard m.subtracting([.keepSize, .punchHole, .zeroRange]).isEmpty else {
             throw FSError(.notSupported, "fallocate mode \(mode) is not supported")
@@ -394,6 +410,7 @@ public final class FileSystem: @unchecked Sendable {
     /// `fsync` returns once the file's bytes are durable (FS-15): a staged file's journal, else
     /// the store; for a directory (the names in it), both.
     public func fsync(_ ino: UInt64) throws {
+        if LocalFiles.owns(ino) { return try local.fsync(ino) }
         let n = locked { try? node(ino) }
         do {
             switch n {

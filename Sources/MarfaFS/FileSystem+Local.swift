@@ -1,0 +1,78 @@
+import Foundation
+import MarfaLayout
+import MarfaStore
+
+/// Where the vault's tree meets its local-only files (FS-32, `LocalFiles`): a name in a folder of
+/// the tree is local when `<store>-local/<folder>/<name>` exists, or, for a name being made, when
+/// `LocalRules` says so; everything under a local directory is local. Each public operation of
+/// `FileSystem` asks `localTarget` / `LocalFiles.owns` first and hands local names over whole.
+extension FileSystem {
+    /// A name in directory `parent` that is (or is to be made) local: its vault-relative path.
+    /// `making`: the name is being made (a folder when `folder`); the rules then decide.
+    /// Nil: the name belongs to the tree (or to another view).
+    func localTarget(parent: UInt64, name: String, making: Bool = false, folder: Bool = false) throws -> String? {
+        if LocalFiles.owns(parent) {
+            let p = try local.rel(parent)
+            return p.isEmpty ? name : p + "/" + name
+        }
+        guard let f: String = locked({ if case .treeDir(let f)? = try? node(parent) { return f }; return nil }) else { return nil }
+        let rel = VaultIndex.join(f, name)
+        // A name the tree has is the tree's (a folder of the tree holding local entries has a
+        // directory of the same path here, holding them).
+        if locked({ (try? childNode(.treeDir(f), name)) ?? nil }) != nil { return nil }
+        if local.exists(rel) { return rel }
+        guard making else { return nil }
+        return localRules().isLocal(rel, folder: folder) ? rel : nil
+    }
+
+    /// The rules in force: the defaults and the vault's `.marfafsignore`, read again when it changes.
+    func localRules() -> LocalRules {
+        let found: (ino: UInt64, mtime: Int64, size: Int64)? = locked {
+            guard let r = try? treeTable("")?.keyOf[LocalRules.fileName], let s = catalog.items[r] else { return nil }
+            return (ino(.item(r)), s.mtimeNs, s.size)
+        }
+        let key = found.map { "\($0.ino):\($0.mtime):\($0.size)" } ?? ""
+        if let cached = localRulesCache.withLock({ $0 }), cached.key == key { return cached.rules }
+        // Read as any reader reads it: a file just written is still staged.
+        let text = found.flatMap { try? read($0.ino, offset: 0, size: Int(min($0.size, 1 << 20))) }.map { String(decoding: $0, as: UTF8.self) }
+        let rules = LocalRules(text: text)
+        localRulesCache.withLock { $0 = (key, rules) }
+        return rules
+    }
+
+    /// A local name was made directly in tree folder `rel`'s folder: the folder is kept while it
+    /// holds it (a folder that only holds `.git` is a folder), and its listing moves on.
+    func madeLocal(_ rel: String, parent: UInt64) throws {
+        if LocalFiles.owns(parent) { return }
+        let folder = rel.lastIndex(of: "/").map { String(rel[..<$0]) } ?? ""
+        if !folder.isEmpty {
+            let tag = VaultText.folderPrefix + folder
+            try locked {
+                if !catalog.localTags.contains(tag) {
+                    try wrap { try store.addLocalTag(tag) }
+                    catalog.localTags.insert(tag)
+                }
+            }
+        }
+        touchNames(parent)
+    }
+
+    /// The local entries a tree folder shows beside its own (never a name the tree has).
+    func localEntries(_ folder: String, besides names: Set<String>) -> [DirEntry] {
+        guard local.exists(folder) else { return [] }
+        return ((try? local.list(folder)) ?? []).filter { !names.contains($0.name) }
+    }
+}
+
+extension FileSystem {
+    /// Makes a local-only name: its tree folder's container first, then `make`.
+    func makeLocal(_ rel: String, parent: UInt64, _ make: () throws -> FileAttr) throws -> FileAttr {
+        if name(rel).utf8.count > Names.maxNameBytes { throw FSError(.nameTooLong, rel) }
+        if !LocalFiles.owns(parent) { try local.makeContainer(rel.lastIndex(of: "/").map { String(rel[..<$0]) } ?? "") }
+        let a = try make()
+        try madeLocal(rel, parent: parent)
+        return a
+    }
+
+    private func name(_ rel: String) -> Substring { rel.split(separator: "/").last ?? Substring(rel) }
+}

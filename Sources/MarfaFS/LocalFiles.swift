@@ -1,0 +1,428 @@
+import Foundation
+import MarfaStore
+
+/// Local-only files (FS-32): a tool's directory in the vault's tree (`.git/`, and the other names
+/// `LocalRules` gives) lives on the local disk beside the store, in `<store>-local/`, at the same
+/// vault-relative path. It is never an item, never queued, never in `types/` or `tags/`; the
+/// mount passes every operation on it through to that directory (a system call each, no store).
+///
+/// Lock order: `FileSystem`'s lock, then `lock` here. Nothing here calls back into `FileSystem`.
+/// Names: a `rel` is a vault-relative path ("notes/.git/HEAD"); `real(rel)` is where it lives.
+final class LocalFiles: @unchecked Sendable {
+    /// Local inodes are numbered from here (items use their rowid, other nodes `1 << 40` on).
+    static let base: UInt64 = 1 << 52
+    static func owns(_ ino: UInt64) -> Bool { ino >= base && ino < base << 1 }
+
+    let root: String
+    private let lock = NSLock()
+    /// The disk's inode number → ours (hard links share one, as on the disk), and ours → the paths
+    /// known to name it, the latest first.
+    private var byDisk: [UInt64: UInt64] = [:]
+    private var paths: [UInt64: [String]] = [:]
+    private var next = base
+    /// Open descriptors by inode, most recently used last (reads and writes come without an
+    /// open: the mount answers with zero-message opens).
+    private var fds: [UInt64: Int32] = [:]
+    private var fdOrder: [UInt64] = []
+    private static let maxFds = 256
+
+    init(store: String) { root = store + "-local" }
+
+    func real(_ rel: String) -> String { rel.isEmpty ? root : root + "/" + rel }
+
+    private func locked<T>(_ body: () throws -> T) rethrows -> T { lock.lock(); defer { lock.unlock() }; return try body() }
+
+    // MARK: names and numbers
+
+    /// The number of the file `st` describes, found at `rel`.
+    private func number(_ st: Glibc.stat, _ rel: String) -> UInt64 {
+        locked {
+            let key = UInt64(st.st_ino)
+            let i: UInt64
+            if let known = byDisk[key] { i = known } else { i = next; next += 1; byDisk[key] = i }
+            var p = paths[i] ?? []
+            if p.first != rel {
+                p.removeAll { $0 == rel }
+                p.insert(rel, at: 0)
+                if p.count > 8 { p.removeLast() }
+                paths[i] = p
+            }
+            return i
+        }
+    }
+
+    func rel(_ ino: UInt64) throws -> String {
+        guard let r = locked({ paths[ino]?.first }) else { throw FSError(.stale, "local inode \(ino) is not known") }
+        return r
+    }
+
+    /// `rel` no longer names the file `st` described; the number goes with the file's last name
+    /// (the disk may give its inode to the next file: that file gets a number of its own).
+    private func unnamed(_ rel: String, _ st: Glibc.stat) {
+        locked {
+            let key = UInt64(st.st_ino)
+            guard let i = byDisk[key] else { return }
+            paths[i]?.removeAll { $0 == rel }
+            if st.st_nlink <= 1 || (st.st_mode & S_IFMT) == S_IFDIR || paths[i]?.isEmpty == true {
+                byDisk[key] = nil
+                paths[i] = nil
+            }
+        }
+    }
+
+    /// After a directory moved from `from` to `to`: the paths under it follow.
+    private func moved(from: String, to: String) {
+        locked {
+            let prefix = from + "/"
+            for (i, ps) in paths where ps.contains(where: { $0 == from || $0.hasPrefix(prefix) }) {
+                paths[i] = ps.map { $0 == from || $0.hasPrefix(prefix) ? to + $0.dropFirst(from.count) : $0 }
+            }
+        }
+    }
+
+    private func lstatOrNil(_ rel: String) -> Glibc.stat? {
+        var st = Glibc.stat()
+        return lstat(real(rel), &st) == 0 ? st : nil
+    }
+
+    /// Whether `rel` exists here.
+    func exists(_ rel: String) -> Bool {
+        var st = Glibc.stat()
+        return lstat(real(rel), &st) == 0
+    }
+
+    /// Whether a tree folder holds local entries (a folder with `.git` in it is not empty).
+    func hasEntries(_ folder: String) -> Bool {
+        guard let d = opendir(real(folder)) else { return false }
+        defer { closedir(d) }
+        while let e = readdir(d) {
+            let name = Self.name(e)
+            if name != "." && name != ".." { return true }
+        }
+        return false
+    }
+
+    private static func name(_ e: UnsafeMutablePointer<dirent>) -> String {
+        withUnsafePointer(to: e.pointee.d_name) { p in p.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) } }
+    }
+
+    private static func fail(_ what: String) -> FSError { FSError.system(errno, what) }
+
+    // MARK: attributes
+
+    /// A local inode's attributes: by its path, or, once removed, by the descriptor still open on it.
+    func attr(ino: UInt64) throws -> FileAttr {
+        if let rel = locked({ paths[ino]?.first }), let a = try? attr(rel), a.ino == ino { return a }
+        guard let f = locked({ fds[ino] }) else { throw FSError(.stale, "local inode \(ino) is gone") }
+        var st = Glibc.stat()
+        guard fstat(f, &st) == 0 else { throw Self.fail("fstat") }
+        return Self.attr(st, ino: ino)
+    }
+
+    func attr(_ rel: String) throws -> FileAttr {
+        var st = Glibc.stat()
+        guard lstat(real(rel), &st) == 0 else { throw Self.fail("lstat \(rel)") }
+        return Self.attr(st, ino: number(st, rel))
+    }
+
+    static func attr(_ st: Glibc.stat, ino: UInt64) -> FileAttr {
+        let type = st.st_mode & S_IFMT
+        let kind: Node.Kind = type == S_IFDIR ? .directory : type == S_IFLNK ? .symlink : .file
+        func ns(_ t: timespec) -> Int64 { Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec) }
+        var a = FileAttr(ino: ino, kind: kind, size: Int64(st.st_size), mtimeNs: ns(st.st_mtim), nlink: UInt32(st.st_nlink), timeout: 1)
+        let bits = UInt16(st.st_mode & 0o7777)
+        a.mode = bits == 0 ? Store.noPermissionsMark : bits
+        a.atimeNs = ns(st.st_atim)
+        a.ctimeNs = ns(st.st_ctim)
+        return a
+    }
+
+    /// The entries of a local directory, with their attributes.
+    func list(_ rel: String) throws -> [DirEntry] {
+        guard let d = opendir(real(rel)) else { throw Self.fail("opendir \(rel)") }
+        defer { closedir(d) }
+        var out: [DirEntry] = []
+        while let e = readdir(d) {
+            let name = Self.name(e)
+            if name == "." || name == ".." { continue }
+            let child = rel.isEmpty ? name : rel + "/" + name
+            if let a = try? attr(child) { out.append(DirEntry(name: name, attr: a)) }
+        }
+        return out
+    }
+
+    // MARK: bytes
+
+    /// A descriptor on the file (`O_RDWR`, or read-only where writing is not allowed).
+    private func fd(_ ino: UInt64) throws -> Int32 {
+        if let f = locked({ fds[ino] }) { touch(ino); return f }
+        let path = real(try rel(ino))
+        var f = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        if f < 0 && (errno == EACCES || errno == EROFS || errno == EISDIR) { f = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+        guard f >= 0 else { throw Self.fail("open \(path)") }
+        let evicted: [Int32] = locked {
+            if let old = fds[ino] { close(f); f = old; return [] }
+            fds[ino] = f; fdOrder.append(ino)
+            var out: [Int32] = []
+            while fdOrder.count > Self.maxFds { let o = fdOrder.removeFirst(); if let d = fds.removeValue(forKey: o) { out.append(d) } }
+            return out
+        }
+        evicted.forEach { close($0) }
+        return f
+    }
+
+    private func touch(_ ino: UInt64) {
+        locked { if let i = fdOrder.lastIndex(of: ino), i != fdOrder.count - 1 { fdOrder.remove(at: i); fdOrder.append(ino) } }
+    }
+
+    /// Lets go of a file's descriptor (the kernel forgot the inode).
+    func forget(_ ino: UInt64) {
+        let f: Int32? = locked {
+            fdOrder.removeAll { $0 == ino }
+            return fds.removeValue(forKey: ino)
+        }
+        if let f { close(f) }
+    }
+
+    func read(_ ino: UInt64, offset: Int64, size: Int) throws -> [UInt8] {
+        let f = try fd(ino)
+        var buf = [UInt8](repeating: 0, count: size)
+        let n = buf.withUnsafeMutableBytes { pread(f, $0.baseAddress, size, off_t(offset)) }
+        guard n >= 0 else { throw Self.fail("read") }
+        buf.removeSubrange(n...)
+        return buf
+    }
+
+    func write(_ ino: UInt64, offset: Int64, data: [UInt8]) throws -> Int {
+        let f = try fd(ino)
+        let n = data.withUnsafeBytes { pwrite(f, $0.baseAddress, data.count, off_t(offset)) }
+        guard n >= 0 else { throw Self.fail("write") }
+        return n
+    }
+
+    func fsync(_ ino: UInt64) throws {
+        let rel = try rel(ino)
+        var st = Glibc.stat()
+        if lstat(real(rel), &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR {
+            let d = open(real(rel), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard d >= 0 else { throw Self.fail("open \(rel)") }
+            defer { close(d) }
+            if Glibc.fsync(d) != 0 { throw Self.fail("fsync") }
+            return
+        }
+        if Glibc.fsync(try fd(ino)) != 0 { throw Self.fail("fsync") }
+    }
+
+    func fallocate(_ ino: UInt64, mode: Int32, offset: Int64, length: Int64) throws {
+        if marfafs_fallocate(try fd(ino), mode, offset, length) != 0 { throw Self.fail("fallocate") }
+    }
+
+    // MARK: names
+
+    /// Makes the folder that holds local entries of tree folder `folder` (and its parents).
+    func makeContainer(_ folder: String) throws {
+        do { try FileManager.default.createDirectory(atPath: real(folder), withIntermediateDirectories: true) } catch {
+            throw FSError(.io, "cannot make \(real(folder)): \(error)")
+        }
+    }
+
+    func create(_ rel: String, mode: UInt16) throws -> FileAttr {
+        let f = open(real(rel), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(mode))
+        guard f >= 0 else { throw Self.fail("create \(rel)") }
+        let made = try attr(rel)
+        let i = made.ino
+        let evicted: Int32? = locked {
+            let old = fds[i]
+            fds[i] = f; fdOrder.removeAll { $0 == i }; fdOrder.append(i)
+            return old
+        }
+        if let evicted { close(evicted) }
+        return made
+    }
+
+    func mkdir(_ rel: String, mode: UInt16) throws -> FileAttr {
+        guard Glibc.mkdir(real(rel), mode_t(mode)) == 0 else { throw Self.fail("mkdir \(rel)") }
+        return try attr(rel)
+    }
+
+    func symlink(_ target: String, _ rel: String) throws -> FileAttr {
+        guard Glibc.symlink(target, real(rel)) == 0 else { throw Self.fail("symlink \(rel)") }
+        return try attr(rel)
+    }
+
+    func readlink(_ ino: UInt64) throws -> String {
+        var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = Glibc.readlink(real(try rel(ino)), &buf, Int(PATH_MAX))
+        guard n >= 0 else { throw Self.fail("readlink") }
+        return String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    func unlink(_ rel: String) throws {
+        let st = lstatOrNil(rel)
+        guard Glibc.unlink(real(rel)) == 0 else { throw Self.fail("unlink \(rel)") }
+        if let st { unnamed(rel, st) }
+    }
+
+    func rmdir(_ rel: String) throws {
+        let st = lstatOrNil(rel)
+        guard Glibc.rmdir(real(rel)) == 0 else { throw Self.fail("rmdir \(rel)") }
+        if let st { unnamed(rel, st) }
+    }
+
+    /// `rename(2)` between two local paths, with its flags (no-replace, exchange).
+    func rename(_ from: String, _ to: String, noReplace: Bool, exchange: Bool) throws {
+        let flags: UInt32 = (noReplace ? 1 : 0) | (exchange ? 2 : 0)
+        let replaced = exchange ? nil : lstatOrNil(to)
+        let rc = flags == 0 ? Glibc.rename(real(from), real(to))
+            : marfafs_renameat2(AT_FDCWD, real(from), AT_FDCWD, real(to), flags)
+        guard rc == 0 else { throw Self.fail("rename \(from)") }
+        if let replaced, let now = lstatOrNil(to), now.st_ino != replaced.st_ino { unnamed(to, replaced) }
+        if exchange {
+            // Two names swapped: what is under them is looked up again (rare: never git's).
+            locked {
+                for (i, ps) in paths where ps.contains(where: { $0 == from || $0 == to || $0.hasPrefix(from + "/") || $0.hasPrefix(to + "/") }) {
+                    paths[i] = ps.filter { !($0 == from || $0 == to || $0.hasPrefix(from + "/") || $0.hasPrefix(to + "/")) }
+                }
+            }
+            for path in [from, to] { if let st = lstatOrNil(path) { _ = number(st, path) } }
+            return
+        }
+        guard let st = lstatOrNil(to) else { return }
+        locked { if let i = byDisk[UInt64(st.st_ino)] { paths[i]?.removeAll { $0 == from } } }
+        _ = number(st, to)
+        if (st.st_mode & S_IFMT) == S_IFDIR { moved(from: from, to: to) }
+    }
+
+    /// A tree folder was renamed: its local entries (and its sub-folders') go along.
+    func moveFolder(from: String, to: String) throws {
+        guard exists(from) else { return }
+        if exists(to), !hasEntries(to) { Glibc.rmdir(real(to)) }
+        if let slash = to.lastIndex(of: "/") { try makeContainer(String(to[..<slash])) }
+        guard Glibc.rename(real(from), real(to)) == 0 else { throw Self.fail("moving the local files of \(from)") }
+        moved(from: from, to: to)
+    }
+
+    /// A tree folder was removed: its (empty) container goes too.
+    func dropContainer(_ folder: String) {
+        if !folder.isEmpty, exists(folder), !hasEntries(folder) { Glibc.rmdir(real(folder)) }
+    }
+
+    func link(_ ino: UInt64, to rel: String) throws -> FileAttr {
+        guard Glibc.link(real(try self.rel(ino)), real(rel)) == 0 else { throw Self.fail("link \(rel)") }
+        return try attr(rel)
+    }
+
+    // MARK: attributes set
+
+    func setattr(_ ino: UInt64, _ c: FileSystem.AttrChange) throws -> FileAttr {
+        let rel = try rel(ino)
+        let path = real(rel)
+        if let size = c.size {
+            let rc = locked({ fds[ino] }).map { ftruncate($0, off_t(size)) } ?? truncate(path, off_t(size))
+            if rc != 0 { throw Self.fail("truncate \(rel)") }
+        }
+        if let m = c.mode, fchmodat(AT_FDCWD, path, mode_t(m), 0) != 0 { throw Self.fail("chmod \(rel)") }
+        if c.uid != nil || c.gid != nil {
+            let u = c.uid.map { uid_t($0) } ?? uid_t.max, g = c.gid.map { gid_t($0) } ?? gid_t.max
+            if lchown(path, u, g) != 0 { throw Self.fail("chown \(rel)") }
+        }
+        if c.mtimeNs != nil || c.atimeNs != nil {
+            func ts(_ ns: Int64?) -> timespec {
+                guard let ns else { return timespec(tv_sec: 0, tv_nsec: (1 << 30) - 2) }
+                return timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
+            }
+            let times = [ts(c.atimeNs), ts(c.mtimeNs)]
+            if utimensat(AT_FDCWD, path, times, AT_SYMLINK_NOFOLLOW) != 0 { throw Self.fail("utimensat \(rel)") }
+        }
+        return try attr(rel)
+    }
+
+    // MARK: extended attributes (user.* as on the disk below)
+
+    func getxattr(_ ino: UInt64, _ name: String) throws -> [UInt8] {
+        let path = real(try rel(ino))
+        let n = lgetxattr(path, name, nil, 0)
+        guard n >= 0 else { throw Self.fail("getxattr") }
+        var buf = [UInt8](repeating: 0, count: n)
+        let m = buf.withUnsafeMutableBytes { lgetxattr(path, name, $0.baseAddress, n) }
+        guard m >= 0 else { throw Self.fail("getxattr") }
+        return Array(buf.prefix(m))
+    }
+
+    func setxattr(_ ino: UInt64, _ name: String, _ value: [UInt8], flags: Int32) throws {
+        let path = real(try rel(ino))
+        let rc = value.withUnsafeBytes { lsetxattr(path, name, $0.baseAddress, value.count, flags) }
+        if rc != 0 { throw Self.fail("setxattr") }
+    }
+
+    func listxattr(_ ino: UInt64) throws -> [String] {
+        let path = real(try rel(ino))
+        let n = llistxattr(path, nil, 0)
+        guard n >= 0 else { throw Self.fail("listxattr") }
+        var buf = [CChar](repeating: 0, count: n)
+        let m = llistxattr(path, &buf, n)
+        guard m >= 0 else { throw Self.fail("listxattr") }
+        return buf.prefix(m).split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+    }
+
+    func removexattr(_ ino: UInt64, _ name: String) throws {
+        if lremovexattr(real(try rel(ino)), name) != 0 { throw Self.fail("removexattr") }
+    }
+}
+
+/// Which new names in the vault's tree are local-only (FS-32): the tool directories every vault
+/// keeps to itself, and what the vault's own `.marfafsignore` names (gitignore's syntax, a
+/// subset: `#` comments, `!` to take a name back, a trailing `/` for folders only, a pattern with
+/// a `/` anchored at the top of the vault, `*`, `?` and `[…]` as in fnmatch(3); the last pattern
+/// that matches decides). A rule decides where a name goes when it is made; what exists stays
+/// where it is.
+struct LocalRules: Sendable {
+    static let defaultFolders = [".git", ".hg", ".svn", ".jj", "node_modules"]
+    static let fileName = ".marfafsignore"
+
+    struct Pattern: Sendable {
+        var glob: String
+        var negated: Bool
+        var foldersOnly: Bool
+        var anchored: Bool
+    }
+    var patterns: [Pattern]
+
+    init(text: String? = nil) {
+        patterns = Self.defaultFolders.map { Pattern(glob: $0, negated: false, foldersOnly: true, anchored: false) }
+        for raw in (text ?? "").split(whereSeparator: \.isNewline) {
+            var line = raw.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            var p = Pattern(glob: "", negated: false, foldersOnly: false, anchored: false)
+            if line.hasPrefix("!") { p.negated = true; line.removeFirst() }
+            if line.hasSuffix("/") { p.foldersOnly = true; line.removeLast() }
+            if line.hasPrefix("/") { line.removeFirst(); p.anchored = true }
+            if line.contains("/") { p.anchored = true }
+            if line.hasPrefix("**/") { line.removeFirst(3); p.anchored = line.contains("/") }
+            if line.isEmpty { continue }
+            p.glob = line
+            patterns.append(p)
+        }
+    }
+
+    /// Whether a name made at vault path `rel` (a folder when `folder`) is local-only.
+    func isLocal(_ rel: String, folder: Bool) -> Bool {
+        let base = rel.split(separator: "/").last.map(String.init) ?? rel
+        var local = false
+        for p in patterns where !p.foldersOnly || folder {
+            let hit = p.anchored ? fnmatch(p.glob, rel, FNM_PATHNAME) == 0 : fnmatch(p.glob, base, 0) == 0
+            if hit { local = !p.negated }
+        }
+        return local
+    }
+}
+
+/// glibc's `fallocate(2)` and `renameat2(2)` wrappers (Swift's Glibc module leaves them out).
+@_silgen_name("fallocate64") private func marfafs_fallocate(_ fd: Int32, _ mode: Int32, _ offset: Int64, _ length: Int64) -> Int32
+@_silgen_name("renameat2") private func marfafs_renameat2(_ olddirfd: Int32, _ oldpath: UnsafePointer<CChar>, _ newdirfd: Int32,
+                                                        _ newpath: UnsafePointer<CChar>, _ flags: UInt32) -> Int32
+/// <sys/xattr.h>, which Swift's Glibc module leaves out.
+@_silgen_name("lgetxattr") private func lgetxattr(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>, _ value: UnsafeMutableRawPointer?, _ size: Int) -> Int
+@_silgen_name("lsetxattr") private func lsetxattr(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>, _ value: UnsafeRawPointer?, _ size: Int, _ flags: Int32) -> Int32
+@_silgen_name("llistxattr") private func llistxattr(_ path: UnsafePointer<CChar>, _ list: UnsafeMutablePointer<CChar>?, _ size: Int) -> Int
+@_silgen_name("lremovexattr") private func lremovexattr(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>) -> Int32

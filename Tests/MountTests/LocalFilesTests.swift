@@ -1,0 +1,57 @@
+import Foundation
+import MarfaTestSupport
+import Testing
+
+/// Local-only directories (FS-32): a git repository made in the vault's tree lives on the local
+/// disk beside the store, exactly where git put it, and never becomes items, mutations or tags.
+@Suite struct LocalFilesTests {
+    let git = "git -c user.name=t -c user.email=t@example.com"
+
+    @Test func FS32_aGitRepositoryInTheTreeStaysLocalAndWorks() throws {
+        try MountPair.with { p in
+            let (a, b) = (p.a, p.b)
+            let r = a.sh("mkdir vault/notes2 && cd vault/notes2 && git init -q && printf 'one\\n' > a.md && mkdir d && printf 'two\\n' > d/b.md"
+                         + " && \(git) add -A && \(git) commit -qm first && printf 'three\\n' >> a.md && \(git) commit -qam second"
+                         + " && git gc -q && git fsck --no-progress && git status --porcelain && git log --oneline | wc -l")
+            #expect(r.status == 0 && r.out == "2", "\(r.stdout) \(r.stderr)")
+            #expect(a.sh("ls -A vault/notes2").out == ".git\na.md\nd")
+            // The notes are items and travel; nothing of .git does.
+            #expect(MountHarness.eventually { b.sh("cat vault/notes2/a.md vault/notes2/d/b.md").out == "one\nthree\ntwo" })
+            #expect(b.sh("ls -A vault/notes2").out == "a.md\nd", "the other mount has no .git")
+            #expect(a.sql("SELECT count(*) FROM items") == "2")
+            #expect(a.sql("SELECT count(*) FROM tags WHERE tag LIKE '%.git%'") == "0")
+            #expect(a.sql("SELECT count(*) FROM mutations WHERE payload LIKE '%.git%'") == "0")
+            #expect(a.sh("ls tags").out == "folder:notes2", "\(a.sh("ls -R tags").out)")
+            #expect(a.sh("test -d '\(a.store)-local/notes2/.git/objects'").status == 0, "the repository is on the local disk")
+            // Hard links are the disk's own there.
+            #expect(a.sh("ln vault/notes2/.git/HEAD vault/notes2/.git/HEAD2 && stat -c %h vault/notes2/.git/HEAD && rm vault/notes2/.git/HEAD2").out == "2")
+            // Across a remount and a rename of its folder, the repository is the same and clean.
+            a.unmount()
+            try a.mount()
+            #expect(a.sh("cd vault/notes2 && git status --porcelain && git log --oneline | wc -l").out == "2")
+            #expect(a.sh("mv vault/notes2 vault/notes3 && cd vault/notes3 && git status --porcelain && git log --oneline | wc -l").out == "2")
+            // A folder holding a repository is not empty; `rm -r` takes both away.
+            #expect(a.sh("rm vault/notes3/a.md vault/notes3/d/b.md && rmdir vault/notes3/d && rmdir vault/notes3").status != 0)
+            #expect(a.sh("ls -A vault/notes3").out == ".git")
+            #expect(a.sh("rm -rf vault/notes3 && ls -A vault && ls -A '\(a.store)-local'").out == "")
+        }
+    }
+
+    /// What `.marfafsignore` names (gitignore's syntax) is made local; other names are items.
+    @Test func FS32_marfafsignoreNamesWhatStaysLocal() throws {
+        try MountHarness.with { h in
+            #expect(h.sh("printf '# local things\\n*.tmp\\nbuild/\\n/top-only.md\\n!keep.tmp\\n' > vault/.marfafsignore").status == 0)
+            #expect(h.sh("mkdir -p vault/sub vault/build && printf a > vault/x.tmp && printf b > vault/sub/y.tmp && printf c > vault/keep.tmp"
+                         + " && printf d > vault/build/out.md && printf e > vault/top-only.md && printf f > vault/sub/top-only.md && printf g > vault/n.md").status == 0)
+            #expect(h.sh("cd vault && cat x.tmp sub/y.tmp keep.tmp build/out.md top-only.md sub/top-only.md n.md").out == "abcdefg")
+            #expect(MountHarness.eventually {
+                h.sql("SELECT group_concat(file_name, ' ') FROM (SELECT file_name FROM items ORDER BY file_name)") == ".marfafsignore keep.tmp n.md top-only.md"
+            }, "\(h.sql("SELECT group_concat(file_name, ' ') FROM items"))")
+            #expect(h.sh("ls '\(h.store)-local' '\(h.store)-local/sub'").out == "\(h.store)-local:\nbuild\nsub\ntop-only.md\nx.tmp\n\n\(h.store)-local/sub:\ny.tmp")
+            // Local files are files like any: renamed, truncated, removed; a move to the tree is EXDEV (mv copies).
+            #expect(h.sh("mv vault/x.tmp vault/z.tmp && truncate -s 0 vault/z.tmp && stat -c %s vault/z.tmp").out == "0")
+            #expect(h.sh("mv vault/z.tmp vault/z.md && cat vault/z.md | wc -c").out == "0")
+            #expect(MountHarness.eventually { h.sql("SELECT count(*) FROM items WHERE file_name = 'z.md'") == "1" })
+        }
+    }
+}
