@@ -210,7 +210,7 @@ public enum Shell {
         _ = spawn_addclosefrom(&actions, 3)
         // The child starts with no signal blocked and every signal at its default, as from a
         // shell: the test runner's threads block most signals, and a mask is inherited across
-        // exec (stress-ng's and timeout's alarms never came, and a daemon could not be stopped).
+        // exec (stress-ng's alarms never came).
         var attr = posix_spawnattr_t()
         posix_spawnattr_init(&attr)
         defer { posix_spawnattr_destroy(&attr) }
@@ -219,7 +219,11 @@ public enum Shell {
         sigfillset(&all)
         posix_spawnattr_setsigmask(&attr, &none)
         posix_spawnattr_setsigdefault(&attr, &all)
-        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        // And in a process group of its own: a program that signals its group (stress-ng at its
+        // time limit) reaches only its own children, never the test runner or another test's
+        // server or daemon.
+        posix_spawnattr_setpgroup(&attr, 0)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
         let cargs = argv.map { strdup($0) } + [nil]
         defer { cargs.forEach { free($0) } }
         var pid: pid_t = 0

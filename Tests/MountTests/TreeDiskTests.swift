@@ -122,17 +122,19 @@ import Testing
         }
     }
 
-    /// stress-ng's filesystem stressors, two dozen at once with verification, in a folder of the
+    /// stress-ng's filesystem stressors, twenty at once with verification, in a folder of the
     /// tree: every one completes without a failure, the mount answers after, and what they leave
     /// behind is gone. (A large file being written while folders came and went was copied into
     /// the cache for every `mkdir` nearby, which made writing it quadratic.)
     @Test func FS31_stressNgFilesystemStressorsPassWithVerificationOnTheTree() throws {
         try MountHarness.with { h in
+            // The stressors that go through the filesystem (not flock, lockf or mmap, which the
+            // kernel answers itself and which would only spin the CPU the rest of the suite needs).
             let stressors = "--hdd 1 --hdd-bytes 32M --dentry 1 --dir 1 --dirdeep 1 --rename 1 --chmod 1 --utime 1"
-                + " --fallocate 1 --fallocate-bytes 16M --symlink 1 --filename 1 --open 1 --lockf 1 --flock 1"
-                + " --seek 1 --seek-size 16M --io 1 --copy-file 1 --copy-file-bytes 128M --getdent 1 --fcntl 1"
-                + " --fsize 1 --fstat 1 --access 1 --sync-file 1 --sync-file-bytes 16M --mmap 1 --mmap-bytes 16M"
-            let r = h.sh("mkdir vault/stress && cd vault/stress && timeout -k 10 300 stress-ng --temp-path . \(stressors) --verify -t 10 2>&1")
+                + " --fallocate 1 --fallocate-bytes 16M --symlink 1 --filename 1 --open 1 --seek 1 --seek-size 16M"
+                + " --copy-file 1 --copy-file-bytes 128M --getdent 1 --fcntl 1 --fsize 1 --fstat 1 --access 1"
+                + " --sync-file 1 --sync-file-bytes 16M"
+            let r = h.sh("mkdir vault/stress && cd vault/stress && timeout -k 10 300 stress-ng --temp-path . \(stressors) --verify -t 8 2>&1")
             #expect(r.status == 0, "\(r.out)")
             #expect(r.out.contains("successful run completed"), "\(r.out)")
             #expect(!r.out.contains("fail:"), "\(r.out)")
