@@ -19,6 +19,7 @@ extension Store {
         try enqueue(db, kind: .uploadBlob, itemID: cur.item.id,
                     payload: ["hash": .string(hash), "size": .int(size), "mime_type": cur.item.properties["mime_type"] ?? .null], coalesce: false)
         try enqueueItemChange(db, cur.item)
+        try enqueueFileTime(db, cur)
         return cur
     }
 

@@ -97,7 +97,9 @@ extension Store {
         }
         if sync != .invalid && !unsettled { try enqueueCreate(db, item, tags: sortedTags) }
         if let said { try storeLinks(db, row, said.links) }
-        return try Self.fetchItem(db, rowid: row)!
+        let made = try Self.fetchItem(db, rowid: row)!
+        if sync != .invalid && !unsettled { try enqueueFileTime(db, made) }
+        return made
     }
 
     /// Replaces an item's file bytes (FS-9): text is parsed into properties; a blob goes to `sqlar`.

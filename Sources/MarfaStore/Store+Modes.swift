@@ -42,7 +42,29 @@ extension Store {
     public static func isSymlinkMode(_ stored: UInt16) -> Bool { stored & 0o170000 == 0o120000 }
     static let statExtension = "fs.stat"
 
-    static func statValue(mode: UInt16) -> JSONValue { .object(["mode": .int(Int64(permissions(mode, default: defaultFileMode)))]) }
+    /// `fs.stat`: the permission bits and the file's own time (FS-32), always together (a
+    /// namespace travels whole).
+    static func statValue(mode: UInt16, mtimeNs: Int64) -> JSONValue {
+        .object(["mode": .int(Int64(permissions(mode, default: defaultFileMode))), "mtime_ns": .int(mtimeNs)])
+    }
+
+    /// The file time an item's extensions give, if any.
+    static func mtime(from extensions: [String: JSONValue]?) -> Int64? {
+        guard case .int(let t)? = extensions?[statExtension]?.objectValue?["mtime_ns"], t > 0 else { return nil }
+        return t
+    }
+
+    /// A file's own time travels when it is not the time of its last write, within the time a
+    /// write takes to settle: set by `touch -d`, `rsync -a`, `cp -a` or an import (`explicit`:
+    /// set just now, on a settled file). It goes as an update of its own after the bytes', so the
+    /// other mounts take the bytes (their time: the server's) and then this time (FS-32).
+    func enqueueFileTime(_ db: Database, _ cur: StoredItem, explicit: Bool = false) throws {
+        guard explicit || abs(Self.ns(Date()) - cur.mtimeNs) > 2_000_000_000 else { return }
+        try enqueue(db, kind: .update, itemID: cur.item.id, payload: [
+            "extensions": .object([Self.statExtension: Self.statValue(mode: cur.mode, mtimeNs: cur.mtimeNs)]),
+            "base_version": .int(Int64(cur.item.version)),
+        ], coalesce: false)
+    }
 
     /// The permission bits an item's extensions give: nil when they say nothing (or nothing valid).
     static func mode(from extensions: [String: JSONValue]?) -> UInt16? {
@@ -53,11 +75,17 @@ extension Store {
     /// Takes the permission bits a remote item's extensions give; true if they changed.
     @discardableResult
     func applyStat(_ db: Database, _ extensions: [String: JSONValue]?, rowid: Int64) throws -> Bool {
-        guard let m = Self.mode(from: extensions) else { return false }
+        var changed = false
+        if let t = Self.mtime(from: extensions),
+           try Int64.fetchOne(db, sql: "SELECT mtime_ns FROM items WHERE rowid = ?", arguments: [rowid]) != t {
+            try db.run("UPDATE items SET mtime_ns = ? WHERE rowid = ?", [t, rowid])
+            changed = true
+        }
+        guard let m = Self.mode(from: extensions) else { return changed }
         let stored: Int64? = Self.storedMode(m, default: Self.defaultFileMode).map { Int64($0) }
         let before = try Int64?.fetchOne(db, sql: "SELECT mode FROM items WHERE rowid = ?", arguments: [rowid]) ?? nil
         // A symlink's mode is its kind's.
-        if before == stored || Self.isSymlinkMode(UInt16(truncatingIfNeeded: before ?? 0)) { return false }
+        if before == stored || Self.isSymlinkMode(UInt16(truncatingIfNeeded: before ?? 0)) { return changed }
         try db.run("UPDATE items SET mode = ? WHERE rowid = ?", [stored, rowid])
         return true
     }
@@ -70,7 +98,8 @@ extension Store {
             if Self.permissions(cur.mode, default: Self.defaultFileMode) == m || Self.isSymlinkMode(cur.mode) { return }
             try db.run("UPDATE items SET mode = ? WHERE rowid = ?", [Self.storedMode(m, default: Self.defaultFileMode).map { Int64($0) }, rowid])
             try enqueue(db, kind: .update, itemID: cur.item.id, payload: [
-                "extensions": .object([Self.statExtension: Self.statValue(mode: m)]), "base_version": .int(Int64(cur.item.version)),
+                "extensions": .object([Self.statExtension: Self.statValue(mode: Self.storedMode(m, default: Self.defaultFileMode) ?? 0, mtimeNs: cur.mtimeNs)]),
+                "base_version": .int(Int64(cur.item.version)),
             ], coalesce: true)
         }
     }
@@ -80,7 +109,7 @@ extension Store {
     static func localExtensions(_ cur: StoredItem) -> [String: JSONValue] {
         var ext: [String: JSONValue] = [:]
         if !cur.xattrs.isEmpty { ext["fs.xattr"] = .object(cur.xattrs.mapValues { .string(Data($0).base64EncodedString()) }) }
-        if cur.mode != 0 && !isSymlinkMode(cur.mode) { ext[statExtension] = statValue(mode: cur.mode) }
+        ext[statExtension] = statValue(mode: cur.mode, mtimeNs: cur.mtimeNs)
         return ext
     }
 

@@ -217,13 +217,19 @@ extension Store {
             // would think the file changed on disk; a watcher would see a change: FS-25).
             let newXattrs = extensions?["fs.xattr"].map(Self.xattrsJSON)
             let tagsChange = try tags.map { Set($0) != Set(try Self.tags(db, remote.id)) } ?? false
-            let modeChange = Self.mode(from: extensions).map { $0 != Self.permissions(stored.mode, default: Self.defaultFileMode) } ?? false
+            let modeChange = (Self.mode(from: extensions).map { $0 != Self.permissions(stored.mode, default: Self.defaultFileMode) } ?? false)
+                || (Self.mtime(from: extensions).map { $0 != stored.mtimeNs } ?? false)
             let attributesChange = remote.tier != local.tier || tagsChange || modeChange || (newXattrs.map { $0 != Xattrs.encode(stored.xattrs) } ?? false)
             if attributesChange { out.attributes.insert(remote.id) }
             shown = shown || remote.state != local.state || attributesChange
             // A file whose bytes changed shows a strictly later mtime, to the nanosecond (watchers
             // such as chokidar ignore a change that does not move it; FS-25).
-            let fileTime = propsChange ? max(mtime, stored.mtimeNs + 1) : shown ? mtime : stored.mtimeNs
+            // A change of name only (a rename on the other mount) is no change of the bytes: the
+            // file keeps its time, as on a disk (and the time its writer gave it, FS-32).
+            var named = remote.properties, had = local.properties
+            for k in [t.titleField, "filename"] { named[k] = nil; had[k] = nil }
+            let bytesChange = propsChange && named != had
+            let fileTime = bytesChange ? max(mtime, stored.mtimeNs + 1) : propsChange ? stored.mtimeNs : shown ? mtime : stored.mtimeNs
             try db.run("UPDATE items SET state = ?, tier = ?, updated_at = ?, mtime_ns = ? WHERE rowid = ?",
                        [remote.state.rawValue, remote.tier.rawValue, remote.updatedAt, fileTime, rowid])
             if tagsChange, let tags { try replaceTags(db, remote.id, tags) }

@@ -130,7 +130,10 @@ extension Store {
     public func promoteScratch(_ rowid: Int64, as item: NewItem) throws -> StoredItem {
         var n = item
         n.content = try scratchData(rowid)
-        let stored = try createItem(n)
+        // The file keeps the time it was given (`rsync -a` sets it before the rename).
+        let now = Self.ns(Date())
+        let mtime = try pool.read { db in try Int64.fetchOne(db, sql: "SELECT mtime_ns FROM scratch WHERE rowid = ?", arguments: [rowid]) } ?? now
+        let stored = try write { db in try insertItem(db, n, rowid: nil, unsettled: false, createdNs: now, mtimeNs: mtime) }
         try deleteScratch(rowid)
         return stored
     }

@@ -43,11 +43,14 @@ extension Store {
     public func setMtime(rowid: Int64, ns: Int64) throws -> (size: Int64, mtimeNs: Int64) {
         if spool.has(rowid) { return try spool.setMtime(rowid, ns: ns) }
         return try write { db in
+            guard var cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+            if cur.mtimeNs == ns { return (cur.size, ns) }
             try db.run("UPDATE items SET mtime_ns = ? WHERE rowid = ?", [ns, rowid])
-            guard let size = try Int64.fetchOne(db, sql: "SELECT size FROM items WHERE rowid = ?", arguments: [rowid]) else {
-                throw StoreError.notFound("item \(rowid)")
-            }
-            return (size, ns)
+            cur.mtimeNs = ns
+            // The time travels (FS-32) once the item is one the queue sends.
+            let settled = try Int64.fetchOne(db, sql: "SELECT unsettled FROM items WHERE rowid = ?", arguments: [rowid]) == 0
+            if cur.sync != .invalid, settled { try enqueueFileTime(db, cur, explicit: true) }
+            return (cur.size, ns)
         }
     }
 
@@ -258,6 +261,7 @@ extension Store {
             try db.run("UPDATE items SET properties = ?, raw = ?, raw_head = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
                            [JSONCoding.encode(cur.item.properties), raw, head, bytes.count, stem, ext, ts, cur.mtimeNs, cur.rowid])
             try enqueueItemChange(db, cur.item)
+            try enqueueFileTime(db, cur)
             try followText(db, cur, before: saidBefore, said: VaultText.read(properties: cur.item.properties, bodyField: t.bodyField))
         } catch let e as FrontMatterError {
             // FS-10: kept byte for byte, marked invalid, not queued until it parses again.

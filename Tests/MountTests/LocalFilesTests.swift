@@ -54,4 +54,25 @@ import Testing
             #expect(MountHarness.eventually { h.sql("SELECT count(*) FROM items WHERE file_name = 'z.md'") == "1" })
         }
     }
+
+    /// A file's own time travels (FS-32): set by `touch -d` on a settled note, and brought by
+    /// `rsync -a` with a new file, the other mount shows the time the writer set.
+    @Test func FS32_twoMountsAgreeOnTheTimesFilesWereGiven() throws {
+        try MountPair.with { p in
+            let (a, b) = (p.a, p.b)
+            let src = a.root + "/src"
+            #expect(Shell.run(["/bin/bash", "-c", "mkdir -p '\(src)/d' && printf 'old\\n' > '\(src)/d/old.md' && touch -d '2019-03-04 05:06:07.5' '\(src)/d/old.md'"]).status == 0)
+            #expect(a.sh("printf 'n\\n' > vault/n.md").status == 0)
+            #expect(MountHarness.eventually { b.sh("cat vault/n.md").out == "n" })
+            #expect(a.sh("touch -d '2020-01-02 03:04:05' vault/n.md && rsync -a '\(src)/' vault/").status == 0)
+            let want = "2020-01-02 03:04:05.000000000 +0000 vault/n.md\n2019-03-04 05:06:07.500000000 +0000 vault/d/old.md"
+            #expect(a.sh("stat -c '%y %n' vault/n.md vault/d/old.md").out == want)
+            #expect(MountHarness.eventually(timeout: 20) { b.sh("stat -c '%y %n' vault/n.md vault/d/old.md").out == want },
+                    "\(b.sh("stat -c '%y %n' vault/n.md vault/d/old.md; ls -la vault/d; find vault").out) A: \(a.sql("SELECT kind, state, payload FROM mutations")) \(a.sh("find vault").out)")
+            // A new write is a new time, on both.
+            #expect(a.sh("printf 'again\\n' >> vault/n.md").status == 0)
+            #expect(MountHarness.eventually { b.sh("cat vault/n.md").out == "n\nagain" })
+            #expect(!b.sh("stat -c %y vault/n.md").out.hasPrefix("2020"))
+        }
+    }
 }
