@@ -76,3 +76,36 @@ extension FileSystem {
 
     private func name(_ rel: String) -> Substring { rel.split(separator: "/").last ?? Substring(rel) }
 }
+
+extension FileSystem {
+    /// A rename among local-only names (true: done). Between them and the tree a move is a copy
+    /// and a delete (EXDEV: `mv` does that) (FS-32).
+    func renameLocalOnly(parent: UInt64, name: String, newParent: UInt64, newName: String, noReplace: Bool, exchange: Bool) throws -> Bool {
+        let from = try localTarget(parent: parent, name: name)
+        let isDir = from.map { (try? local.attr($0))?.kind == .directory } ?? locked { (try? childNode(try node(parent), name))??.kind == .directory }
+        let to = try localTarget(parent: newParent, name: newName, making: true, folder: isDir)
+        if let from, let to {
+            try local.rename(from, to, noReplace: noReplace, exchange: exchange)
+            for p in Set([parent, newParent]) where !LocalFiles.owns(p) { touchNames(p) }
+            return true
+        }
+        if from != nil || to != nil { throw FSError(.crossView, "\(name): local-only files and the tree's are apart") }
+        return false
+    }
+
+    /// The folder of the tree a rename is about to move, and where to.
+    func folderBeingMoved(parent: UInt64, name: String, newParent: UInt64, newName: String) -> (from: String, to: String)? {
+        locked {
+            guard case .treeDir(let f)? = try? childNode(try node(parent), name), case .treeDir(let pf)? = try? node(newParent) else { return nil }
+            return (f, VaultIndex.join(pf, newName))
+        }
+    }
+
+    /// After a folder's rename: its local-only entries follow it (unless the rename did not happen).
+    func moveLocalFolder(_ move: (from: String, to: String), parent: UInt64, name: String) {
+        guard local.exists(move.from), !locked({ ((try? childNode(try node(parent), name)) ?? nil) != nil }) else { return }
+        do { try local.moveFolder(from: move.from, to: move.to) } catch {
+            log.error("local-only files did not follow their folder", metadata: ["from": "\(move.from)", "error": "\(error)"])
+        }
+    }
+}

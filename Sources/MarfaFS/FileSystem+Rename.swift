@@ -9,27 +9,10 @@ extension FileSystem {
     public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, noReplace: Bool = false, exchange: Bool = false,
                        reader: Int32 = 0) throws {
         if isReplay(reader) { return try replayedRename(parent: parent, name: name, newParent: newParent, newName: newName) }
-        // Local-only names move among themselves; between them and the tree a move is a copy
-        // and a delete (EXDEV: `mv` does that) (FS-32).
-        let from = try localTarget(parent: parent, name: name)
-        let isDir = from.map { (try? local.attr($0))?.kind == .directory } ?? locked { (try? childNode(try node(parent), name))??.kind == .directory }
-        let to = try localTarget(parent: newParent, name: newName, making: true, folder: isDir)
-        if let from, let to {
-            try local.rename(from, to, noReplace: noReplace, exchange: exchange)
-            for p in Set([parent, newParent]) where !LocalFiles.owns(p) { touchNames(p) }
-            return
-        }
-        if from != nil || to != nil { throw FSError(.crossView, "\(name): local-only files and the tree's are apart") }
-        // A folder of the tree takes its local-only entries along.
-        let folderMove: (String, String)? = locked {
-            guard case .treeDir(let f)? = try? childNode(try node(parent), name), case .treeDir(let pf)? = try? node(newParent) else { return nil }
-            return (f, VaultIndex.join(pf, newName))
-        }
-        defer {
-            if let (a, b) = folderMove, local.exists(a), !locked({ ((try? childNode(try node(parent), name)) ?? nil) != nil }) {
-                do { try local.moveFolder(from: a, to: b) } catch { log.error("local-only files did not follow their folder", metadata: ["from": "\(a)", "error": "\(error)"]) }
-            }
-        }
+        if try renameLocalOnly(parent: parent, name: name, newParent: newParent, newName: newName, noReplace: noReplace, exchange: exchange) { return }
+        // A folder of the tree takes its local-only entries along (FS-32).
+        let folderMove = folderBeingMoved(parent: parent, name: name, newParent: newParent, newName: newName)
+        defer { if let folderMove { moveLocalFolder(folderMove, parent: parent, name: name) } }
         let w = writers.writer(reader)
         let inv: [Invalidation] = try locked {
             currentWriter = w

@@ -45,6 +45,29 @@ enum Vault {
         return out
     }
 
+    /// Folders (FS-32): an empty one is kept as a folder of its own (a folder that holds a file or
+    /// a folder is there through what it holds); every one keeps its time. Returns how many were
+    /// empty.
+    static func keepFolders(_ listing: Listing, from root: String, in store: Store) throws -> Int {
+        let holding = Set((listing.files + listing.folders).flatMap { rel -> [String] in
+            var out: [String] = [], f = parent(rel)
+            while !f.isEmpty { out.append(f); f = parent(f) }
+            return out
+        })
+        var empty = 0
+        for folder in listing.folders where !holding.contains(folder) {
+            let tag = VaultText.folderPrefix + folder
+            guard Store.isLocalTag(tag) else { continue }
+            try store.addLocalTag(tag)
+            empty += 1
+        }
+        var times: [String: Int64] = [:]
+        for folder in listing.folders { times["vault/" + folder] = mtimeNs(root + "/" + folder) }
+        times["vault/"] = mtimeNs(root)
+        try store.setDirTimes(times)
+        return empty
+    }
+
     /// The folder a relative path is in ("" at the top).
     static func parent(_ rel: String) -> String {
         rel.lastIndex(of: "/").map { String(rel[..<$0]) } ?? ""
@@ -150,24 +173,7 @@ struct ImportCommand: ParsableCommand {
                 FileHandle.standardError.write(Data("\nmarfafs: \(rel): \(error)\n".utf8)); failed += 1
             }
         }
-        // Folders: an empty one is kept as a folder of its own; every one keeps its time.
-        // A folder that holds a file or a folder is there through what it holds.
-        let holding = Set((files + listing.folders).flatMap { rel -> [String] in
-            var out: [String] = [], f = Vault.parent(rel)
-            while !f.isEmpty { out.append(f); f = Vault.parent(f) }
-            return out
-        })
-        var emptyFolders = 0
-        for folder in listing.folders where !holding.contains(folder) {
-            let tag = VaultText.folderPrefix + folder
-            guard Store.isLocalTag(tag) else { continue }
-            try store.addLocalTag(tag)
-            emptyFolders += 1
-        }
-        var times: [String: Int64] = [:]
-        for folder in listing.folders { times["vault/" + folder] = Vault.mtimeNs(root + "/" + folder) }
-        times["vault/"] = Vault.mtimeNs(root)
-        try store.setDirTimes(times)
+        let emptyFolders = try Vault.keepFolders(listing, from: root, in: store)
         try store.syncDurably()
         var summary = "imported \(files.count) files from \(root): \(created) new, \(updated) changed, \(same) unchanged"
         if emptyFolders > 0 { summary += ", \(emptyFolders) empty folder\(emptyFolders == 1 ? "" : "s")" }
