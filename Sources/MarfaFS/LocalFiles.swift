@@ -160,15 +160,22 @@ final class LocalFiles: @unchecked Sendable {
         var f = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
         if f < 0 && (errno == EACCES || errno == EROFS || errno == EISDIR) { f = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
         guard f >= 0 else { throw Self.fail("open \(path)") }
-        let evicted: [Int32] = locked {
-            if let old = fds[ino] { close(f); f = old; return [] }
+        return keep(f, for: ino)
+    }
+
+    /// Caches descriptor `f` for `ino` (one already cached wins), closing the least recently used
+    /// beyond `maxFds`; returns the descriptor to use.
+    private func keep(_ f: Int32, for ino: UInt64) -> Int32 {
+        var use = f
+        let closing: [Int32] = locked {
+            if let old = fds[ino] { use = old; return [f] }
             fds[ino] = f; fdOrder.append(ino)
             var out: [Int32] = []
             while fdOrder.count > Self.maxFds { let o = fdOrder.removeFirst(); if let d = fds.removeValue(forKey: o) { out.append(d) } }
             return out
         }
-        evicted.forEach { close($0) }
-        return f
+        closing.forEach { close($0) }
+        return use
     }
 
     private func touch(_ ino: UInt64) {
@@ -229,14 +236,9 @@ final class LocalFiles: @unchecked Sendable {
     func create(_ rel: String, mode: UInt16) throws -> FileAttr {
         let f = open(real(rel), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(mode))
         guard f >= 0 else { throw Self.fail("create \(rel)") }
-        let made = try attr(rel)
-        let i = made.ino
-        let evicted: Int32? = locked {
-            let old = fds[i]
-            fds[i] = f; fdOrder.removeAll { $0 == i }; fdOrder.append(i)
-            return old
-        }
-        if let evicted { close(evicted) }
+        let made: FileAttr
+        do { made = try attr(rel) } catch { close(f); throw error }
+        _ = keep(f, for: made.ino)
         return made
     }
 

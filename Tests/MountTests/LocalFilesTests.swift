@@ -75,4 +75,17 @@ import Testing
             #expect(!b.sh("stat -c %y vault/n.md").out.hasPrefix("2020"))
         }
     }
+
+    /// Thousands of local-only files made, written and read: the daemon keeps a bounded number of
+    /// descriptors open (it ran out at git's 20,000th object).
+    @Test func FS32_manyLocalFilesKeepTheDaemonsDescriptorsBounded() throws {
+        try MountHarness.with { h in
+            let r = h.sh("mkdir vault/node_modules && cd vault/node_modules && for i in $(seq 1 3000); do printf \"$i\\n\" > f$i; done && cat f* | wc -l && ls | wc -l")
+            #expect(r.status == 0 && r.out == "3000\n3000", "\(r.stdout) \(r.stderr)")
+            let pid = try #require(h.daemonPID)
+            let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
+            #expect(open > 0 && open < 600, "\(open) descriptors open")
+            #expect(h.sql("SELECT count(*) FROM items") == "0")
+        }
+    }
 }
