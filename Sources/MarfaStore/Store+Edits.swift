@@ -31,6 +31,20 @@ extension Store {
         return try write { db in try insertItem(db, n, rowid: nil, unsettled: false, createdNs: now, mtimeNs: now) }
     }
 
+    /// A file brought in whole (an import): the item, its permission bits and its own time, in
+    /// one transaction.
+    public func createItem(_ n: NewItem, mode: UInt16, mtimeNs: Int64?) throws -> StoredItem {
+        let now = Self.ns(Date())
+        return try write { db in
+            var made = try insertItem(db, n, rowid: nil, unsettled: false, createdNs: now, mtimeNs: mtimeNs ?? now)
+            if let stored = Self.storedMode(mode, default: Self.defaultFileMode) {
+                try db.run("UPDATE items SET mode = ? WHERE rowid = ?", [Int64(stored), made.rowid])
+                made.mode = stored
+            }
+            return made
+        }
+    }
+
     /// The properties a new item starts with before its bytes are parsed: the title from the
     /// file name, and for a blob its file name and MIME type.
     func initialProperties(_ n: NewItem, _ t: TypeSchema) -> [String: JSONValue] {

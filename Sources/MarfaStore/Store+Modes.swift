@@ -59,6 +59,9 @@ extension Store {
     /// set just now, on a settled file). It goes as an update of its own after the bytes', so the
     /// other mounts take the bytes (their time: the server's) and then this time (FS-32).
     func enqueueFileTime(_ db: Database, _ cur: StoredItem, explicit: Bool = false) throws {
+        // A store no server has seen writes its queue anew from the items when it meets one
+        // (`localExtensions` carries the time then).
+        if isLocalOnly { return }
         guard explicit || abs(Self.ns(Date()) - cur.mtimeNs) > 2_000_000_000 else { return }
         try enqueue(db, kind: .update, itemID: cur.item.id, payload: [
             "extensions": .object([Self.statExtension: Self.statValue(mode: cur.mode, mtimeNs: cur.mtimeNs)]),

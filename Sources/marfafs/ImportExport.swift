@@ -163,11 +163,11 @@ struct ImportCommand: ParsableCommand {
                 if let link {
                     rowid = try store.createSymlink(name: name, target: link, tags: tags, sourceID: sourceID).rowid
                 } else {
-                    rowid = try store.createItem(NewItem(type: type, fileName: name, content: bytes, tags: tags, sourceID: sourceID)).rowid
-                    try store.setMode(rowid: rowid, mode: mode)
+                    rowid = try store.createItem(NewItem(type: type, fileName: name, content: bytes, tags: tags, sourceID: sourceID),
+                                                 mode: mode, mtimeNs: mtime).rowid
                 }
                 // The file's own time, so `rsync -a` from the original finds nothing to send (FS-32).
-                if let t = mtime { _ = try store.setMtime(rowid: rowid, ns: t) }
+                if link != nil, let t = mtime { _ = try store.setMtime(rowid: rowid, ns: t) }
                 created += 1
             } catch {
                 FileHandle.standardError.write(Data("\nmarfafs: \(rel): \(error)\n".utf8)); failed += 1
