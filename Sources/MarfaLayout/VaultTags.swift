@@ -121,7 +121,8 @@ extension VaultText {
             headEnd = text.index(text.endIndex, offsetBy: -rest.count)
             body = rest
         }
-        var lines = body.split(separator: "\n", omittingEmptySubsequences: false).map { Array($0.unicodeScalars) }
+        // Lines as `forEachLine` counts them: split at each "\n" scalar (a "\r" stays with its line).
+        var lines = body.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).map { Array($0) }
         var dropAt: [Int: [Int]] = [:]
         var scratch = Scan()
         forEachLine(body) { n, line, inComment in

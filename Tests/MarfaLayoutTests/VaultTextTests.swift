@@ -55,4 +55,14 @@ import Testing
         #expect(VaultText.removingTag("x/y", from: "see #x/y, #x/y/z\n") == "see x/y, #x/y/z\n")
         #expect(VaultText.removingTag("zzz", from: "nothing\n") == nil)
     }
+
+    /// Windows line ends: lines end at each "\n" (a "\r\n" is one character, and was never a line
+    /// end), so fences are seen and a tag's removal keeps every "\r".
+    @Test func FS26_crlfTextHasLinesFencesAndTags() {
+        let text = "A [[One]] #t\r\n```\r\n[[Not]] #u\r\n```\r\nB [[Two]]\r\n"
+        let s = VaultText.scan(text)
+        #expect(s.links.map(\.target) == ["One", "Two"])
+        #expect(s.tags == ["t"])
+        #expect(VaultText.removingTag("t", from: text) == "A [[One]] t\r\n```\r\n[[Not]] #u\r\n```\r\nB [[Two]]\r\n")
+    }
 }
