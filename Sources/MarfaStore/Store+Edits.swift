@@ -34,14 +34,22 @@ extension Store {
     /// A file brought in whole (an import): the item, its permission bits and its own time, in
     /// one transaction.
     public func createItem(_ n: NewItem, mode: UInt16, mtimeNs: Int64?) throws -> StoredItem {
+        try createItems([(n, mode, mtimeNs)])[0]
+    }
+
+    /// Files brought in whole, in one transaction (an import writes them a few hundred at a time:
+    /// a transaction per file was most of its time). All or none.
+    public func createItems(_ files: [(item: NewItem, mode: UInt16, mtimeNs: Int64?)]) throws -> [StoredItem] {
         let now = Self.ns(Date())
         return try write { db in
-            var made = try insertItem(db, n, rowid: nil, unsettled: false, createdNs: now, mtimeNs: mtimeNs ?? now)
-            if let stored = Self.storedMode(mode, default: Self.defaultFileMode) {
-                try db.run("UPDATE items SET mode = ? WHERE rowid = ?", [Int64(stored), made.rowid])
-                made.mode = stored
+            try files.map { f in
+                var made = try insertItem(db, f.item, rowid: nil, unsettled: false, createdNs: now, mtimeNs: f.mtimeNs ?? now)
+                if let stored = Self.storedMode(f.mode, default: Self.defaultFileMode) {
+                    try db.run("UPDATE items SET mode = ? WHERE rowid = ?", [Int64(stored), made.rowid])
+                    made.mode = stored
+                }
+                return made
             }
-            return made
         }
     }
 

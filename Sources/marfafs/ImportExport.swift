@@ -68,6 +68,18 @@ enum Vault {
         return empty
     }
 
+    /// A file imported before, imported again: its bytes if they changed (true), its permission
+    /// bits and its time.
+    static func reimport(_ existing: StoredItem, bytes: [UInt8], isLink: Bool, mode: UInt16, mtime: Int64?, in store: Store) throws -> Bool {
+        let current = TypeSchema.isBlobType(existing.item.type) ? nil : try store.textContent(rowid: existing.rowid)
+        let currentBlob = existing.item.properties["blob_ref"]?.stringValue
+        let same = current == bytes || (current == nil && currentBlob == BlobHash.of(bytes))
+        if !same { _ = try store.writeContent(rowid: existing.rowid, bytes: bytes) }
+        if !isLink { try store.setMode(rowid: existing.rowid, mode: mode) }
+        if let t = mtime, !same || t != existing.mtimeNs { _ = try store.setMtime(rowid: existing.rowid, ns: t) }
+        return !same
+    }
+
     /// The folder a relative path is in ("" at the top).
     static func parent(_ rel: String) -> String {
         rel.lastIndex(of: "/").map { String(rel[..<$0]) } ?? ""
@@ -125,6 +137,19 @@ struct ImportCommand: ParsableCommand {
         let files = listing.files
         var progress = Progress(label: "importing", total: files.count)
         var created = 0, updated = 0, same = 0, failed = 0
+        // New files go in a few hundred at a time, one transaction each (a file that fails makes
+        // its batch go again one by one, so only it is reported).
+        var batch: [(rel: String, item: NewItem, mode: UInt16, mtimeNs: Int64?)] = [], batchBytes = 0
+        func flush() {
+            defer { batch = []; batchBytes = 0 }
+            if batch.isEmpty { return }
+            if (try? store.createItems(batch.map { ($0.item, $0.mode, $0.mtimeNs) })) != nil { created += batch.count; return }
+            for b in batch {
+                do { _ = try store.createItem(b.item, mode: b.mode, mtimeNs: b.mtimeNs); created += 1 } catch {
+                    FileHandle.standardError.write(Data("\nmarfafs: \(b.rel): \(error)\n".utf8)); failed += 1
+                }
+            }
+        }
         for (i, rel) in files.enumerated() {
             defer { progress.update(i + 1) }
             let name = (rel as NSString).lastPathComponent
@@ -138,17 +163,7 @@ struct ImportCommand: ParsableCommand {
             let sourceID = "import:" + rel
             do {
                 if let existing = try store.item(sourceID: sourceID) {
-                    let current = TypeSchema.isBlobType(existing.item.type) ? nil : try store.textContent(rowid: existing.rowid)
-                    let currentBlob = existing.item.properties["blob_ref"]?.stringValue
-                    if current == bytes || (current == nil && currentBlob == BlobHash.of(bytes)) {
-                        if link == nil { try store.setMode(rowid: existing.rowid, mode: mode) }
-                        if let t = mtime, t != existing.mtimeNs { _ = try store.setMtime(rowid: existing.rowid, ns: t) }
-                        same += 1; continue
-                    }
-                    _ = try store.writeContent(rowid: existing.rowid, bytes: bytes)
-                    if link == nil { try store.setMode(rowid: existing.rowid, mode: mode) }
-                    if let t = mtime { _ = try store.setMtime(rowid: existing.rowid, ns: t) }
-                    updated += 1
+                    if try Vault.reimport(existing, bytes: bytes, isLink: link != nil, mode: mode, mtime: mtime, in: store) { updated += 1 } else { same += 1 }
                     continue
                 }
                 let ext = Names.split(name).ext.lowercased()
@@ -159,20 +174,21 @@ struct ImportCommand: ParsableCommand {
                     FileHandle.standardError.write(Data("\nmarfafs: \(rel): its folder is not kept (a control character)\n".utf8))
                     tags = []
                 }
-                let rowid: Int64
+                // The file's own time goes with it, so `rsync -a` from the original finds nothing to send (FS-32).
                 if let link {
-                    rowid = try store.createSymlink(name: name, target: link, tags: tags, sourceID: sourceID).rowid
+                    let rowid = try store.createSymlink(name: name, target: link, tags: tags, sourceID: sourceID).rowid
+                    if let t = mtime { _ = try store.setMtime(rowid: rowid, ns: t) }
+                    created += 1
                 } else {
-                    rowid = try store.createItem(NewItem(type: type, fileName: name, content: bytes, tags: tags, sourceID: sourceID),
-                                                 mode: mode, mtimeNs: mtime).rowid
+                    batch.append((rel, NewItem(type: type, fileName: name, content: bytes, tags: tags, sourceID: sourceID), mode, mtime))
+                    batchBytes += bytes.count
+                    if batch.count >= 256 || batchBytes >= 64 << 20 { flush() }
                 }
-                // The file's own time, so `rsync -a` from the original finds nothing to send (FS-32).
-                if link != nil, let t = mtime { _ = try store.setMtime(rowid: rowid, ns: t) }
-                created += 1
             } catch {
                 FileHandle.standardError.write(Data("\nmarfafs: \(rel): \(error)\n".utf8)); failed += 1
             }
         }
+        flush()
         let emptyFolders = try Vault.keepFolders(listing, from: root, in: store)
         try store.syncDurably()
         var summary = "imported \(files.count) files from \(root): \(created) new, \(updated) changed, \(same) unchanged"

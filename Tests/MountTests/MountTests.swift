@@ -430,6 +430,19 @@ import Testing
         #expect(Shell.run(["/bin/bash", "-c", "diff -r '\(root)/in' '\(root)/out'"]).status == 0, "hidden files too (FS-32)")
     }
 
+    /// An import goes in batches: a file the store refuses (a note past 16 MiB) is reported by
+    /// name and the others of its batch still come in.
+    @Test func FS23_aFileAnImportCannotTakeIsNamedAndTheRestComeIn() throws {
+        let tmp = try TempDirectory("marfafs-import-batch")
+        #expect(Shell.run(["/bin/bash", "-c", "mkdir -p '\(tmp.path)/in' && cd '\(tmp.path)/in' && echo a > a.md && head -c 17000000 /dev/zero | tr '\\0' x > big.md && echo c > c.md"]).status == 0)
+        let r = Shell.run([MountHarness.binary, "import", tmp.path + "/in", "--store", tmp.path + "/s.sqlite"])
+        #expect(r.status != 0)
+        #expect(r.stdout.contains("2 new") && r.stdout.contains("1 failed"), "\(r.stdout)")
+        #expect(r.stderr.contains("big.md"), "\(r.stderr)")
+        let names = Shell.run(["sqlite3", tmp.path + "/s.sqlite", "SELECT group_concat(file_name, ' ') FROM (SELECT file_name FROM items ORDER BY 1)"]).out
+        #expect(names == "a.md c.md")
+    }
+
     /// FS-31: a folder whose path has a comma or is longer than a tag can be (128 characters) is
     /// kept as it is: import brings its notes into it and mkdir makes one (its tag travels in a
     /// short form); a tag that is not a folder still follows the tag rule.
