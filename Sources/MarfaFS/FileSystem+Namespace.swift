@@ -266,16 +266,20 @@ extension FileSystem {
         let folder: String? = locked { if case .treeDir(let f)? = try? node(parent) { return VaultIndex.join(f, name) }; return nil }
         if let folder, local.hasEntries(folder) { throw FSError(.notEmpty, name) }
         defer { if let folder { local.dropContainer(folder) } }
-        try freeing { try locked {
+        let inv: [Invalidation] = try freeing { try locked {
             try settleNow(spools: .none)
             let p = try node(parent)
             guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
+            // The tag a folder or tag directory stands for goes: every place that lists it (`tags/`
+            // and the levels above a nested tag) must forget it, as a mkdir's places learn it.
+            var gone: String?
             switch child {
             case .tagDir(let tag):
                 if (catalog.tagActive[tag] ?? 0) > 0 || !catalog.tagChildren(tag).isEmpty { throw FSError(.notEmpty, "tag \(tag) is in use") }
                 try wrap { try store.removeLocalTag(tag) }
                 catalog.localTags.remove(tag)
                 retireDir(child)
+                gone = tag
             case .treeDir(let f):
                 let tag = VaultText.folderPrefix + f
                 let files = try treeTable(f)?.count ?? 0
@@ -286,6 +290,7 @@ extension FileSystem {
                 catalog.localTags.remove(tag)
                 retireDir(child)
                 retireDir(.tagDir(tag))
+                gone = tag
             case .linkEdgeDir(.links, let r, let et):
                 guard let s = catalog.items[r] else { throw FSError(.notFound, name) }
                 let out = (catalog.outEdges[r] ?? []).contains { catalog.edges[$0]?.edge.edgeType == et }
@@ -297,8 +302,10 @@ extension FileSystem {
             default:
                 throw readOnlyOrNotPermitted(p)
             }
+            return gone.map { t in Self.tagDirPlaces(t).flatMap { invalidations(($0.0, [$0.1])) } } ?? []
         } }
         touchNames(parent)
+        notify(inv)
     }
 
     // MARK: links
