@@ -17,7 +17,7 @@ struct Catalog {
     var tagActive: [String: Int] = [:]
     var tagTables: [String: NameTable] = [:]
     var localTags: Set<String> = [] {
-        didSet { for t in localTags.symmetricDifference(oldValue) { tagCameOrWent(t) } }
+        didSet { if tagTree != nil { for t in localTags.symmetricDifference(oldValue) { tagCameOrWent(t) } } }
     }
     /// Tag path → the next level of nested tags (`tagChildren`), kept as tags come and go; nil
     /// until first asked for.

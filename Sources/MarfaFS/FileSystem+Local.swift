@@ -11,15 +11,15 @@ extension FileSystem {
     /// `making`: the name is being made (a folder when `folder`); the rules then decide.
     /// Nil: the name belongs to the tree (or to another view).
     func localTarget(parent: UInt64, name: String, making: Bool = false, folder: Bool = false) throws -> String? {
-        if LocalFiles.owns(parent) {
-            let p = try local.rel(parent)
-            return p.isEmpty ? name : p + "/" + name
-        }
-        guard let f: String = locked({ if case .treeDir(let f)? = try? node(parent) { return f }; return nil }) else { return nil }
-        let rel = VaultIndex.join(f, name)
+        if LocalFiles.owns(parent) { return VaultIndex.join(try local.rel(parent), name) }
         // A name the tree has is the tree's (a folder of the tree holding local entries has a
         // directory of the same path here, holding them).
-        if locked({ (try? childNode(.treeDir(f), name)) ?? nil }) != nil { return nil }
+        let treeFolder: String? = locked {
+            guard case .treeDir(let f)? = try? node(parent), ((try? childNode(.treeDir(f), name)) ?? nil) == nil else { return nil }
+            return f
+        }
+        guard let treeFolder else { return nil }
+        let rel = VaultIndex.join(treeFolder, name)
         if local.exists(rel) { return rel }
         guard making else { return nil }
         return localRules().isLocal(rel, folder: folder) ? rel : nil
@@ -44,7 +44,7 @@ extension FileSystem {
     /// holds it (a folder that only holds `.git` is a folder), and its listing moves on.
     func madeLocal(_ rel: String, parent: UInt64) throws {
         if LocalFiles.owns(parent) { return }
-        let folder = rel.lastIndex(of: "/").map { String(rel[..<$0]) } ?? ""
+        let folder = VaultIndex.parent(rel)
         if !folder.isEmpty {
             let tag = VaultText.folderPrefix + folder
             try locked {
@@ -62,22 +62,16 @@ extension FileSystem {
         guard local.exists(folder) else { return [] }
         return ((try? local.list(folder)) ?? []).filter { !names.contains($0.name) }
     }
-}
 
-extension FileSystem {
     /// Makes a local-only name: its tree folder's container first, then `make`.
     func makeLocal(_ rel: String, parent: UInt64, _ make: () throws -> FileAttr) throws -> FileAttr {
-        if name(rel).utf8.count > Names.maxNameBytes { throw FSError(.nameTooLong, rel) }
-        if !LocalFiles.owns(parent) { try local.makeContainer(rel.lastIndex(of: "/").map { String(rel[..<$0]) } ?? "") }
+        if VaultIndex.lastComponent(rel).utf8.count > Names.maxNameBytes { throw FSError(.nameTooLong, rel) }
+        if !LocalFiles.owns(parent) { try local.makeContainer(VaultIndex.parent(rel)) }
         let a = try make()
         try madeLocal(rel, parent: parent)
         return a
     }
 
-    private func name(_ rel: String) -> Substring { rel.split(separator: "/").last ?? Substring(rel) }
-}
-
-extension FileSystem {
     /// A rename among local-only names (true: done). Between them and the tree a move is a copy
     /// and a delete (EXDEV: `mv` does that) (FS-32).
     func renameLocalOnly(parent: UInt64, name: String, newParent: UInt64, newName: String, noReplace: Bool, exchange: Bool) throws -> Bool {

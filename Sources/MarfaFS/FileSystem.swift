@@ -206,17 +206,24 @@ public final class FileSystem: @unchecked Sendable {
         if isReplay(reader), let answer = replayedLookup(parent: parent, name: name) { return try answer.get() }
         // A name no directory can hold is ENAMETOOLONG, as a disk answers, not ENOENT.
         if name.utf8.count > Names.maxNameBytes { throw FSError(.nameTooLong, name) }
-        if let rel = try localTarget(parent: parent, name: name) { return try local.attr(rel) }
-        return try locked {
+        if LocalFiles.owns(parent) { return try local.attr(VaultIndex.join(try local.rel(parent), name)) }
+        // One pass under the lock; a name the tree does not have may be a local-only one (FS-32).
+        let (found, folder): (FileAttr?, String?) = try locked {
             currentReader = reader
             let p = try node(parent)
-            guard let child = try childNode(p, name) else {
-                noteMissing(name, in: p)
-                throw FSError(.notFound, name)
+            if let child = try childNode(p, name) {
+                noteShown(child)
+                return (try attr(child), nil)
             }
-            noteShown(child)
-            return try attr(child)
+            if case .treeDir(let f) = p { return (nil, f) }
+            noteMissing(name, in: p)
+            throw FSError(.notFound, name)
         }
+        if let found { return found }
+        let rel = VaultIndex.join(folder ?? "", name)
+        if local.exists(rel) { return try local.attr(rel) }
+        locked { if let p = try? node(parent) { noteMissing(name, in: p) } }
+        throw FSError(.notFound, name)
     }
 
     public func readdir(_ ino: UInt64) throws -> [DirEntry] {

@@ -299,7 +299,7 @@ final class LocalFiles: @unchecked Sendable {
     func moveFolder(from: String, to: String) throws {
         guard exists(from) else { return }
         if exists(to), !hasEntries(to) { Glibc.rmdir(real(to)) }
-        if let slash = to.lastIndex(of: "/") { try makeContainer(String(to[..<slash])) }
+        if !VaultIndex.parent(to).isEmpty { try makeContainer(VaultIndex.parent(to)) }
         guard Glibc.rename(real(from), real(to)) == 0 else { throw Self.fail("moving the local files of \(from)") }
         moved(from: from, to: to)
     }

@@ -51,6 +51,9 @@ struct VaultIndex {
     }
 
     static func join(_ folder: String, _ name: String) -> String { folder.isEmpty ? name : folder + "/" + name }
+
+    /// The folder a path is in ("" at the top): `join`'s inverse.
+    static func parent(_ path: String) -> String { path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "" }
 }
 
 extension Catalog {

@@ -78,15 +78,16 @@ extension Store {
     /// Takes the permission bits a remote item's extensions give; true if they changed.
     @discardableResult
     func applyStat(_ db: Database, _ extensions: [String: JSONValue]?, rowid: Int64) throws -> Bool {
+        let (t, m) = (Self.mtime(from: extensions), Self.mode(from: extensions))
+        guard t != nil || m != nil, let row = try db.row("SELECT mtime_ns, mode FROM items WHERE rowid = ?", [rowid]) else { return false }
         var changed = false
-        if let t = Self.mtime(from: extensions),
-           try Int64.fetchOne(db, sql: "SELECT mtime_ns FROM items WHERE rowid = ?", arguments: [rowid]) != t {
+        if let t, row[0] != t {
             try db.run("UPDATE items SET mtime_ns = ? WHERE rowid = ?", [t, rowid])
             changed = true
         }
-        guard let m = Self.mode(from: extensions) else { return changed }
+        guard let m else { return changed }
         let stored: Int64? = Self.storedMode(m, default: Self.defaultFileMode).map { Int64($0) }
-        let before = try Int64?.fetchOne(db, sql: "SELECT mode FROM items WHERE rowid = ?", arguments: [rowid]) ?? nil
+        let before: Int64? = row[1]
         // A symlink's mode is its kind's.
         if before == stored || Self.isSymlinkMode(UInt16(truncatingIfNeeded: before ?? 0)) { return changed }
         try db.run("UPDATE items SET mode = ? WHERE rowid = ?", [stored, rowid])

@@ -43,14 +43,18 @@ extension Store {
     public func setMtime(rowid: Int64, ns: Int64) throws -> (size: Int64, mtimeNs: Int64) {
         if spool.has(rowid) { return try spool.setMtime(rowid, ns: ns) }
         return try write { db in
-            guard var cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
-            if cur.mtimeNs == ns { return (cur.size, ns) }
+            guard let row = try db.row("SELECT size, mtime_ns, sync, unsettled FROM items WHERE rowid = ?", [rowid]) else {
+                throw StoreError.notFound("item \(rowid)")
+            }
+            let size: Int64 = row[0]
+            if row[1] == ns { return (size, ns) }
             try db.run("UPDATE items SET mtime_ns = ? WHERE rowid = ?", [ns, rowid])
-            cur.mtimeNs = ns
             // The time travels (FS-32) once the item is one the queue sends.
-            let settled = try Int64.fetchOne(db, sql: "SELECT unsettled FROM items WHERE rowid = ?", arguments: [rowid]) == 0
-            if cur.sync != .invalid, settled { try enqueueFileTime(db, cur, explicit: true) }
-            return (cur.size, ns)
+            if !isLocalOnly, row[2] != SyncState.invalid.rawValue, row[3] == 0, var cur = try Self.fetchItem(db, rowid: rowid) {
+                cur.mtimeNs = ns
+                try enqueueFileTime(db, cur, explicit: true)
+            }
+            return (size, ns)
         }
     }
 
