@@ -3,14 +3,30 @@ import MarfaModel
 import MarfaStore
 
 extension FileSystem {
-    /// A control file's text: made anew at a stat (`fresh`), reused by reads within a second of it.
+    /// When a control file's text is made anew for a reader.
+    enum SnapshotUse {
+        /// A stat: anew unless this reader's text is under a second old. A reader's `fstat` and
+        /// the stat the kernel makes again before its `read` then report one length, so a program
+        /// that reads `st_size` bytes never gets a text cut short (the age of the oldest mutation
+        /// changes its length from one millisecond to the next).
+        case stat
+        /// A read: this reader's text of the last five seconds.
+        case read
+        /// Always anew (`.marfafs/flush` once the queue is sent).
+        case anew
+    }
+
+    /// A control file's text for the reader of the current request (`currentReader`).
     /// Called with the lock held.
     /// Each reader (by the thread id of its request) has its own snapshot, so two programs reading
     /// `.marfafs/status` at once never get bytes cut to the other's length.
-    func controlSnapshot(_ name: String, fresh: Bool) -> String {
+    func controlSnapshot(_ name: String, _ use: SnapshotUse) -> String {
         let key = name + "#" + String(currentReader)
         let now = Date()
-        if !fresh, let s = controlSnapshots[key], now.timeIntervalSince(s.at) < 5 { return s.text }
+        if let s = controlSnapshots[key] {
+            let age = now.timeIntervalSince(s.at)
+            if (use == .stat && age < 1) || (use == .read && age < 5) { return s.text }
+        }
         let text = controlContent(name)
         if controlSnapshots.count > 64 { controlSnapshots = controlSnapshots.filter { now.timeIntervalSince($0.value.at) < 5 } }
         controlSnapshots[key] = (text, now)

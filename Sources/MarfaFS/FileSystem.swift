@@ -176,7 +176,7 @@ public final class FileSystem: @unchecked Sendable {
             if let target = s.link { return FileAttr(ino: i, kind: .symlink, size: Int64(target.utf8.count), mtimeNs: s.mtimeNs, nlink: 1, timeout: cacheTimeout) }
             return FileAttr(ino: i, kind: .file, size: s.size, mtimeNs: s.mtimeNs, nlink: 1, timeout: cacheTimeout)
         case .controlFile(let name):
-            let size = Int64(controlSnapshot(name, fresh: true).utf8.count)
+            let size = Int64(controlSnapshot(name, .stat).utf8.count)
             return FileAttr(ino: i, kind: .file, size: size, mtimeNs: Int64(Date().timeIntervalSince1970 * 1e9), nlink: 1, timeout: 0)
         case .tagEntry, .linkEntry, .byIDEntry, .vaultLink:
             let target = try readlinkLocked(n)
@@ -302,9 +302,9 @@ public final class FileSystem: @unchecked Sendable {
             // waiting outside the lock so the mount and the sync engine carry on meanwhile.
             if name == ControlFile.flush.rawValue, offset == 0, syncStatus != nil {
                 waitForEmptyQueue()
-                return Self.slice(Array(locked { currentReader = reader; return controlSnapshot(name, fresh: true) }.utf8), offset: offset, size: size)
+                return Self.slice(Array(locked { currentReader = reader; return controlSnapshot(name, .anew) }.utf8), offset: offset, size: size)
             }
-            return Self.slice(Array(locked { currentReader = reader; return controlSnapshot(name, fresh: false) }.utf8), offset: offset, size: size)
+            return Self.slice(Array(locked { currentReader = reader; return controlSnapshot(name, .read) }.utf8), offset: offset, size: size)
         default:
             throw FSError(.isDirectory, "inode \(ino)")
         }

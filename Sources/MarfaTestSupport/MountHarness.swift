@@ -100,9 +100,10 @@ public final class MountHarness: @unchecked Sendable {
         _ = Shell.run(["/bin/umount", "-l", path])
     }
 
-    /// `.marfafs/status` as JSON (empty when it cannot be read).
+    /// `.marfafs/status` as JSON (empty when it cannot be read), read to its end as `cat` does.
     public var syncStatus: [String: JSONValue] {
-        (try? JSONParser.parse(String(contentsOfFile: path(".marfafs/status"), encoding: .utf8)))?.objectValue ?? [:]
+        let r = Shell.run(["/bin/cat", path(".marfafs/status")])
+        return r.status == 0 ? (try? JSONParser.parse(r.out))?.objectValue ?? [:] : [:]
     }
 
     /// Runs a shell command with the mount point as working directory.

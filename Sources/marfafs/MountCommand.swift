@@ -206,7 +206,7 @@ struct MountCommand: ParsableCommand {
         var lastFailure = ""
         while true {
             let text: String?
-            do { text = try String(contentsOfFile: mnt + "/.marfafs/status", encoding: .utf8) } catch {
+            do { text = try readControlFile(mnt, "status") } catch {
                 text = nil; lastFailure = "\(error.localizedDescription)"
             }
             guard let text, let status = (try? JSONParser.parse(text))?.objectValue else {

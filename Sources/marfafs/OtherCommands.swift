@@ -2,10 +2,29 @@ import ArgumentParser
 import Foundation
 import MarfaStore
 
+/// The text of a control file of a mount (`.marfafs/NAME`), read to its end: the length a stat
+/// reported is only a hint, as for a file in /proc. Throws when it cannot be opened.
+func readControlFile(_ mnt: String, _ name: String) throws -> String {
+    let path = mnt + "/.marfafs/" + name
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw CLIError("\(path): \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 64 << 10)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0, errno == EINTR { continue }
+        guard n >= 0 else { throw CLIError("\(path): \(String(cString: strerror(errno)))") }
+        if n == 0 { break }
+        bytes += chunk[0..<n]
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
 /// Reads `.marfafs/flush`, which returns once the queue is sent (or paused for a key); nil if
 /// `mnt` is not a marfafs mount. The text starts with `ok` when the queue is empty.
 func waitForQueue(_ mnt: String) -> String? {
-    try? String(contentsOfFile: mnt + "/.marfafs/flush", encoding: .utf8)
+    try? readControlFile(mnt, "flush")
 }
 
 struct SyncCommand: ParsableCommand {
@@ -19,7 +38,7 @@ struct SyncCommand: ParsableCommand {
 
     func run() throws {
         let mnt = Paths.absolute(mountpoint)
-        let text = wait ? waitForQueue(mnt) : (try? String(contentsOfFile: mnt + "/.marfafs/status", encoding: .utf8)).map { status in
+        let text = wait ? waitForQueue(mnt) : (try? readControlFile(mnt, "status")).map { status in
             let o = (try? JSONSerialization.jsonObject(with: Data(status.utf8))) as? [String: Any] ?? [:]
             return "\(o["queue_depth"] ?? 0) mutations queued; connection: \(o["connection"] ?? "none")\n"
         }
@@ -48,7 +67,7 @@ struct UnmountCommand: ParsableCommand {
         }
         // The store the daemon holds: unmount returns once the daemon has let go of it, so a
         // mount or export right after finds it free.
-        let storePath = (try? String(contentsOfFile: mnt + "/.marfafs/status", encoding: .utf8))
+        let storePath = (try? readControlFile(mnt, "status"))
             .flatMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }?["store"] as? String
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
@@ -86,7 +105,7 @@ struct StatusCommand: ParsableCommand {
         if points.isEmpty { print(json ? "[]" : "no marfafs mount"); return }
         var failed = false
         for mnt in points {
-            guard let text = try? String(contentsOfFile: mnt + "/.marfafs/status", encoding: .utf8) else {
+            guard let text = try? readControlFile(mnt, "status") else {
                 FileHandle.standardError.write(Data("marfafs: \(mnt) is not a marfafs mount\n".utf8)); failed = true; continue
             }
             if json { print(text.trimmingCharacters(in: .whitespacesAndNewlines)); continue }
@@ -113,7 +132,7 @@ struct StatusCommand: ParsableCommand {
 /// Prints a control file of a mount (§7).
 func printControlFile(_ mountpoint: String, _ name: String) {
     let mnt = Paths.absolute(mountpoint)
-    guard let text = try? String(contentsOfFile: mnt + "/.marfafs/" + name, encoding: .utf8) else {
+    guard let text = try? readControlFile(mnt, name) else {
         fail(CLIError("\(mnt) is not a marfafs mount"))
     }
     print(text, terminator: "")
@@ -170,7 +189,7 @@ struct EventsCommand: ParsableCommand {
         let mnt = Paths.absolute(mountpoint)
         var seen = Set<String>()
         while true {
-            guard let text = try? String(contentsOfFile: mnt + "/.marfafs/events", encoding: .utf8) else {
+            guard let text = try? readControlFile(mnt, "events") else {
                 fail(CLIError("\(mnt) is not a marfafs mount (any more)"))
             }
             for line in text.split(separator: "\n") where !seen.contains(String(line)) {
