@@ -48,8 +48,11 @@ extension FileSystem {
         }
     }
 
-    /// `.marfafs/status` and `marfafs status --json`.
-    public func statusJSON() -> String {
+    /// `.marfafs/status` as the daemon's own threads read it (a service manager's status line).
+    public func currentStatus() -> String { locked { statusJSON() } }
+
+    /// `.marfafs/status` and `marfafs status --json`. Called with the lock held.
+    func statusJSON() -> String {
         let muts = (try? store.mutations()) ?? []
         let oldest = muts.first.flatMap { Timestamp.parse($0.createdAt) }.map { Date().timeIntervalSince1970 - $0 }
         let invalid = (try? store.invalidItems()) ?? []

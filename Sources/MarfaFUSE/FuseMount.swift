@@ -17,10 +17,16 @@ public final class FuseMount: @unchecked Sendable {
 
     /// Other users may use the mount (`allow_other`); the kernel checks modes either way.
     let allowOther: Bool
+    /// The kernel refuses every change (`ro`: EROFS).
+    let readOnly: Bool
+    /// What mount(8), `findmnt` and `df` show as the mount's source: the store.
+    let source: String
 
-    public init(fs: FileSystem, mountpoint: String, logger: Logger, allowOther: Bool = false) {
+    public init(fs: FileSystem, mountpoint: String, logger: Logger, allowOther: Bool = false, readOnly: Bool = false, source: String = "marfafs") {
         self.fs = fs
         self.allowOther = allowOther
+        self.readOnly = readOnly
+        self.source = source
         self.mountpoint = mountpoint
         self.log = logger
         self.notifier = Notifier(logger: logger)
@@ -29,7 +35,9 @@ public final class FuseMount: @unchecked Sendable {
     /// Mounts; returns once the kernel has the mount.
     public func mount() throws {
         var args = fuse_args(argc: 0, argv: nil, allocated: 0)
-        let options = "default_permissions,fsname=marfafs,subtype=marfafs" + (allowOther ? ",allow_other" : "")
+        // A comma or backslash in the store's path is escaped for libfuse's option parser.
+        let fsname = source.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ",", with: "\\,")
+        let options = "default_permissions,fsname=\(fsname),subtype=marfafs" + (allowOther ? ",allow_other" : "") + (readOnly ? ",ro" : "")
         for a in ["marfafs", "-o", options] { fuse_opt_add_arg(&args, a) }
         defer { fuse_opt_free_args(&args) }
         var ops = makeOperations()

@@ -10,6 +10,13 @@ struct Marfafs: ParsableCommand {
         discussion: "See marfafs(1) for commands and exit codes, marfafs(7) for the layout.",
         subcommands: [MountCommand.self, UnmountCommand.self, StatusCommand.self, PendingCommand.self, SyncCommand.self, ConflictsCommand.self, EventsCommand.self, ResyncCommand.self, TrashCommand.self,
                       ImportCommand.self, ExportCommand.self, ServeCommand.self])
+
+    /// Started as `mount.fuse.marfafs` (by mount(8)) or as fuse3's `mount.fuse` starts it, it is
+    /// the mount helper; else the command line.
+    static func main() {
+        if MountHelper.invoked() { MountHelper.main() }
+        main(nil)
+    }
 }
 
 /// Exit codes (marfafs(1)): 0 success, 1 failure, 3 busy or in use, 64 usage error (ArgumentParser).

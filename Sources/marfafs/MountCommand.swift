@@ -43,6 +43,12 @@ struct MountCommand: ParsableCommand {
     @Flag(name: .long, help: "Let other users (and services running as them) use the mount; the kernel checks each file's mode (default_permissions). A mount by a user other than root needs user_allow_other in /etc/fuse.conf.")
     var allowOther = false
 
+    @Option(name: .customShort("o"), help: ArgumentHelp("Options as mount(8) takes them: name=value,… (server=URL,key_file=F,conflict=,device=,trash_days=,log_file=,store=,allow_other,ro,verbose,user=NAME); see MOUNT OPTIONS in marfafs(1).", valueName: "options"))
+    var options: [String] = []
+
+    /// `-o ro`: the kernel refuses every change (EROFS).
+    var readOnly = false
+
     /// The key, from --key-file or MARFAFS_KEY; checked before mounting so a bad one fails at once.
     func credential() throws -> Credential? {
         guard server != nil else { return nil }
@@ -53,7 +59,25 @@ struct MountCommand: ParsableCommand {
         } catch let e as CredentialError { throw CLIError(e.description) }
     }
 
-    func run() throws {
+    /// Takes `-o` into the options, and becomes the user it names.
+    mutating func applyOptions() throws {
+        let o = try MountOptions.parse(options)
+        if let v = o.store { storeOption.store = v }
+        if let v = o.server { server = v }
+        if let v = o.keyFile { keyFile = v }
+        if let v = o.conflict { conflict = v }
+        if let v = o.device { device = v }
+        if let v = o.logFile { logFile = v }
+        if let v = o.trashDays { trashDays = v }
+        allowOther = allowOther || o.allowOther
+        verbose = verbose || o.verbose
+        foreground = foreground || o.foreground
+        readOnly = o.readOnly
+        if let who = o.runAs { try Privileges.become(who) }
+    }
+
+    mutating func run() throws {
+        do { try applyOptions() } catch let e as CLIError { fail(e) }
         let mnt = Paths.absolute(mountpoint)
         do {
             if let server {
@@ -98,7 +122,7 @@ struct MountCommand: ParsableCommand {
         } else {
             try store.useLocalOnly()
         }
-        let fuse = FuseMount(fs: fs, mountpoint: mnt, logger: log, allowOther: allowOther)
+        let fuse = FuseMount(fs: fs, mountpoint: mnt, logger: log, allowOther: allowOther, readOnly: readOnly, source: storeOption.path)
         try fuse.mount()
         // The sync engine: drains the queue to the server, off the FUSE threads.
         var engine: SyncEngine?
@@ -125,11 +149,14 @@ struct MountCommand: ParsableCommand {
         }
         let count = fs.itemCount
         log.info("mounted", metadata: ["mountpoint": "\(mnt)", "store": "\(storeOption.path)", "items": "\(count)"])
+        // Under systemd (Type=notify): READY=1 once the mount answers, STATUS=, WATCHDOG=1, STOPPING=1.
+        let service = ServiceReporter(mountpoint: mnt, withServer: engine != nil, logPath: logFile ?? "the journal") { fs.currentStatus() }
+        service?.start()
         // SIGTERM and SIGINT unmount cleanly: end the loop, then wake a worker so it notices.
         signal(SIGTERM, SIG_IGN); signal(SIGINT, SIG_IGN); signal(SIGHUP, SIG_IGN)
         let sources = [SIGTERM, SIGINT, SIGHUP].map { sig -> DispatchSourceSignal in
             let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            s.setEventHandler { log.info("signal received, unmounting", metadata: ["signal": "\(sig)"]); fuse.stop() }
+            s.setEventHandler { log.info("signal received, unmounting", metadata: ["signal": "\(sig)"]); service?.stopping(); fuse.stop() }
             s.resume()
             return s
         }
@@ -138,6 +165,7 @@ struct MountCommand: ParsableCommand {
         t.name = "marfafs-fuse"
         t.start()
         done.wait()
+        service?.stopping()
         engine?.stop()
         _ = sources
         try? store.syncDurably()
@@ -158,6 +186,7 @@ struct MountCommand: ParsableCommand {
         if let device { args += ["--device", device] }
         args += ["--trash-days", String(trashDays)]
         if allowOther { args.append("--allow-other") }
+        if readOnly { args += ["-o", "ro"] }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
@@ -172,7 +201,7 @@ struct MountCommand: ParsableCommand {
         let rc = posix_spawn(&pid, exe, &actions, &attr, cargs, environ)
         posix_spawn_file_actions_destroy(&actions)
         posix_spawnattr_destroy(&attr)
-        guard rc == 0 else { throw CLIError("cannot start the daemon: \(String(cString: strerror(rc)))") }
+        guard rc == 0 else { throw CLIError("cannot start the daemon \(exe) (log \(logPath)): \(String(cString: strerror(rc)))") }
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
             if MountPoint.isMarfafsMount(mnt) {
