@@ -3,7 +3,7 @@ import Foundation
 /// The event stream's life as a pure state machine (no I/O, no clock of its own): `RemoteFeed`
 /// feeds it what happened and when, and does what it answers. Tested with a manual clock.
 ///
-/// connecting ──opened──▶ (sweeping ──swept──▶) live ──failed/silent──▶ waiting ──due──▶ connecting
+/// connecting ──opened──▶ (sweeping ──swept──▶) live ──failed/silent──▶ waiting ──due / server answered──▶ connecting
 ///      │                                        │
 ///      └──────────── unauthorized ◀─────────────┘──── a new key ──▶ connecting
 public struct FeedMachine: Sendable {
@@ -29,6 +29,9 @@ public struct FeedMachine: Sendable {
         /// The connection failed or the server closed it: `retryAfter` (seconds) if it said so.
         case failed(retryable: Bool, retryAfter: Double?)
         case keyChanged
+        /// Another request (the queue's) reached the server while the stream waits to reconnect:
+        /// the server is back, so the stream need not wait out its backoff.
+        case serverAnswered
         /// Time passes (the caller's clock): due reconnections, silence.
         case tick
     }
@@ -98,6 +101,10 @@ public struct FeedMachine: Sendable {
             state = .waiting(until: at)
             return [.retry(at: at)]
         case (.keyChanged, .unauthorized):
+            state = .connecting
+            lastActivity = now
+            return [.connect(resume: hasPosition)]
+        case (.serverAnswered, .waiting):
             state = .connecting
             lastActivity = now
             return [.connect(resume: hasPosition)]

@@ -47,9 +47,7 @@ public actor RemoteFeed {
                 actions += await connection()
             case .retry(let at):
                 status.update { $0.stream = .offline }
-                let wait = max(0, at - Self.now())
-                try? await Task.sleep(for: .milliseconds(Int64(wait * 1000)))
-                actions += handle(.tick, at: max(at, Self.now()))
+                actions += await waitToReconnect(until: at)
             case .waitForKey:
                 status.update { $0.stream = .unauthorized }
                 await keyed.waitForNewKey(refused: client)
@@ -61,6 +59,20 @@ public actor RemoteFeed {
                 break  // only while a connection is open (`connection`)
             }
         }
+    }
+
+    /// Waits until `at`, or less: once the queue has reached the server (a mutation sent) a second
+    /// or more into the wait, the server is back and the stream reconnects at once, so changes
+    /// made elsewhere meanwhile are not left waiting out a long backoff.
+    func waitToReconnect(until at: Double) async -> [FeedMachine.Action] {
+        let started = Self.now(), sentBefore = status.snapshot.sent
+        while !Task.isCancelled {
+            let left = at - Self.now()
+            if left <= 0 { break }
+            try? await Task.sleep(for: .milliseconds(Int64(min(left, 0.25) * 1000)))
+            if Self.now() - started >= 1, status.snapshot.sent != sentBefore { return handle(.serverAnswered) }
+        }
+        return handle(.tick, at: max(at, Self.now()))
     }
 
     func handle(_ e: FeedMachine.Event, at now: Double = RemoteFeed.now()) -> [FeedMachine.Action] {

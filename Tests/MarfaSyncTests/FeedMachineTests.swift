@@ -32,6 +32,26 @@ struct FeedMachineTests {
         #expect(m.handle(.opened, at: at + 0.1, using: &rng) == [])
     }
 
+    /// A stream that has backed off for long (the server was away) reconnects as soon as the
+    /// queue reaches the server again, not when its backoff ends; the backoff is kept (W-14).
+    @Test mutating func W14_aServerThatAnsweredTheQueueEndsTheStreamsWait() {
+        var m = FeedMachine(hasPosition: true, firstSyncDone: true, now: 0)
+        _ = m.handle(.opened, at: 0, using: &rng)
+        var now = 1.0
+        for _ in 0..<10 {
+            guard case .retry(let at)? = m.handle(.failed(retryable: true, retryAfter: nil), at: now, using: &rng).first else { Issue.record("no retry"); return }
+            now = at
+            _ = m.handle(.tick, at: now, using: &rng)
+        }
+        guard case .retry(let due)? = m.handle(.failed(retryable: true, retryAfter: 120), at: now, using: &rng).first else { Issue.record("no retry"); return }
+        #expect(due >= now + 120)
+        #expect(m.handle(.serverAnswered, at: now + 2, using: &rng) == [.connect(resume: true)])
+        #expect(m.state == .connecting)
+        #expect(m.handle(.serverAnswered, at: now + 2.5, using: &rng) == [], "only a waiting stream is woken")
+        #expect(m.attempt == 11, "the backoff is kept for the next failure")
+        #expect(m.handle(.opened, at: now + 3, using: &rng) == [] && m.attempt == 0)
+    }
+
     @Test mutating func W14_sixtySecondsOfSilenceIsADeadConnection() {
         var m = FeedMachine(hasPosition: true, firstSyncDone: true, now: 0)
         _ = m.handle(.opened, at: 0, using: &rng)

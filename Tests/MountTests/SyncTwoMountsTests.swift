@@ -92,7 +92,7 @@ import Testing
             #expect(a.sh("cat .marfafs/flush").out.hasPrefix("ok") && b.sh("cat .marfafs/flush").out.hasPrefix("ok"))
             let merged = "L1 by a\nl2\nl3\nl4\nL5 by b\n"
             #expect(MountHarness.eventually(timeout: 30) { cat(a, "types/core.note/merge.md") == merged && cat(b, "types/core.note/merge.md") == merged },
-                    "edits of different lines merge: \(cat(a, "types/core.note/merge.md"))|\(cat(b, "types/core.note/merge.md"))\n\(a.sh("cat .marfafs/status; tail -20 .marfafs/events").out)")
+                    "edits of different lines merge: \(cat(a, "types/core.note/merge.md"))|\(cat(b, "types/core.note/merge.md"))\n\(a.sh("cat .marfafs/status; tail -20 .marfafs/events").out)\nb: \(b.sh("cat .marfafs/status; tail -20 .marfafs/events").out)")
             // Exactly one conflicted copy, the same on both mounts and on the server.
             #expect(MountHarness.eventually(timeout: 30) { files(a) == files(b) && files(a).count == 5 }, "\(files(a).keys.sorted())\n\(files(b).keys.sorted())")
             let copies = files(a).keys.filter { $0.contains("conflicted copy") }
