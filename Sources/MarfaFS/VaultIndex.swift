@@ -153,7 +153,9 @@ extension Catalog {
     /// added and removed (for invalidations: a removed edge is still in `edges` until the caller
     /// drops it with `removeEdge`).
     mutating func resolveLinks(of source: Int64) -> (added: [EdgeRecord], removed: [EdgeRecord]) {
-        guard let v = vault else { return ([], []) }
+        // No copy of the index is held here: it is changed in place below, and a second reference
+        // would make each change copy a whole table (copy on write), at every rename.
+        guard let links = vault.map({ $0.linksOf[source] ?? [] }) else { return ([], []) }
         var want: [VaultIndex.Derived: Int64] = [:]
         var missing: [String] = []
         // An edge made by hand between the same items, of the same type, shows instead.
@@ -162,7 +164,7 @@ extension Catalog {
             if let rec = edges[e], let t = byID[rec.edge.targetID] { real.insert(VaultIndex.Derived(target: t, edgeType: rec.edge.edgeType)) }
         }
         if items[source]?.state == .active {
-            for link in v.linksOf[source] ?? [] {
+            for link in links {
                 guard let t = resolve(link, from: source) else { missing.append(link.target); continue }
                 let d = VaultIndex.Derived(target: t, edgeType: link.edgeType)
                 if want[d] != nil || real.contains(d) { continue }
@@ -268,7 +270,9 @@ extension FileSystem {
         if oldKey != newKey || old != newFolder {
             for k in [oldKey, newKey].compactMap({ $0 }) { sources.formUnion(v.linkers[k] ?? []) }
         }
-        catalog.vault = v
+        // Handed back, not copied: `v` must not outlive this line, or each change `resolveLinks`
+        // makes below would copy a whole table of the index (copy on write).
+        catalog.vault = consume v
         var inv = invalidations(dirs)
         for src in sources.sorted() {
             let (added, gone) = catalog.resolveLinks(of: src)
