@@ -40,6 +40,7 @@ extension FileSystem {
         switch ControlFile(rawValue: name) {
         case .status?: return statusJSON() + "\n"
         case .pending?: return pendingText()
+        case .pendingJSON?: return pendingJSON()
         case .conflicts?: return conflictsText()
         case .events?: return syncEvents?() ?? ""
         case .flush?: return flushAnswer()
@@ -101,10 +102,69 @@ extension FileSystem {
         return out
     }
 
-    func pendingText() -> String {
-        let muts = (try? store.mutations()) ?? []
-        return muts.map { m in "\(m.id) \(m.kind.rawValue) \(m.itemID) \(m.createdAt) \(m.state != .rejected && m.attempts > 0 ? "retrying \(m.attempts): \(m.lastError ?? "")" : m.state.rawValue)\n" }.joined()
+    /// One queued mutation as people read it (FS-33): where its item is, what it does, how long
+    /// it has waited, and where it stands.
+    struct PendingLine {
+        var mutation: Mutation
+        var path: String?
+        var target: String?
+        var ageSeconds: Double
+        var state: String
+        var why: String?
+
+        /// `<path> TAB <kind> TAB <age> TAB <state>[: why]`.
+        var text: String {
+            let where_ = path ?? "(gone) \(mutation.itemID)"
+            let what = target.map { "\(mutation.kind.rawValue) → \($0)" } ?? mutation.kind.rawValue
+            return "\(where_)\t\(what)\t\(Self.age(ageSeconds))\t\(state)\(why.map { ": " + $0 } ?? "")\n"
+        }
+
+        var json: JSONValue {
+            .object(["id": .string(mutation.id), "item": .string(mutation.itemID), "path": path.map(JSONValue.string) ?? .null,
+                     "target": target.map(JSONValue.string) ?? .null, "kind": .string(mutation.kind.rawValue),
+                     "created_at": .string(mutation.createdAt), "age_seconds": .double((ageSeconds * 1000).rounded() / 1000),
+                     "state": .string(state), "attempts": .int(Int64(mutation.attempts)),
+                     "reason": why.map(JSONValue.string) ?? .null])
+        }
+
+        /// `42s`, `7m`, `3h`, `2d`.
+        static func age(_ s: Double) -> String {
+            let n = max(0, Int(s))
+            if n < 60 { return "\(n)s" }
+            if n < 3600 { return "\(n / 60)m" }
+            if n < 86_400 { return "\(n / 3600)h" }
+            return "\(n / 86_400)d"
+        }
     }
+
+    /// The queue, oldest first, as `PendingLine`s. Called with the lock held.
+    func pendingLines() -> [PendingLine] {
+        let muts = (try? store.mutations()) ?? []
+        let inFlight = syncStatus?().inFlight ?? []
+        let now = Date().timeIntervalSince1970
+        return muts.map { m in
+            let firstLine = m.lastError?.split(separator: "\n").first.map(String.init)
+            let state: String, why: String?
+            switch m.state {
+            case .conflict: (state, why) = ("held", firstLine ?? "a conflict waits for the next save")
+            case .rejected: (state, why) = ("rejected", firstLine)
+            case .pending, .sending:
+                if inFlight.contains(m.seq) { (state, why) = ("in-flight", nil) }
+                else if m.attempts > 0 { (state, why) = ("retrying \(m.attempts)", firstLine) }
+                else { (state, why) = ("pending", nil) }
+            }
+            var target: String?
+            if m.kind == .createEdge || m.kind == .deleteEdge, let t = m.payload["target_id"]?.stringValue {
+                target = shownPath(t) ?? t
+            }
+            let age = Timestamp.parse(m.createdAt).map { now - $0 } ?? 0
+            return PendingLine(mutation: m, path: shownPath(m.itemID), target: target, ageSeconds: age, state: state, why: why)
+        }
+    }
+
+    func pendingText() -> String { pendingLines().map(\.text).joined() }
+
+    func pendingJSON() -> String { JSONCoding.encode(.array(pendingLines().map(\.json))) + "\n" }
 
     /// `.marfafs/flush`: what is left to send. (Its read waits for the queue first; see `read`.)
     /// A text never grows while the queue drains, so the size a stat measured still covers it.

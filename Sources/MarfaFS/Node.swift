@@ -121,6 +121,8 @@ public struct DirEntry: Sendable {
 /// The control files of §7: reachable by name, never listed.
 public enum ControlFile: String, CaseIterable, Sendable {
     case status, pending, conflicts, flush, events, unresolved
+    /// `.marfafs/pending.json`: the queue for scripts (`marfafs pending --json`).
+    case pendingJSON = "pending.json"
 }
 
 /// Which way an edge directory looks: `links/` (from an item to the targets of its edges) or

@@ -41,6 +41,8 @@ public struct EngineState: Sendable {
     public var applied = 0
     public var transfer: Transfer?
     public var firstSyncDone = false
+    /// The queue's mutations (by `seq`) whose request is out, waiting for the server's answer.
+    public var inFlight: Set<Int64> = []
 
     public init(server: String) { self.server = server }
 

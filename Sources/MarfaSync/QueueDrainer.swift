@@ -149,6 +149,9 @@ public actor QueueDrainer {
     }
 
     func send(_ m: Mutation, acknowledgedVersion: Int64? = nil) async -> Outcome {
+        // `.marfafs/pending` shows it in flight while its request is out.
+        status.update { _ = $0.inFlight.insert(m.seq) }
+        defer { status.update { _ = $0.inFlight.remove(m.seq) } }
         let request: WireRequest
         let client = keyed.client
         do {

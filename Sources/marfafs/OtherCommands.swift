@@ -111,7 +111,7 @@ struct StatusCommand: ParsableCommand {
             if json { print(text.trimmingCharacters(in: .whitespacesAndNewlines)); continue }
             let obj = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
             print("\(mnt)")
-            for k in ["mode", "server", "connection", "stream", "last_event_id", "store", "items", "queue_depth", "oldest_pending_age_seconds", "conflicts", "last_error"]
+            for k in ["mode", "server", "connection", "stream", "last_event_id", "store", "items", "queue_depth", "oldest_pending_age_seconds", "conflicts", "rejected", "last_error"]
                 where k == "mode" || obj["mode"] as? String == "synced" || !["stream", "last_event_id"].contains(k) {
                 let v = obj[k].map { $0 is NSNull ? "-" : "\($0)" } ?? "-"
                 print("  \(k.replacingOccurrences(of: "_", with: " ")): \(v)")
@@ -139,12 +139,17 @@ func printControlFile(_ mountpoint: String, _ name: String) {
 }
 
 struct PendingCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "pending", abstract: "List the queued mutations of a mount.")
+    static let configuration = CommandConfiguration(
+        commandName: "pending", abstract: "List the queued mutations of a mount: path, kind, age, state.",
+        discussion: "One line per mutation, oldest first: the item's path in the mount, the kind of change, how long it has waited, and its state (pending, in-flight, retrying N: last error, held: why, rejected: why), separated by tabs.")
 
     @Argument(help: "The mount point.")
     var mountpoint: String
 
-    func run() throws { printControlFile(mountpoint, "pending") }
+    @Flag(name: .long, help: "Print the queue as a JSON array (id, item, path, target, kind, created_at, age_seconds, state, attempts, reason).")
+    var json = false
+
+    func run() throws { printControlFile(mountpoint, json ? "pending.json" : "pending") }
 }
 
 struct ResyncCommand: ParsableCommand {

@@ -1,4 +1,5 @@
 import Foundation
+import MarfaModel
 import MarfaTestSupport
 import Testing
 
@@ -400,7 +401,9 @@ import Testing
             #expect(status?["mode"] as? String == "local")
             #expect(status?["queue_depth"] as? Int == 1)
             let pending = m.sh("cat .marfafs/pending").out
-            #expect(pending.contains(" create \(id(m, "types/core.note/a.md")) "))
+            #expect(pending.hasPrefix("vault/a.md\tcreate\t") && pending.hasSuffix("s\tpending"), "path, kind, age, state (FS-33): \(pending)")
+            let json = (try? JSONParser.parse(m.sh("cat .marfafs/pending.json").out))?.arrayValue?.first?.objectValue ?? [:]
+            #expect(json["item"] == .string(id(m, "types/core.note/a.md")) && json["path"] == .string("vault/a.md"), "\(json)")
             let viaCLI = try JSONSerialization.jsonObject(with: Data(m.sh("\(MountHarness.binary) status '\(m.mountpoint)' --json").stdout.utf8)) as? [String: Any]
             #expect(viaCLI?["queue_depth"] as? Int == 1)
             #expect(viaCLI?["store"] as? String == m.store)

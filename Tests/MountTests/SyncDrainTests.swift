@@ -193,3 +193,57 @@ import Testing
         #expect(throws: HarnessError.self) { try m.mount() }
     }
 }
+
+/// `.marfafs/pending` as people read it (FS-33), through a proxy on loopback in front of the real
+/// server that the test tells to hold, refuse with 503 or with 400 what the mount sends.
+extension SyncDrainTests {
+    @Test func FS33_pendingShowsEachChangesPathKindAgeAndState() throws {
+        let (s, key, file, _) = try setUp()
+        let control = s.root + "/proxy-mode", portFile = s.root + "/proxy-port"
+        func mode(_ m: String) { try? m.write(toFile: control, atomically: true, encoding: .utf8) }
+        mode("pass")
+        let upstream = s.base.split(separator: ":").last.map(String.init) ?? ""
+        let proxy = try #require(Shell.spawn(["python3", MountHarness.repoRoot + "/scripts/testing/fault_proxy.py", upstream, control, portFile],
+                                             stderr: s.root + "/proxy.log"))
+        defer { Shell.killAndReap(proxy) }
+        #expect(MountHarness.eventually { FileManager.default.fileExists(atPath: portFile) })
+        let port = (try? String(contentsOfFile: portFile, encoding: .utf8)) ?? ""
+        try MountHarness.with(options: ["--server", "http://127.0.0.1:\(port)", "--key-file", file]) { m in
+            func line(_ path: String) -> String { m.sh("cat .marfafs/pending").stdout.split(separator: "\n").map(String.init).first { $0.hasPrefix(path + "\t") } ?? "" }
+            // Held by the server: in flight.
+            mode("hang")
+            #expect(m.sh("mkdir -p vault/notes && printf 'first\\n' > vault/notes/a.md").status == 0)
+            #expect(MountHarness.eventually { line("vault/notes/a.md").hasSuffix("\tin-flight") }, "\(m.sh("cat .marfafs/pending").out)")
+            let fields = line("vault/notes/a.md").split(separator: "\t").map(String.init)
+            #expect(fields.count == 4 && fields[1] == "create" && fields[2].hasSuffix("s"), "\(fields)")
+            // Refused with 503: retried, with the reason.
+            mode("503")
+            #expect(MountHarness.eventually { line("vault/notes/a.md").contains("\tretrying ") && line("vault/notes/a.md").contains("503") },
+                    "\(m.sh("cat .marfafs/pending").out)")
+            // The server stopped: still retrying, now with the network's reason.
+            mode("pass")
+            #expect(s.stop() == 0)
+            #expect(MountHarness.eventually(timeout: 20) { !line("vault/notes/a.md").contains("503") && line("vault/notes/a.md").contains("\tretrying ") },
+                    "\(m.sh("cat .marfafs/pending").out)")
+            try s.start()
+            #expect(MountHarness.eventually(timeout: 30) { m.sh("cat .marfafs/pending").out.isEmpty }, "sent once the server is back")
+            // Refused for good (400): kept, listed as rejected, counted, bytes intact.
+            mode("400")
+            #expect(m.sh("printf 'second\\n' > vault/notes/b.md").status == 0)
+            #expect(MountHarness.eventually { line("vault/notes/b.md").hasPrefix("vault/notes/b.md\tcreate\t") && line("vault/notes/b.md").contains("\trejected: ") },
+                    "\(m.sh("cat .marfafs/pending").out)")
+            #expect(m.sh("getfattr --only-values -n user.marfa.sync vault/notes/b.md").out == "rejected")
+            #expect(m.sh("cat vault/notes/b.md").out == "second")
+            #expect(m.syncStatus["rejected"] == .int(1))
+            #expect(Shell.run([MountHarness.binary, "status", m.mountpoint]).out.contains("rejected: 1"))
+            // For scripts.
+            let json = Shell.run([MountHarness.binary, "pending", m.mountpoint, "--json"])
+            let rows = (try? JSONParser.parse(json.stdout))?.arrayValue ?? []
+            #expect(rows.count == 1, "\(json.stdout)\(json.stderr)")
+            let row = rows.first?.objectValue ?? [:]
+            #expect(row["path"] == .string("vault/notes/b.md") && row["kind"] == .string("create") && row["state"] == .string("rejected"), "\(row)")
+            #expect(row["reason"]?.stringValue?.contains("400") == true || row["reason"]?.stringValue?.contains("validation") == true, "\(row)")
+            _ = key
+        }
+    }
+}
