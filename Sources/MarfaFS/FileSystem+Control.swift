@@ -41,6 +41,7 @@ extension FileSystem {
         case .status?: return statusJSON() + "\n"
         case .pending?: return pendingText()
         case .pendingJSON?: return pendingJSON()
+        case .transfers?: return transfersText()
         case .conflicts?: return conflictsText()
         case .events?: return syncEvents?() ?? ""
         case .flush?: return flushAnswer()
@@ -163,6 +164,19 @@ extension FileSystem {
     }
 
     func pendingText() -> String { pendingLines().map(\.text).joined() }
+
+    /// `.marfafs/transfers` (FS-33): each blob transfer under way, oldest first:
+    /// `<path> TAB upload|download TAB <done>/<total> TAB <percent>%` (the hash when no item has it).
+    func transfersText() -> String {
+        let all = syncStatus?().blobTransfers.values.sorted { $0.startedAt < $1.startedAt } ?? []
+        return all.map { t in
+            let pct = t.total > 0 ? Int(Double(t.done) * 100 / Double(t.total)) : 0
+            return "\(t.path ?? t.hash)\t\(t.direction)\t\(t.done)/\(t.total)\t\(pct)%\(t.restarted ? "\trestarted" : "")\n"
+        }.joined()
+    }
+
+    /// Where an item is in the mount, for the sync engine's events (takes the lock).
+    public func pathOfItem(_ id: String) -> String? { locked { shownPath(id) } }
 
     func pendingJSON() -> String { JSONCoding.encode(.array(pendingLines().map(\.json))) + "\n" }
 

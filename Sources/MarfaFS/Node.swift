@@ -123,6 +123,8 @@ public enum ControlFile: String, CaseIterable, Sendable {
     case status, pending, conflicts, flush, events, unresolved
     /// `.marfafs/pending.json`: the queue for scripts (`marfafs pending --json`).
     case pendingJSON = "pending.json"
+    /// `.marfafs/transfers`: blob uploads and downloads under way.
+    case transfers
 }
 
 /// Which way an edge directory looks: `links/` (from an item to the targets of its edges) or

@@ -43,6 +43,30 @@ public struct EngineState: Sendable {
     public var firstSyncDone = false
     /// The queue's mutations (by `seq`) whose request is out, waiting for the server's answer.
     public var inFlight: Set<Int64> = []
+    /// Blob transfers under way, by content hash (`.marfafs/transfers`, FS-33).
+    public var blobTransfers: [String: BlobTransfer] = [:]
+
+    /// A blob on its way to or from the server.
+    public struct BlobTransfer: Sendable {
+        public var direction: String
+        public var hash: String
+        /// Where the item is in the mount, when known.
+        public var path: String?
+        public var done: Int64
+        public var total: Int64
+        public var startedAt: Double
+        /// The same blob was being sent before and starts again from its first byte.
+        public var restarted: Bool
+        public init(direction: String, hash: String, path: String?, total: Int64, restarted: Bool, at: Double) {
+            self.direction = direction; self.hash = hash; self.path = path; self.done = 0; self.total = total
+            self.startedAt = at; self.restarted = restarted
+        }
+        public var json: JSONValue {
+            .object(["direction": .string(direction), "hash": .string(hash), "path": path.map(JSONValue.string) ?? .null,
+                     "done": .int(done), "total": .int(total), "started_at": .double((startedAt * 1000).rounded() / 1000),
+                     "restarted": .bool(restarted)])
+        }
+    }
 
     public init(server: String) { self.server = server }
 
@@ -53,6 +77,7 @@ public struct EngineState: Sendable {
             "last_error": lastError.map(JSONValue.string) ?? .null, "sent": .int(Int64(sent)),
             "stream": .string(stream.rawValue), "last_event_id": lastEventID.map(JSONValue.string) ?? .null,
             "applied": .int(Int64(applied)), "first_sync_done": .bool(firstSyncDone),
+            "transfers": .array(blobTransfers.values.sorted { $0.startedAt < $1.startedAt }.map(\.json)),
             "transfer": transfer.map { t in
                 .object(["phase": .string(t.phase), "items": .int(Int64(t.items)), "edges": .int(Int64(t.edges)),
                          "done": .double((t.done * 1000).rounded() / 1000)])

@@ -83,6 +83,15 @@ extension Store {
     }
 
     /// A cached blob's bytes, by hash.
+    /// An item whose bytes are blob `hash` (an active one first), and the size the store knows
+    /// for it: what a download's progress is measured against.
+    public func blobItem(hash: String) throws -> (id: String, size: Int64)? {
+        try pool.read { db in
+            try db.row("SELECT id, size FROM items WHERE blob_ref = ? ORDER BY state = 'active' DESC, rowid LIMIT 1", [hash])
+                .map { ($0["id"], $0["size"] ?? 0) }
+        }
+    }
+
     public func blobBytes(hash: String) throws -> [UInt8]? {
         try pool.read { db in try Data.fetchOne(db, sql: "SELECT data FROM sqlar WHERE name = ?", arguments: [hash]).map { Array($0) } }
     }

@@ -164,8 +164,22 @@ public actor QueueDrainer {
         } catch {
             return refuse(m, "cannot send: \(error)")
         }
+        // A blob's upload reports its progress (`blob.upload.*`, `.marfafs/transfers`).
+        var progress: (@Sendable (Int64) -> Void)?
+        var blobHash: String?
+        if m.kind == .uploadBlob, let hash = m.payload["hash"]?.stringValue, case .bytes(let b, _) = request.body {
+            blobHash = hash
+            status.transferStarted("upload", hash: hash, item: m.itemID, total: Int64(b.count), restarted: m.attempts > 0)
+            let status = status
+            progress = { status.transferProgress(hash: hash, done: $0) }
+        }
         do {
-            let resp = try await client.call(request)
+            let resp: WireResponse
+            do { resp = try await client.call(request, progress: progress) } catch {
+                if let blobHash { status.transferEnded(hash: blobHash, error: "\(error)") }
+                throw error
+            }
+            if let blobHash { status.transferEnded(hash: blobHash, error: nil) }
             let json = resp.json
             let version: Int64? = { if case .int(let v)? = json["item"]?.objectValue?["version"] { return v }; return nil }()
             attempt = 0

@@ -48,15 +48,17 @@ public final class SyncEngine: Sendable {
         let task = Task {
             defer { done.signal() }
             do {
-                status.record("blob.download", ["blob": .string(hash), "state": "started"])
+                let item = (try? store.blobItem(hash: hash)) ?? nil
+                status.transferStarted("download", hash: hash, item: item?.id, total: item?.size ?? 0, restarted: false)
                 let resp = try await client.send(WireRequest(method: "GET", path: "/blobs/\(WireRequest.segment(hash))"),
-                                                 maxBody: Int(Store.maxBlobBytes), timeout: .seconds(Int64(timeout)))
+                                                 maxBody: Int(Store.maxBlobBytes), timeout: .seconds(Int64(timeout)),
+                                                 progress: { status.transferProgress(hash: hash, done: $0) })
                 guard resp.status == 200 else { throw WireFailure.of(resp) }
                 try store.cacheBlob(resp.body, hash: hash)
                 ok.withLock { $0 = true }
-                status.record("blob.download", ["blob": .string(hash), "state": "done", "bytes": .int(Int64(resp.body.count))])
+                status.transferEnded(hash: hash, error: nil)
             } catch {
-                status.record("blob.download", ["blob": .string(hash), "state": "failed", "error": .string("\(error)")])
+                status.transferEnded(hash: hash, error: "\(error)")
                 log.error("fetching a blob failed", metadata: ["blob": "\(hash)", "error": "\(error)"])
             }
         }

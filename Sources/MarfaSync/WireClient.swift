@@ -164,10 +164,30 @@ public final class WireClient: Sendable {
     }
 
     /// Sends `r` and returns the answer, whatever its status; only a transport failure throws.
-    public func send(_ r: WireRequest, maxBody: Int = 64 << 20, timeout: TimeAmount? = nil) async throws -> WireResponse {
+    /// `progress` is told the bytes moved so far: of the request's body as the connection takes it
+    /// (in 256 KiB pieces), or else of the answer's body as it comes.
+    public func send(_ r: WireRequest, maxBody: Int = 64 << 20, timeout: TimeAmount? = nil,
+                     progress: (@Sendable (Int64) -> Void)? = nil) async throws -> WireResponse {
         do {
-            let resp = try await calls.execute(httpRequest(r), timeout: timeout ?? self.timeout)
-            return try await WireResponse(resp, maxBody: maxBody)
+            var req = httpRequest(r)
+            let uploading: Bool
+            if let progress, case .bytes(let b, _) = r.body {
+                req.body = .stream(ChunkedBytes(bytes: b, onPull: progress), length: .known(Int64(b.count)))
+                uploading = true
+            } else { uploading = false }
+            let resp = try await calls.execute(req, timeout: timeout ?? self.timeout)
+            guard let progress, !uploading else { return try await WireResponse(resp, maxBody: maxBody) }
+            var body: [UInt8] = []
+            for try await chunk in resp.body {
+                body += chunk.readableBytesView
+                guard body.count <= maxBody else { throw WireFailure.network("the answer is larger than \(maxBody) bytes") }
+                progress(Int64(body.count))
+            }
+            var headers: [String: String] = [:]
+            for h in resp.headers { headers[h.name.lowercased()] = h.value }
+            return WireResponse(status: Int(resp.status.code), headers: headers, body: body)
+        } catch let f as WireFailure {
+            throw f
         } catch {
             throw WireFailure.network(String(describing: error))
         }
@@ -175,8 +195,8 @@ public final class WireClient: Sendable {
 
     /// Sends `r`; a non-2xx answer throws its `WireFailure`.
     @discardableResult
-    public func call(_ r: WireRequest) async throws -> WireResponse {
-        let resp = try await send(r)
+    public func call(_ r: WireRequest, progress: (@Sendable (Int64) -> Void)? = nil) async throws -> WireResponse {
+        let resp = try await send(r, progress: progress)
         guard (200..<300).contains(resp.status) || (r.goneIsDone && resp.status == 404) else { throw WireFailure.of(resp) }
         return resp
     }
@@ -259,4 +279,29 @@ public final class KeyedClient: Sendable {
     }
 
     public func shutdown() async { await client.shutdown() }
+}
+
+/// A request body handed to the connection in 256 KiB pieces, telling `onPull` how many bytes it
+/// has taken so far (the connection takes the next piece once it can write it).
+struct ChunkedBytes: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let bytes: [UInt8]
+    let onPull: @Sendable (Int64) -> Void
+    static let piece = 256 << 10
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let bytes: [UInt8]
+        let onPull: @Sendable (Int64) -> Void
+        var offset = 0
+        mutating func next() async -> ByteBuffer? {
+            guard offset < bytes.count else { return nil }
+            let end = Swift.min(bytes.count, offset + ChunkedBytes.piece)
+            let buf = ByteBuffer(bytes: bytes[offset..<end])
+            offset = end
+            onPull(Int64(offset))
+            return buf
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(bytes: bytes, onPull: onPull) }
 }

@@ -136,6 +136,7 @@ struct MountCommand: ParsableCommand {
                                   conflictMode: ConflictMode(rawValue: conflict) ?? .merge, device: device ?? ProcessInfo.processInfo.hostName,
                                   silence: silence, loadCredential: reload)
             let status = sync.status
+            status.pathOf.withLock { $0 = { [weak fs] id in fs?.pathOfItem(id) } }
             fs.syncStatus = { status.snapshot }
             fs.syncEvents = { status.eventLines }
             fs.fetchBlob = { sync.fetchBlob($0) }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MarfaStore
+import Synchronization
 
 /// The text of a control file of a mount (`.marfafs/NAME`), read to its end: the length a stat
 /// reported is only a hint, as for a file in /proc. Throws when it cannot be opened.
@@ -38,13 +39,39 @@ struct SyncCommand: ParsableCommand {
 
     func run() throws {
         let mnt = Paths.absolute(mountpoint)
+        // On a terminal, the wait shows how far the queue has got meanwhile.
+        let shown = wait && isatty(1) != 0 ? Self.showProgress(mnt) : nil
         let text = wait ? waitForQueue(mnt) : (try? readControlFile(mnt, "status")).map { status in
             let o = (try? JSONSerialization.jsonObject(with: Data(status.utf8))) as? [String: Any] ?? [:]
             return "\(o["queue_depth"] ?? 0) mutations queued; connection: \(o["connection"] ?? "none")\n"
         }
+        if let shown { shown(); print("\r\u{1B}[K", terminator: "") }
         guard let text else { fail(CLIError("\(mnt) is not a marfafs mount")) }
         print(text, terminator: "")
         if wait && !text.hasPrefix("ok") { throw ExitCode(Exit.failure) }
+    }
+
+    /// A line redrawn twice a second: mutations left, and the bytes of the uploads under way.
+    /// Returns what stops it (once stopped, it draws nothing more).
+    static func showProgress(_ mnt: String) -> () -> Void {
+        let stop = Mutex(false)
+        let ended = DispatchSemaphore(value: 0)
+        Thread {
+            defer { ended.signal() }
+            while !stop.withLock({ $0 }) {
+                if let text = try? readControlFile(mnt, "status"),
+                   let o = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] {
+                    let ts = o["transfers"] as? [[String: Any]] ?? []
+                    let done = ts.reduce(0.0) { $0 + ((($1["done"] as? NSNumber)?.doubleValue) ?? 0) }
+                    let total = ts.reduce(0.0) { $0 + ((($1["total"] as? NSNumber)?.doubleValue) ?? 0) }
+                    var line = "sending: \(o["queue_depth"] ?? 0) mutations left"
+                    if total > 0 { line += String(format: ", %.1f of %.1f MiB uploaded (%d%%)", done / 1_048_576, total / 1_048_576, Int(done * 100 / total)) }
+                    if !stop.withLock({ $0 }) { print("\r\u{1B}[K" + line, terminator: ""); fflush(nil) }
+                }
+                usleep(500_000)
+            }
+        }.start()
+        return { stop.withLock { $0 = true }; ended.wait() }
     }
 }
 
@@ -116,6 +143,7 @@ struct StatusCommand: ParsableCommand {
                 let v = obj[k].map { $0 is NSNull ? "-" : "\($0)" } ?? "-"
                 print("  \(k.replacingOccurrences(of: "_", with: " ")): \(v)")
             }
+            if let ts = obj["transfers"] as? [[String: Any]], !ts.isEmpty { printTransfers(ts) }
             if let inv = obj["invalid"] as? [[String: Any]], !inv.isEmpty {
                 print("  invalid: \(inv.count) file(s) kept locally until their front matter parses")
                 for i in inv.prefix(50) {
@@ -126,6 +154,19 @@ struct StatusCommand: ParsableCommand {
             }
         }
         if failed { throw ExitCode(Exit.failure) }
+    }
+}
+
+/// Blob transfers under way, from `.marfafs/status`: a progress bar each on a terminal.
+func printTransfers(_ ts: [[String: Any]]) {
+    print("  transfers: \(ts.count)")
+    let mib = { (n: Double) in String(format: "%.1f MiB", n / 1_048_576) }
+    for t in ts {
+        let done = (t["done"] as? NSNumber)?.doubleValue ?? 0, total = (t["total"] as? NSNumber)?.doubleValue ?? 0
+        let frac = total > 0 ? min(1, done / total) : 0
+        let bar = isatty(1) != 0 ? "[" + String(repeating: "#", count: Int(frac * 30)) + String(repeating: "-", count: 30 - Int(frac * 30)) + "] " : ""
+        let name = t["path"] as? String ?? t["hash"] as? String ?? "?"
+        print("    \(name)  \(t["direction"] as? String ?? "")  \(bar)\(Int(frac * 100))%  \(mib(done)) of \(mib(total))\((t["restarted"] as? Bool) == true ? "  (restarted)" : "")")
     }
 }
 

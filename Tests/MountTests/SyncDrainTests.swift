@@ -247,3 +247,43 @@ extension SyncDrainTests {
         }
     }
 }
+
+extension SyncDrainTests {
+    /// A 200 MiB file sent over a slow link (the proxy reads at 40 MiB/s): `blob.upload.started`,
+    /// progress events with strictly increasing byte counts, `completed`; `.marfafs/transfers`
+    /// and `marfafs status` show it meanwhile (FS-33).
+    @Test func FS33_aLargeUploadReportsItsProgress() throws {
+        let (s, key, file, _) = try setUp()
+        let control = s.root + "/proxy-mode", portFile = s.root + "/proxy-port"
+        try "throttle=\(40 << 20)".write(toFile: control, atomically: true, encoding: .utf8)
+        let upstream = s.base.split(separator: ":").last.map(String.init) ?? ""
+        let proxy = try #require(Shell.spawn(["python3", MountHarness.repoRoot + "/scripts/testing/fault_proxy.py", upstream, control, portFile],
+                                             stderr: s.root + "/proxy.log"))
+        defer { Shell.killAndReap(proxy) }
+        #expect(MountHarness.eventually { FileManager.default.fileExists(atPath: portFile) })
+        let port = (try? String(contentsOfFile: portFile, encoding: .utf8)) ?? ""
+        try MountHarness.with(options: ["--server", "http://127.0.0.1:\(port)", "--key-file", file]) { m in
+            #expect(m.sh("head -c \(200 << 20) /dev/urandom > vault/big.bin && sha256sum vault/big.bin | cut -d' ' -f1 > ../big.sha").status == 0)
+            #expect(MountHarness.eventually(timeout: 30) { m.sh("cat .marfafs/transfers").out.hasPrefix("vault/big.bin\tupload\t") },
+                    "\(m.sh("cat .marfafs/transfers; tail -5 .marfafs/events").out)")
+            let shown = Shell.run([MountHarness.binary, "status", m.mountpoint]).out
+            #expect(shown.contains("transfers: 1") && shown.contains("vault/big.bin  upload") && shown.contains("of 200.0 MiB"), "\(shown)")
+            #expect(MountHarness.eventually(timeout: 120) { m.sh("grep -c blob.upload.completed .marfafs/events").out == "1" })
+            let events = m.sh("grep '\"blob.upload' .marfafs/events").out.split(separator: "\n").compactMap { (try? JSONParser.parse(String($0)))?.objectValue }
+            #expect(events.first?["event"] == .string("blob.upload.started") && events.first?["path"] == .string("vault/big.bin")
+                    && events.first?["total"] == .int(200 << 20), "\(events.first ?? [:])")
+            let progress = events.filter { $0["event"] == .string("blob.upload.progress") }.compactMap { e -> Int64? in
+                if case .int(let n)? = e["done"] { return n }; return nil
+            }
+            #expect(progress.count >= 4, "several progress events over about five seconds: \(progress)")
+            #expect(zip(progress, progress.dropFirst()).allSatisfy { $0 < $1 }, "strictly increasing: \(progress)")
+            #expect(events.last?["event"] == .string("blob.upload.completed") && events.last?["done"] == .int(200 << 20))
+            #expect(m.sh("cat .marfafs/transfers").out.isEmpty, "nothing under way once it is sent")
+            // The server has every byte.
+            let id = m.sh("getfattr --only-values -n user.marfa.id vault/big.bin").out
+            #expect(MountHarness.eventually(timeout: 60) { m.sh("cat .marfafs/flush").out.hasPrefix("ok") })
+            let ref = s.call("GET", "/items/\(id)", key: key).item["properties"]?.objectValue?["blob_ref"]?.stringValue ?? ""
+            #expect(ref == "sha256:" + m.sh("cat ../big.sha").out || ref.hasSuffix(m.sh("cat ../big.sha").out), "\(ref)")
+        }
+    }
+}

@@ -6,8 +6,9 @@
 
 It listens on a free port and writes it to PORT_FILE. CONTROL_FILE holds one word, read at each
 request: `pass` (forward), `503` or `400` (answer that status to every POST, PATCH, PUT and
-DELETE without forwarding it; reads and the stream still go through), or `hang` (hold such
-requests until the word changes, then forward them).
+DELETE without forwarding it; reads and the stream still go through), `hang` (hold such
+requests until the word changes, then forward them), or `throttle=N` (read request bodies at
+N bytes a second, as a slow uplink does, then forward them).
 """
 import http.client, http.server, json, socketserver, sys, time
 
@@ -30,7 +31,19 @@ class Proxy(http.server.BaseHTTPRequestHandler):
 
     def handle_any(self):
         length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else None
+        m = mode()
+        if m.startswith("throttle=") and length:
+            rate, parts, got = int(m.split("=", 1)[1]), [], 0
+            while got < length:
+                piece = self.rfile.read(min(65536, length - got))
+                if not piece:
+                    break
+                parts.append(piece)
+                got += len(piece)
+                time.sleep(len(piece) / rate)
+            body = b"".join(parts)
+        else:
+            body = self.rfile.read(length) if length else None
         if self.command in ("POST", "PATCH", "PUT", "DELETE"):
             while mode() == "hang":
                 time.sleep(0.05)
