@@ -88,7 +88,8 @@ extension FileSystem {
     }
 
     /// `.marfafs/conflicts` (FS-21): `<copy> <TAB> <original>` per conflicted copy (paths from
-    /// the mount root), then `held <TAB> <item> <TAB> <reason>` per conflict left for a save.
+    /// the mount root), then `held <TAB> <item> <TAB> <reason>` per conflict left for a save, then
+    /// `rejected <TAB> <item> <TAB> <kind>: <reason>` per change the server refused for good.
     func conflictsText() -> String {
         var out = ""
         for (copy, original) in (try? store.conflictedCopies()) ?? [] {
@@ -99,6 +100,12 @@ extension FileSystem {
         for m in (try? store.mutations()) ?? [] where m.state == .conflict {
             let path = catalog.byID[m.itemID].flatMap { try? canonicalPath($0) } ?? m.itemID
             out += "held\t\(path)\t\(m.lastError?.split(separator: "\n").first.map(String.init) ?? "")\n"
+        }
+        // A change the server refused for good is never dropped: the item keeps its bytes, and
+        // is listed here until it is edited again or removed (FS-33).
+        for m in (try? store.mutations()) ?? [] where m.state == .rejected {
+            let path = catalog.byID[m.itemID].flatMap { try? canonicalPath($0) } ?? m.itemID
+            out += "rejected\t\(path)\t\(m.kind.rawValue): \(m.lastError?.split(separator: "\n").first.map(String.init) ?? "")\n"
         }
         return out
     }

@@ -235,6 +235,8 @@ extension SyncDrainTests {
             #expect(m.sh("getfattr --only-values -n user.marfa.sync vault/notes/b.md").out == "rejected")
             #expect(m.sh("cat vault/notes/b.md").out == "second")
             #expect(m.syncStatus["rejected"] == .int(1))
+            #expect(m.sh("cat .marfafs/conflicts").out.hasPrefix("rejected\ttypes/core.note/b.md\tcreate: "), "\(m.sh("cat .marfafs/conflicts").out)")
+            #expect(m.sh("grep -c mutation.rejected .marfafs/events").out == "1")
             #expect(Shell.run([MountHarness.binary, "status", m.mountpoint]).out.contains("rejected: 1"))
             // For scripts.
             let json = Shell.run([MountHarness.binary, "pending", m.mountpoint, "--json"])
