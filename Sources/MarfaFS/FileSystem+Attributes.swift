@@ -81,6 +81,7 @@ extension FileSystem {
         // A replayed change (FS-25): already applied; the request only makes the kernel tell watchers.
         if isReplay(reader) { return try getattr(ino) }
         // The mount's files belong to the mount's user: another owner is refused, before anything changes.
+        if try locked({ Self.isHistory(try node(ino)) }) { throw FSError(.readOnly, "history/ is read-only") }
         if let u = c.uid, u != uid { throw FSError(.notPermitted, "files of this mount belong to uid \(uid)") }
         if let g = c.gid, g != gid { throw FSError(.notPermitted, "files of this mount belong to gid \(gid)") }
         if let size = c.size {

@@ -30,6 +30,8 @@ extension FileSystem {
         switch n {
         case .backlinksRoot, .byIDRoot, .linkTypeDir(.backlinks, _), .linkItemDir(.backlinks, _), .linkEdgeDir(.backlinks, _, _), .linkEntry(.backlinks, _), .byIDEntry:
             return FSError(.readOnly, "backlinks/ and by-id/ are read-only")
+        case _ where Self.isHistory(n):
+            return FSError(.readOnly, "history/ is read-only")
         default:
             return FSError(.notPermitted, "not an operation this directory supports")
         }

@@ -6,8 +6,8 @@ import MarfaStore
 extension FileSystem {
     static let rootEntries: [(String, Node)] = [
         ("archive", .viewRoot(.archive)), ("backlinks", .backlinksRoot), ("by-id", .byIDRoot),
-        ("links", .linksRoot), ("tags", .tagsRoot), ("trash", .viewRoot(.trash)), ("types", .viewRoot(.types)),
-        ("vault", .vaultLink),
+        ("history", .historyLink), ("links", .linksRoot), ("tags", .tagsRoot), ("trash", .viewRoot(.trash)),
+        ("types", .viewRoot(.types)), ("vault", .vaultLink),
     ]
     /// Where the vault's tree is (FS-27): reachable by name and through the `vault` symlink, never
     /// listed, so `grep -r` and `find` over the mount see each file once (FS-1).
@@ -97,6 +97,7 @@ extension FileSystem {
             return Self.rootEntries.first { $0.0 == name }?.1
         case .control:
             if name == Self.treeName { return .treeDir("") }
+            if name == Self.historyName { return .historyRoot }
             return ControlFile(rawValue: name).map { .controlFile($0.rawValue) }
         case .treeDir(let f):
             if catalog.subfolders(f).contains(name) { return .treeDir(VaultIndex.join(f, name)) }
@@ -125,6 +126,8 @@ extension FileSystem {
             return catalog.edgeTable(d, item: r, edgeType: et).keyOf[name].map { .linkEntry(d, $0) }
         case .byIDRoot:
             return catalog.byID[name].map { .byIDEntry($0) }
+        case .historyRoot, .historyType, .historyItem:
+            return try historyChild(p, name)
         default:
             throw FSError(.notDirectory, name)
         }
@@ -180,6 +183,8 @@ extension FileSystem {
             return table.sorted().map { ($0, .linkEntry(d, table.keyOf[$0]!)) }
         case .byIDRoot:
             return catalog.byID.keys.sorted().map { ($0, .byIDEntry(catalog.byID[$0]!)) }
+        case .historyRoot, .historyType, .historyItem:
+            return try historyChildren(n)
         default:
             throw FSError(.notDirectory, "not a directory")
         }
@@ -198,6 +203,7 @@ extension FileSystem {
             let depth = tag.split(separator: "/", omittingEmptySubsequences: false).count
             return String(repeating: "../", count: depth + 1) + (try canonicalPath(r))
         case .vaultLink: return Self.vaultLinkTarget
+        case .historyLink: return Self.historyLinkTarget
         case .byIDEntry(let r): return "../" + (try canonicalPath(r))
         case .linkEntry(let d, let e):
             guard let rec = catalog.edges[e], let far = catalog.byID[d.far(of: rec.edge)] else {

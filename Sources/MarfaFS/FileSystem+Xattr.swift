@@ -13,6 +13,14 @@ extension FileSystem {
     public func getxattr(_ ino: UInt64, name: String) throws -> [UInt8] {
         if LocalFiles.owns(ino) { return try local.getxattr(ino, name) }
         guard name.hasPrefix("user.") else { throw FSError(.noData, name) }
+        let version: [UInt8]?? = try locked {
+            guard case .historyVersion(let r, let seq) = try node(ino) else { return nil }
+            return .some(try historyXattr(r, seq, name))
+        }
+        if let version {
+            guard let v = version else { throw FSError(.noData, name) }
+            return v
+        }
         let r: Int64 = try locked {
             guard case .item(let r) = try node(ino) else { throw FSError(.noData, name) }
             // The sync state, version and properties are those of the settled file; a staged file
@@ -31,7 +39,13 @@ extension FileSystem {
 
     public func listxattr(_ ino: UInt64) throws -> [String] {
         if LocalFiles.owns(ino) { return try local.listxattr(ino) }
-        let r: Int64? = try locked { if case .item(let r) = try node(ino) { try settleNow(spools: .of([.item(r)])); return r }; return nil }
+        let r: Int64? = try locked {
+            let n = try node(ino)
+            if case .item(let r) = n { try settleNow(spools: .of([.item(r)])); return r }
+            if case .historyVersion = n { return -1 }
+            return nil
+        }
+        if r == -1 { return ["user.marfa.made_by"] }
         guard let r, let s = try wrap({ try store.item(rowid: r) }) else { return [] }
         var names = ["id", "type", "version", "created_at", "updated_at", "source", "sync", "tags", "favorite", "tier", "state"]
         if TypeSchema.isBlobType(s.item.type) { names.append("blob") }

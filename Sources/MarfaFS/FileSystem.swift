@@ -178,7 +178,11 @@ public final class FileSystem: @unchecked Sendable {
         case .controlFile(let name):
             let size = Int64(controlSnapshot(name, .stat).utf8.count)
             return FileAttr(ino: i, kind: .file, size: size, mtimeNs: Int64(Date().timeIntervalSince1970 * 1e9), nlink: 1, timeout: 0)
-        case .tagEntry, .linkEntry, .byIDEntry, .vaultLink:
+        case .historyVersion(let r, let seq):
+            return try historyAttr(i, r, seq)
+        case .historyRoot, .historyType, .historyItem:
+            return historyDirAttr(i)
+        case .tagEntry, .linkEntry, .byIDEntry, .vaultLink, .historyLink:
             let target = try readlinkLocked(n)
             return FileAttr(ino: i, kind: .symlink, size: Int64(target.utf8.count), mtimeNs: mtimeOf(n), nlink: 1, timeout: cacheTimeout)
         default:
@@ -297,6 +301,8 @@ public final class FileSystem: @unchecked Sendable {
             return Self.slice(bytes, offset: offset, size: size)
         case .scratch(let id):
             return Self.slice(try wrap { try store.scratchData(id) }, offset: offset, size: size)
+        case .historyVersion(_, let seq):
+            return try historyBytes(seq, offset: offset, size: size)
         case .controlFile(let name):
             // `.marfafs/flush` with a server: the read returns once the queue is sent (or paused),
             // waiting outside the lock so the mount and the sync engine carry on meanwhile.
@@ -404,6 +410,7 @@ public final class FileSystem: @unchecked Sendable {
                 changed(n)
                 return
             case .controlFile: throw FSError(.notPermitted, "control files are read-only")
+            case .historyVersion: throw FSError(.readOnly, "history/ is read-only: copy a version over the file to restore it")
             default: throw FSError(.isDirectory, "not a file")
             }
             guard end <= limit else { throw FSError(.tooLarge, "\(end) bytes is past the limit of \(limit) bytes") }

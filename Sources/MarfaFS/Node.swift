@@ -14,6 +14,11 @@ public enum Node: Hashable, Sendable {
     case viewRoot(StateView)             // types/, archive/, trash/
     case tagsRoot, linksRoot, backlinksRoot, byIDRoot, control
     case vaultLink                       // vault -> .marfafs/vault (FS-27)
+    case historyLink                     // history -> .marfafs/history (FS-33)
+    case historyRoot                     // .marfafs/history
+    case historyType(String)             // .marfafs/history/<type>
+    case historyItem(Int64)              // .marfafs/history/<type>/<name>
+    case historyVersion(Int64, Int64)    // .../<time>.<ext>: an earlier version (item rowid, version seq)
     case treeDir(String)                 // .marfafs/vault/<folder…> ("" for the top)
     case controlFile(String)
     case typeDir(StateView, String)      // types/<type>
@@ -31,8 +36,8 @@ public enum Node: Hashable, Sendable {
     public enum Kind: Sendable { case directory, file, symlink }
     public var kind: Kind {
         switch self {
-        case .item, .controlFile, .scratch, .detached: return .file
-        case .tagEntry, .linkEntry, .byIDEntry, .vaultLink: return .symlink
+        case .item, .controlFile, .scratch, .detached, .historyVersion: return .file
+        case .tagEntry, .linkEntry, .byIDEntry, .vaultLink, .historyLink: return .symlink
         default: return .directory
         }
     }

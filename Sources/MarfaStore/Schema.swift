@@ -165,6 +165,25 @@ enum Schema {
             WHEN json_extract(NEW.properties, '$.mime_type') IS 'inode/symlink' OR json_extract(OLD.properties, '$.mime_type') IS 'inode/symlink'
             BEGIN UPDATE items SET mode = CASE WHEN json_extract(NEW.properties, '$.mime_type') = 'inode/symlink' THEN 41471 END WHERE rowid = NEW.rowid; END;
             """),
+        ("v12-history", """
+            -- FS-33: the bytes items had before each change (`Store+History`): a text's bytes, or
+            -- a file's blob (kept in sqlar while a version names it); who made them, and when.
+            -- `made_by` on an item: who made its current bytes.
+            ALTER TABLE items ADD COLUMN made_by TEXT;
+            CREATE TABLE versions(
+              seq INTEGER PRIMARY KEY AUTOINCREMENT,
+              item_id TEXT NOT NULL,
+              made_ns INTEGER NOT NULL,
+              replaced_ns INTEGER NOT NULL,
+              made_by TEXT,
+              blob_ref TEXT,
+              bytes BLOB,
+              size INTEGER NOT NULL
+            );
+            CREATE INDEX versions_by_item ON versions(item_id, seq);
+            CREATE INDEX versions_by_blob ON versions(blob_ref) WHERE blob_ref IS NOT NULL;
+            CREATE TRIGGER items_versions_purge AFTER DELETE ON items BEGIN DELETE FROM versions WHERE item_id = OLD.id; END;
+            """),
     ]
 
     static func insertBuiltInTypes(_ db: Database) throws {

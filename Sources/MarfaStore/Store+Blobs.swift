@@ -35,6 +35,8 @@ extension Store {
         // A queued upload needs its bytes (a local-only store uploads nothing: its queue is written
         // anew from the items when it meets a server).
         if !isLocalOnly, try db.exists("SELECT 1 FROM mutations WHERE kind = 'upload_blob' AND json_extract(payload, '$.hash') = ? LIMIT 1", [hash]) { return }
+        // An earlier version of a file (FS-33).
+        if try db.exists("SELECT 1 FROM versions WHERE blob_ref = ? LIMIT 1", [hash]) { return }
         try db.run("DELETE FROM sqlar WHERE name = ?", [hash])
     }
 

@@ -44,6 +44,7 @@ extension Store {
             }
             let t = type(cur.item.type)
             let outcome = decide(cur.item.properties)
+            changesCome(from: .merge)
             try db.run("DELETE FROM mutations WHERE item_id = ? AND kind = 'update' AND (seq = ? OR state = 'pending')", [itemID, seq])
             var item = cur.item
             item.properties = outcome.resolved

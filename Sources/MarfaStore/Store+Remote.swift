@@ -32,6 +32,7 @@ extension Store {
                             reseed: Bool = false) throws -> StoreChanges {
         try published { try write { db in
             var out = StoreChanges()
+            changesCome(from: .remote)
             for c in changes { try applyRemote(db, c, blobSizes: blobSizes, mode: reseed ? .asServerHolds : .ifNewer, into: &out) }
             if let lastEventID { try Self.setMeta(db, Self.lastEventKey, lastEventID) }
             return out

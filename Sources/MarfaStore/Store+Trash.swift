@@ -33,7 +33,10 @@ extension Store {
         try db.run("DELETE FROM tags WHERE item_id = ?", [id])
         try db.run("DELETE FROM edges WHERE source_id = ? OR target_id = ?", [id, id])
         try db.run("DELETE FROM edge_dirs WHERE item_id = ?", [id])
+        // Its history goes with it (a trigger), and the blobs only that history named.
+        let versionBlobs = try String.fetchAll(db, sql: "SELECT DISTINCT blob_ref FROM versions WHERE item_id = ? AND blob_ref IS NOT NULL", arguments: [id])
         try db.run("DELETE FROM items WHERE rowid = ?", [cur.rowid])
+        for h in versionBlobs { try dropBlobIfUnused(db, h) }
         try db.run("DELETE FROM item_numbers WHERE rowid = ?", [cur.rowid])
         spool.remove(cur.rowid)
         // What programs saw of it is no one's base any more (FS-29).

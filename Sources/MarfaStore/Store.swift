@@ -51,6 +51,12 @@ public final class Store: Sendable {
     let localOnly = Mutex(false)
     /// The device label in the names of conflicted copies made here (FS-20, FS-24).
     public let device = Mutex(ProcessInfo.processInfo.hostName)
+    /// Who makes the changes of the transaction under way, for history (`Store+History`).
+    let versionOrigin = Mutex(VersionOrigin.local)
+    /// Versions kept since the history's size cap was last checked.
+    let historyChecks = Mutex(0)
+    /// Whether the writing connection has its history trigger.
+    let historyReady = Mutex(false)
     let announced = Mutex(StoreChanges())
     let observers = Mutex<[@Sendable (StoreChanges) -> Void]>([])
     let rowids = RowidAllocator()
@@ -243,7 +249,15 @@ public final class Store: Sendable {
 
     func write<T>(_ body: (Database) throws -> T) throws -> T {
         defer { boundWAL() }
-        do { return try pool.write(body) } catch { throw Self.storeError(error) }
+        do {
+            return try pool.write { db in
+                if !historyReady.withLock({ $0 }) { try Self.prepareHistory(db); historyReady.withLock { $0 = true } }
+                let result = try body(db)
+                // Whatever the body changed, the bytes items had are kept as their history (FS-33).
+                try keepVersions(db)
+                return result
+            }
+        } catch { throw Self.storeError(error) }
     }
 
     /// Keeps the WAL from growing without bound under writes that never pause while reads never

@@ -37,7 +37,7 @@ import Testing
 
     @Test func FS2_typesAndTagsAreListed() throws {
         try MountHarness.with { m in
-            #expect(m.sh("ls").out == "archive\nbacklinks\nby-id\nlinks\ntags\ntrash\ntypes\nvault")
+            #expect(m.sh("ls").out == "archive\nbacklinks\nby-id\nhistory\nlinks\ntags\ntrash\ntypes\nvault")
             let types = m.sh("ls types").out.split(separator: "\n").map(String.init)
             for t in ["core.bookmark", "core.file", "core.file.image", "core.highlight", "core.note"] { #expect(types.contains(t)) }
             #expect(m.sh("mkdir tags/someday && ls tags").out == "someday")
