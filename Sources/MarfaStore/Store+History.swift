@@ -69,11 +69,12 @@ extension Store {
     func keepVersions(_ db: Database) throws {
         let origin = madeBy(db)
         versionOrigin.withLock { $0 = .local }
-        let made = try Int64.fetchAll(db, sql: "SELECT rowid FROM temp.made")
+        if try db.exists("SELECT 1 FROM temp.made") {
+            try db.execute(sql: "UPDATE items SET made_by = ? WHERE rowid IN (SELECT rowid FROM temp.made); DELETE FROM temp.made", arguments: [origin])
+        }
         let olds = try Row.fetchAll(db, sql: "SELECT * FROM temp.replaced")
-        if made.isEmpty && olds.isEmpty { return }
-        try db.execute(sql: "DELETE FROM temp.made; DELETE FROM temp.replaced")
-        for r in made { try db.execute(sql: "UPDATE items SET made_by = ? WHERE rowid = ?", arguments: [origin, r]) }
+        if olds.isEmpty { return }
+        try db.execute(sql: "DELETE FROM temp.replaced")
         let now = Self.ns(Date())
         for old in olds {
             guard let new = try db.row("SELECT rowid, id, type, raw, raw_head, size, properties, blob_ref FROM items WHERE rowid = ?", [old["rowid"]]) else { continue }
