@@ -1,4 +1,5 @@
 import Foundation
+import MarfaLayout
 import MarfaModel
 import MarfaStore
 
@@ -23,12 +24,47 @@ extension FileSystem {
         }
     }
 
+    /// Before a history directory is listed or looked into (outside the lock): what the server
+    /// keeps of the item, asked at most every 30 seconds, when the mount has a server.
+    func askServerForVersions(_ ino: UInt64) {
+        guard let fetch = fetchVersions else { return }
+        let id: String? = locked {
+            guard case .historyItem(let r)? = try? node(ino), let s = catalog.items[r] else { return nil }
+            if let c = serverVersions[s.id], Date().timeIntervalSince(c.at) < 30 { return nil }
+            return s.id
+        }
+        guard let id, let list = fetch(id) else { return }
+        locked {
+            guard let r = catalog.byID[id], let s = catalog.items[r] else { return }
+            let local = (try? store.versions(itemID: id)) ?? []
+            serverVersions[id] = (Date(), serverOnlyVersions(s, list, local: local))
+        }
+    }
+
+    /// The server's versions of an item that this store has no copy of (a version made while
+    /// this mount was away, or before it existed), as records with negative numbers (`-version`),
+    /// with their bytes. Text items only: a file's old blob is not fetched for a listing.
+    func serverOnlyVersions(_ s: ItemSummary, _ list: [JSONValue], local: [VersionRecord]) -> [(VersionRecord, [UInt8])] {
+        guard !TypeSchema.isBlobType(s.type) else { return [] }
+        var known = Set(local.compactMap { try? store.versionBytes(seq: $0.seq) })
+        if let current = try? store.textContent(rowid: s.rowid) { known.insert(current) }
+        let t = store.type(s.type)
+        return list.compactMap { v -> (VersionRecord, [UInt8])? in
+            guard let o = v.objectValue, case .int(let n)? = o["version"], case .object(let props)? = o["properties"] else { return nil }
+            let bytes = Array(FrontMatter.render(props, bodyField: t.bodyField, titleField: t.titleField).utf8)
+            guard !bytes.isEmpty, known.insert(bytes).inserted else { return nil }
+            let at = o["created_at"]?.stringValue.flatMap(Timestamp.parse).map { Int64($0 * 1e9) } ?? 0
+            return (VersionRecord(seq: -n, itemID: s.id, madeNs: at, replacedNs: at, madeBy: "server", size: Int64(bytes.count)), bytes)
+        }
+    }
+
     /// An item's earlier versions by the names they have in its history directory: the UTC time
     /// each was made, to the millisecond (so names sort as times do), `-2`, `-3`… when two share one.
     func historyNames(_ r: Int64) throws -> [(name: String, version: VersionRecord)] {
         guard let s = catalog.items[r] else { return [] }
         let ext = (catalog.name(of: r).map { ($0 as NSString).pathExtension } ?? "")
-        let versions = try wrap { try store.versions(itemID: s.id) }
+        let local = try wrap { try store.versions(itemID: s.id) }
+        let versions = (local + (serverVersions[s.id]?.list ?? []).map(\.0)).sorted { ($0.madeNs, $0.seq) > ($1.madeNs, $1.seq) }
         var seen: [String: Int] = [:]
         return versions.reversed().map { v in
             let base = Self.historyStamp(v.madeNs)
@@ -92,8 +128,15 @@ extension FileSystem {
         return a
     }
 
-    func historyBytes(_ seq: Int64, offset: Int64, size: Int) throws -> [UInt8] {
-        Self.slice(try wrap { try store.versionBytes(seq: seq) }, offset: offset, size: size)
+    func historyBytes(_ r: Int64, _ seq: Int64, offset: Int64, size: Int) throws -> [UInt8] {
+        if seq < 0 {
+            // One of the server's versions, as it was listed.
+            guard let s = catalog.items[r], let v = serverVersions[s.id]?.list.first(where: { $0.0.seq == seq }) else {
+                throw FSError(.notFound, "version \(-seq) of item \(r)")
+            }
+            return Self.slice(v.1, offset: offset, size: size)
+        }
+        return Self.slice(try wrap { try store.versionBytes(seq: seq) }, offset: offset, size: size)
     }
 
     /// `user.marfa.made_by` of a version.

@@ -23,6 +23,11 @@ public final class FileSystem: @unchecked Sendable {
     public var syncStatus: (@Sendable () -> EngineState)?
     /// Fetches an uncached blob into the store's cache (the sync engine); false if it cannot.
     public var fetchBlob: (@Sendable (String) -> Bool)?
+    /// The versions the server keeps of an item (FS-33), fetched when its history is listed.
+    public var fetchVersions: (@Sendable (String) -> [JSONValue]?)?
+    /// The versions the server last said it keeps of each item that this store has no copy of,
+    /// with their bytes, by item id, and when it said so (lock held).
+    var serverVersions: [String: (at: Date, list: [(VersionRecord, [UInt8])])] = [:]
     /// Told of every stale save (FS-24): the item, and the conflicted copy made of the save (nil:
     /// it merged). The sync engine records them in `.marfafs/events`.
     public var onStaleSave: (@Sendable (String, String?) -> Void)?
@@ -211,6 +216,7 @@ public final class FileSystem: @unchecked Sendable {
         // A name no directory can hold is ENAMETOOLONG, as a disk answers, not ENOENT.
         if name.utf8.count > Names.maxNameBytes { throw FSError(.nameTooLong, name) }
         if LocalFiles.owns(parent) { return try local.attr(VaultIndex.join(try local.rel(parent), name)) }
+        askServerForVersions(parent)
         // One pass under the lock; a name the tree does not have may be a local-only one (FS-32).
         let (found, folder): (FileAttr?, String?) = try locked {
             currentReader = reader
@@ -232,6 +238,7 @@ public final class FileSystem: @unchecked Sendable {
 
     public func readdir(_ ino: UInt64) throws -> [DirEntry] {
         if LocalFiles.owns(ino) { return try local.list(try local.rel(ino)) }
+        askServerForVersions(ino)
         let (out, folder): ([DirEntry], String?) = try locked {
             let n = try node(ino)
             guard n.kind == .directory else { throw FSError(.notDirectory, "inode \(ino)") }
@@ -301,8 +308,8 @@ public final class FileSystem: @unchecked Sendable {
             return Self.slice(bytes, offset: offset, size: size)
         case .scratch(let id):
             return Self.slice(try wrap { try store.scratchData(id) }, offset: offset, size: size)
-        case .historyVersion(_, let seq):
-            return try historyBytes(seq, offset: offset, size: size)
+        case .historyVersion(let r, let seq):
+            return try locked { try historyBytes(r, seq, offset: offset, size: size) }
         case .controlFile(let name):
             // `.marfafs/flush` with a server: the read returns once the queue is sent (or paused),
             // waiting outside the lock so the mount and the sync engine carry on meanwhile.

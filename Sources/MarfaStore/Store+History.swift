@@ -24,6 +24,9 @@ public struct VersionRecord: Sendable, Hashable {
     /// `local: <device>`, `remote`, `merge`.
     public var madeBy: String?
     public var size: Int64
+    public init(seq: Int64, itemID: String, madeNs: Int64, replacedNs: Int64, madeBy: String?, size: Int64) {
+        self.seq = seq; self.itemID = itemID; self.madeNs = madeNs; self.replacedNs = replacedNs; self.madeBy = madeBy; self.size = size
+    }
 }
 
 public enum VersionOrigin: Sendable {

@@ -38,6 +38,24 @@ public final class SyncEngine: Sendable {
         Task { await client.shutdown() }
     }
 
+    /// The versions the server keeps of an item (`GET /items/{id}/versions`: snapshots of its
+    /// properties before the current one), blocking the caller for at most `timeout` seconds;
+    /// nil when the server cannot say (offline, refused).
+    public func fetchVersions(_ itemID: String, timeout: Double = 5) -> [JSONValue]? {
+        let done = DispatchSemaphore(value: 0)
+        let out = Mutex<[JSONValue]?>(nil)
+        let client = client.client
+        let task = Task {
+            defer { done.signal() }
+            if let resp = try? await client.call(WireRequest(method: "GET", path: "/items/\(WireRequest.segment(itemID))/versions")),
+               case .array(let list)? = resp.json["versions"] {
+                out.withLock { $0 = list }
+            }
+        }
+        if done.wait(timeout: .now() + timeout) == .timedOut { task.cancel(); return nil }
+        return out.withLock { $0 }
+    }
+
     /// Fetches a blob into the store's cache, blocking the caller (a FUSE thread reading a blob
     /// not cached yet) for at most `timeout` seconds.
     public func fetchBlob(_ hash: String, timeout: Double = 120) -> Bool {

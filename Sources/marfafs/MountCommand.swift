@@ -140,6 +140,7 @@ struct MountCommand: ParsableCommand {
             fs.syncStatus = { status.snapshot }
             fs.syncEvents = { status.eventLines }
             fs.fetchBlob = { sync.fetchBlob($0) }
+            fs.fetchVersions = { sync.fetchVersions($0) }
             fs.onStaleSave = { item, copy in
                 status.record(copy == nil ? "stale_save.merged" : "stale_save.copied",
                               copy.map { ["item": .string(item), "copy": .string($0)] } ?? ["item": .string(item)])

@@ -80,3 +80,28 @@ extension SyncTwoMountsTests {
         }
     }
 }
+
+extension SyncTwoMountsTests {
+    /// A mount that was not there when versions were made shows the server's (`GET
+    /// /items/{id}/versions`, asked when the history is listed), each once, exact.
+    @Test func FS33_theHistoryShowsTheServersVersionsAMountNeverHad() throws {
+        try withPair { p in
+            let a = p.a
+            #expect(live(a))
+            for i in 1...4 {
+                #expect(a.sh("printf 'draft \(i)\\n' >> vault/essay.md && cat .marfafs/flush > /dev/null").status == 0)
+            }
+            let c = try MountHarness()
+            defer { c.unmount(); try? FileManager.default.removeItem(atPath: c.root) }
+            c.mountOptions = ["--server", p.server.base, "--key-file", p.server.root + "/key", "--device", "dev-c"]
+            try c.mount()
+            #expect(c.sh("cat vault/essay.md").out == "draft 1\ndraft 2\ndraft 3\ndraft 4")
+            let dir = "history/core.note/essay.md"
+            let names = c.sh("ls \(dir)").out.split(separator: "\n").map(String.init)
+            #expect(names.map { c.sh("cat '\(dir)/\($0)'").out } == ["draft 1", "draft 1\ndraft 2", "draft 1\ndraft 2\ndraft 3"], "\(names)")
+            #expect(names.allSatisfy { c.sh("getfattr --only-values -n user.marfa.made_by '\(dir)/\($0)'").out == "server" })
+            // A's own history has the same texts, made there.
+            #expect(a.sh("cat history/core.note/essay.md/*").out == "draft 1\ndraft 1\ndraft 2\ndraft 1\ndraft 2\ndraft 3")
+        }
+    }
+}
