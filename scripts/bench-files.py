@@ -10,6 +10,9 @@ With the release build and real mounts:
   local store the bench corpus (CORPUS, the notes and blobs of gen_corpus.py) imported into a
               fresh store with no server: store size (file + WAL after a checkpoint) divided
               by the bytes imported.
+  history     200 editor-style saves (write a temporary file, fsync, rename over) of one 10 KiB
+              note, native and in a fresh mount: time, and how much the store grew with the
+              versions it keeps (FS-33).
 Prints a Markdown section and writes files.json beside it.
 
 usage: bench-files.py BINARY OUTDIR CORPUS [--mib 256] [--runs 3]
@@ -176,6 +179,45 @@ run("sqlite3", lstore, "PRAGMA wal_checkpoint(TRUNCATE);")
 stored = size(lstore) + size(lstore + "-wal")
 queue = run("sqlite3", lstore, "SELECT count(*), coalesce(sum(length(payload)), 0) FROM mutations").stdout.strip()
 
+
+
+def saves(d, n=200, name="note.md", settle=None):
+    """n saves of one 10 KiB note, as an editor saves; the seconds they took. `settle`: a file
+    read after each save, which makes the store take it at once (as saves seconds apart are)."""
+    final = os.path.join(d, name)
+    t0 = time.monotonic()
+    for i in range(n):
+        body = (f"# draft {i}\n\n".encode() + b"lorem ipsum zettelkasten " * 420)[:10240]
+        with open(final + ".swp", "wb") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(final + ".swp", final)
+        if settle:  # a new reader each time (one reader's text is kept for a second)
+            subprocess.run(["cat", settle], stdout=subprocess.DEVNULL)
+    return time.monotonic() - t0
+
+
+hnat = os.path.join(base, "hist-native")
+os.makedirs(hnat)
+hist_native_s = saves(hnat)
+hstore = os.path.join(base, "hist.sqlite")
+hmnt = os.path.join(base, "hist-mnt")
+os.makedirs(hmnt)
+run(bin_, "mount", hmnt, "--store", hstore)
+mounts.append(hmnt)
+hist_s = saves(os.path.join(hmnt, "types/core.note"))
+status = os.path.join(hmnt, ".marfafs/status")
+open(status).read()  # settles the last save
+run("sqlite3", hstore, "PRAGMA wal_checkpoint(TRUNCATE);")
+h_before = size(hstore) + size(hstore + "-wal")
+saves(os.path.join(hmnt, "types/core.note"), name="kept.md", settle=status)
+run(bin_, "unmount", hmnt)
+mounts.remove(hmnt)
+run("sqlite3", hstore, "PRAGMA wal_checkpoint(TRUNCATE);")
+h_growth = size(hstore) + size(hstore + "-wal") - h_before
+h_versions = run("sqlite3", hstore, "SELECT count(*), coalesce(sum(size), 0) FROM versions").stdout.strip()
+
 native_s = median(results["native"])
 row = {
     "mib": args.mib,
@@ -188,6 +230,7 @@ row = {
     "store_bytes": stored,
     "import_s": import_s,
     "queue": queue,
+    "history": {"native_s": hist_native_s, "marfafs_s": hist_s, "growth_bytes": h_growth, "versions": h_versions},
 }
 json.dump(row, open(os.path.join(args.outdir, "files.json"), "w"), indent=1)
 
@@ -219,6 +262,11 @@ md = [
     "",
     f"Local store: {content / 1e6:.0f} MB imported ({import_s:.1f} s) → a store of {stored / 1e6:.0f} MB,"
     f" **{stored / content:.2f}×** the content (goal ≤ 1.3). The queue: {queue.split('|')[0]} rows holding {int(queue.split('|')[1]) / 1e3:.0f} kB of payloads.",
+    "",
+    f"History (FS-33): 200 editor-style saves of one 10 KiB note (temporary file, fsync, rename over) took {hist_native_s:.2f} s natively and"
+    f" {hist_s:.2f} s in `types/core.note` ({hist_s / hist_native_s:.1f}×; back to back, they settle together: one version)."
+    f" The same 200 saves each settled on its own (as saves seconds apart are) grew the store by {h_growth / 1e3:.0f} kB, which then held"
+    f" {h_versions.split('|')[0]} earlier versions ({int(h_versions.split('|')[1]) / 1e3:.0f} kB; the newest 50 of each note are kept).",
     "",
 ]
 open(os.path.join(args.outdir, "files.md"), "w").write("\n".join(md))

@@ -105,3 +105,36 @@ extension SyncTwoMountsTests {
         }
     }
 }
+
+extension SyncTwoMountsTests {
+    /// Edits of different lines made offline on two mounts merge; the history keeps each side,
+    /// the text they started from and the merge, each exact, the merge marked as one.
+    @Test func FS33_aMergeKeepsBothSidesInTheHistory() throws {
+        try withPair { p in
+            let (a, b, s) = (p.a, p.b, p.server)
+            #expect(live(a) && live(b))
+            #expect(a.sh("printf 'l1\\nl2\\nl3\\n' > vault/m.md").status == 0)
+            #expect(MountHarness.eventually { cat(b, "vault/m.md") == "l1\nl2\nl3\n" })
+            #expect(s.stop() == 0)
+            #expect(a.sh("printf 'L1 by a\\nl2\\nl3\\n' > vault/m.md").status == 0)
+            #expect(b.sh("printf 'l1\\nl2\\nL3 by b\\n' > vault/m.md").status == 0)
+            try s.start()
+            let merged = "L1 by a\nl2\nL3 by b\n"
+            #expect(MountHarness.eventually(timeout: 30) { cat(a, "vault/m.md") == merged && cat(b, "vault/m.md") == merged },
+                    "\(cat(a, "vault/m.md"))|\(cat(b, "vault/m.md"))")
+            for m in [a, b] { #expect(m.sh("printf 'end\\n' >> vault/m.md && cat .marfafs/flush > /dev/null").status == 0) }
+            func versions(_ m: MountHarness) -> [(text: String, by: String)] {
+                let dir = "history/core.note/m.md"
+                return m.sh("ls \(dir)").out.split(separator: "\n").map { n in
+                    (m.sh("cat '\(dir)/\(n)'").out, m.sh("getfattr --only-values -n user.marfa.made_by '\(dir)/\(n)'").out)
+                }
+            }
+            let all = versions(a) + versions(b)
+            let texts = Set(all.map(\.text))
+            for t in ["l1\nl2\nl3", "L1 by a\nl2\nl3", "l1\nl2\nL3 by b", "L1 by a\nl2\nL3 by b"] {
+                #expect(texts.contains(t), "\(t) in \(all)")
+            }
+            #expect(all.contains { $0.text == "L1 by a\nl2\nL3 by b" && $0.by == "merge" }, "\(all)")
+        }
+    }
+}
