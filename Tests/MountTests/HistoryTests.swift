@@ -113,11 +113,11 @@ extension SyncTwoMountsTests {
         try withPair { p in
             let (a, b, s) = (p.a, p.b, p.server)
             #expect(live(a) && live(b))
-            #expect(a.sh("printf 'l1\\nl2\\nl3\\n' > vault/m.md").status == 0)
-            #expect(MountHarness.eventually { cat(b, "vault/m.md") == "l1\nl2\nl3\n" })
+            #expect(a.sh("printf 'l1\\nl2\\nl3\\n' > vault/m.md && printf 'same\\n' > vault/c.md").status == 0)
+            #expect(MountHarness.eventually { cat(b, "vault/m.md") == "l1\nl2\nl3\n" && cat(b, "vault/c.md") == "same\n" })
             #expect(s.stop() == 0)
-            #expect(a.sh("printf 'L1 by a\\nl2\\nl3\\n' > vault/m.md").status == 0)
-            #expect(b.sh("printf 'l1\\nl2\\nL3 by b\\n' > vault/m.md").status == 0)
+            #expect(a.sh("printf 'L1 by a\\nl2\\nl3\\n' > vault/m.md && printf 'alpha\\n' > vault/c.md").status == 0)
+            #expect(b.sh("printf 'l1\\nl2\\nL3 by b\\n' > vault/m.md && printf 'beta\\n' > vault/c.md").status == 0)
             try s.start()
             let merged = "L1 by a\nl2\nL3 by b\n"
             #expect(MountHarness.eventually(timeout: 30) { cat(a, "vault/m.md") == merged && cat(b, "vault/m.md") == merged },
@@ -135,6 +135,14 @@ extension SyncTwoMountsTests {
                 #expect(texts.contains(t), "\(t) in \(all)")
             }
             #expect(all.contains { $0.text == "L1 by a\nl2\nL3 by b" && $0.by == "merge" }, "\(all)")
+            // The same line changed on both: one side's text goes to a conflicted copy; the
+            // note's history on that mount still has its own edit, and the copy is a file of its own.
+            #expect(MountHarness.eventually(timeout: 30) { a.sh("ls vault | grep -c 'conflicted copy'").out == "1" && b.sh("ls vault | grep -c 'conflicted copy'").out == "1" })
+            let cHistory = Set(["history/core.note/c.md"].flatMap { d in [a, b].flatMap { m in
+                m.sh("ls \(d)").out.split(separator: "\n").map { m.sh("cat '\(d)/\($0)'").out } } })
+            #expect(cHistory.contains("same") && (cHistory.contains("alpha") || cHistory.contains("beta")), "\(cHistory)")
+            let now = Set([a, b].flatMap { m in [m.sh("cat vault/c.md").out, m.sh("cat vault/*conflicted*").out] })
+            #expect(now == ["alpha", "beta"], "both texts are files now: \(now)")
         }
     }
 }

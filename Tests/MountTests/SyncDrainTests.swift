@@ -257,7 +257,8 @@ extension SyncDrainTests {
     @Test func FS33_aLargeUploadReportsItsProgress() throws {
         let (s, key, file, _) = try setUp()
         let control = s.root + "/proxy-mode", portFile = s.root + "/proxy-port"
-        try "throttle=\(40 << 20)".write(toFile: control, atomically: true, encoding: .utf8)
+        // The first attempt is refused (503): the upload fails and starts again from its first byte.
+        try "503".write(toFile: control, atomically: true, encoding: .utf8)
         let upstream = s.base.split(separator: ":").last.map(String.init) ?? ""
         let proxy = try #require(Shell.spawn(["python3", MountHarness.repoRoot + "/scripts/testing/fault_proxy.py", upstream, control, portFile],
                                              stderr: s.root + "/proxy.log"))
@@ -266,13 +267,20 @@ extension SyncDrainTests {
         let port = (try? String(contentsOfFile: portFile, encoding: .utf8)) ?? ""
         try MountHarness.with(options: ["--server", "http://127.0.0.1:\(port)", "--key-file", file]) { m in
             #expect(m.sh("head -c \(200 << 20) /dev/urandom > vault/big.bin && sha256sum vault/big.bin | cut -d' ' -f1 > ../big.sha").status == 0)
+            #expect(MountHarness.eventually(timeout: 30) { m.sh("grep -c blob.upload.failed .marfafs/events").out == "1" }, "\(m.sh("tail -3 .marfafs/events").out)")
+            try "throttle=\(40 << 20)".write(toFile: control, atomically: true, encoding: .utf8)
             #expect(MountHarness.eventually(timeout: 30) { m.sh("cat .marfafs/transfers").out.hasPrefix("vault/big.bin\tupload\t") },
                     "\(m.sh("cat .marfafs/transfers; tail -5 .marfafs/events").out)")
             let shown = Shell.run([MountHarness.binary, "status", m.mountpoint]).out
             #expect(shown.contains("transfers: 1") && shown.contains("vault/big.bin  upload") && shown.contains("of 200.0 MiB"), "\(shown)")
             #expect(MountHarness.eventually(timeout: 120) { m.sh("grep -c blob.upload.completed .marfafs/events").out == "1" })
-            let events = m.sh("grep '\"blob.upload' .marfafs/events").out.split(separator: "\n").compactMap { (try? JSONParser.parse(String($0)))?.objectValue }
-            #expect(events.first?["event"] == .string("blob.upload.started") && events.first?["path"] == .string("vault/big.bin")
+            let all = m.sh("grep '\"blob.upload' .marfafs/events").out.split(separator: "\n").compactMap { (try? JSONParser.parse(String($0)))?.objectValue }
+            #expect(all.first?["event"] == .string("blob.upload.started") && all.first?["restarted"] == .bool(false))
+            #expect(all.contains { $0["event"] == .string("blob.upload.failed") && $0["error"]?.stringValue?.isEmpty == false })
+            // The attempt that went through: started again from the first byte, and says so.
+            let last = all.lastIndex { $0["event"] == .string("blob.upload.started") } ?? 0
+            let events = Array(all[last...])
+            #expect(events.first?["restarted"] == .bool(true) && events.first?["path"] == .string("vault/big.bin")
                     && events.first?["total"] == .int(200 << 20), "\(events.first ?? [:])")
             let progress = events.filter { $0["event"] == .string("blob.upload.progress") }.compactMap { e -> Int64? in
                 if case .int(let n)? = e["done"] { return n }; return nil
