@@ -52,6 +52,11 @@ import Testing
             #expect(a.sh("head -c 100000 /dev/urandom > ../pic.bin && cp ../pic.bin types/core.file/pic.png").status == 0)
             #expect(MountHarness.eventually { b.sh("stat -c %s types/core.file/pic.png").out == "100000" })
             #expect(Shell.run(["cmp", a.root + "/pic.bin", b.path("types/core.file/pic.png")]).status == 0)
+            // …and says so (FS-33): started with the item's path and size, completed.
+            let fetched = b.sh("grep '\"blob.download' .marfafs/events").out.split(separator: "\n").compactMap { (try? JSONParser.parse(String($0)))?.objectValue }
+            #expect(fetched.first?["event"] == .string("blob.download.started") && fetched.first?["path"] == .string("vault/pic.png")
+                    && fetched.first?["total"] == .int(100_000), "\(fetched)")
+            #expect(fetched.last?["event"] == .string("blob.download.completed") && fetched.last?["done"] == .int(100_000), "\(fetched)")
             // The other way: state changes, deletes, an edge removed, a tag removed, an xattr removed.
             #expect(b.sh("setfattr -n user.marfa.state -v archived types/core.note/other.md").status == 0)
             #expect(b.sh("rm types/core.file/pic.png && rm tags/work/roadmap.md && setfattr -x user.color types/core.note/roadmap.md").status == 0)
