@@ -228,7 +228,10 @@ public actor QueueDrainer {
     func refuse(_ m: Mutation, _ reason: String) -> Outcome {
         try? store.reject(seq: m.seq, itemID: m.itemID, error: reason)
         status.update { $0.lastError = "\(m.itemID): \(reason)" }
-        status.record("mutation.rejected", ["item": .string(m.itemID), "error": .string(reason)])
+        // Dropped from sending, never from the store: the item keeps its bytes, the mutation stays
+        // listed as rejected (FS-33).
+        status.record("mutation.dropped", ["mutation": .string(m.id), "kind": .string(m.kind.rawValue), "item": .string(m.itemID),
+                                           "error": .string(reason), "kept": "the item keeps its bytes (user.marfa.sync=rejected)"])
         log.error("the server refused a change; the item keeps its bytes as rejected", metadata: ["item": "\(m.itemID)", "error": "\(reason)"])
         return .done(StoreChanges(items: [m.itemID]))
     }

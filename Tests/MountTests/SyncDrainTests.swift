@@ -236,7 +236,7 @@ extension SyncDrainTests {
             #expect(m.sh("cat vault/notes/b.md").out == "second")
             #expect(m.syncStatus["rejected"] == .int(1))
             #expect(m.sh("cat .marfafs/conflicts").out.hasPrefix("rejected\ttypes/core.note/b.md\tcreate: "), "\(m.sh("cat .marfafs/conflicts").out)")
-            #expect(m.sh("grep -c mutation.rejected .marfafs/events").out == "1")
+            #expect(m.sh("grep -c mutation.dropped .marfafs/events").out == "1")
             #expect(Shell.run([MountHarness.binary, "status", m.mountpoint]).out.contains("rejected: 1"))
             // For scripts.
             let json = Shell.run([MountHarness.binary, "pending", m.mountpoint, "--json"])
