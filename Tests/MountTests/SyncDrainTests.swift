@@ -199,16 +199,9 @@ import Testing
 extension SyncDrainTests {
     @Test func FS33_pendingShowsEachChangesPathKindAgeAndState() throws {
         let (s, key, file, _) = try setUp()
-        let control = s.root + "/proxy-mode", portFile = s.root + "/proxy-port"
-        func mode(_ m: String) { try? m.write(toFile: control, atomically: true, encoding: .utf8) }
-        mode("pass")
-        let upstream = s.base.split(separator: ":").last.map(String.init) ?? ""
-        let proxy = try #require(Shell.spawn(["python3", MountHarness.repoRoot + "/scripts/testing/fault_proxy.py", upstream, control, portFile],
-                                             stderr: s.root + "/proxy.log"))
-        defer { Shell.killAndReap(proxy) }
-        #expect(MountHarness.eventually { FileManager.default.fileExists(atPath: portFile) })
-        let port = (try? String(contentsOfFile: portFile, encoding: .utf8)) ?? ""
-        try MountHarness.with(options: ["--server", "http://127.0.0.1:\(port)", "--key-file", file]) { m in
+        let proxy = try FaultProxy(in: s)
+        func mode(_ m: String) { proxy.mode(m) }
+        try MountHarness.with(options: ["--server", proxy.url, "--key-file", file]) { m in
             func line(_ path: String) -> String { m.sh("cat .marfafs/pending").stdout.split(separator: "\n").map(String.init).first { $0.hasPrefix(path + "\t") } ?? "" }
             // Held by the server: in flight.
             mode("hang")
@@ -256,19 +249,12 @@ extension SyncDrainTests {
     /// and `marfafs status` show it meanwhile (FS-33).
     @Test func FS33_aLargeUploadReportsItsProgress() throws {
         let (s, key, file, _) = try setUp()
-        let control = s.root + "/proxy-mode", portFile = s.root + "/proxy-port"
         // The first attempt is refused (503): the upload fails and starts again from its first byte.
-        try "503".write(toFile: control, atomically: true, encoding: .utf8)
-        let upstream = s.base.split(separator: ":").last.map(String.init) ?? ""
-        let proxy = try #require(Shell.spawn(["python3", MountHarness.repoRoot + "/scripts/testing/fault_proxy.py", upstream, control, portFile],
-                                             stderr: s.root + "/proxy.log"))
-        defer { Shell.killAndReap(proxy) }
-        #expect(MountHarness.eventually { FileManager.default.fileExists(atPath: portFile) })
-        let port = (try? String(contentsOfFile: portFile, encoding: .utf8)) ?? ""
-        try MountHarness.with(options: ["--server", "http://127.0.0.1:\(port)", "--key-file", file]) { m in
+        let proxy = try FaultProxy(in: s, mode: "503")
+        try MountHarness.with(options: ["--server", proxy.url, "--key-file", file]) { m in
             #expect(m.sh("head -c \(200 << 20) /dev/urandom > vault/big.bin && sha256sum vault/big.bin | cut -d' ' -f1 > ../big.sha").status == 0)
             #expect(MountHarness.eventually(timeout: 30) { m.sh("grep -c blob.upload.failed .marfafs/events").out == "1" }, "\(m.sh("tail -3 .marfafs/events").out)")
-            try "throttle=\(40 << 20)".write(toFile: control, atomically: true, encoding: .utf8)
+            proxy.mode("throttle=\(40 << 20)")
             #expect(MountHarness.eventually(timeout: 30) { m.sh("cat .marfafs/transfers").out.hasPrefix("vault/big.bin\tupload\t") },
                     "\(m.sh("cat .marfafs/transfers; tail -5 .marfafs/events").out)")
             let shown = Shell.run([MountHarness.binary, "status", m.mountpoint]).out
