@@ -36,6 +36,8 @@ public enum VersionOrigin: Sendable {
 extension Store {
     public static let historyKeepPerItem = 50
     public static let historyKeepPerFile = 5
+    /// A file's bytes younger than this when replaced are not kept (a file still being written).
+    public static let historyFileSettleNs: Int64 = 5_000_000_000
     public static let historyKeepDays = 90
     public static let historyKeepAlways = 5
     public static let historyCapBytes: Int64 = 256 << 20
@@ -84,6 +86,9 @@ extension Store {
             let itemID: String = new["id"]
             if TypeSchema.isBlobType(new["type"]) {
                 guard let ref: String = old["blob_ref"], ref != (new["blob_ref"] as String?), (old["size"] as Int64? ?? 0) > 0 else { continue }
+                // A file's bytes that lasted less than a few seconds were a file still being
+                // written (a large copy settles on the way), not a version anyone kept.
+                if now - (old["mtime_ns"] as Int64? ?? 0) < Self.historyFileSettleNs { continue }
                 try db.execute(sql: "INSERT INTO versions(item_id, made_ns, replaced_ns, made_by, blob_ref, size) VALUES (?, ?, ?, ?, ?, ?)",
                                arguments: [itemID, old["mtime_ns"], now, old["made_by"], ref, old["size"]])
             } else {

@@ -39,12 +39,15 @@ extension MountTests {
     @Test func FS33_fileVersionsKeepTheirBytesAndRetentionAndPurgingBoundTheHistory() throws {
         try MountHarness.with { m in
             // A file's versions are its earlier blobs, byte for byte; the newest five are kept.
+            // (Each made an hour ago: bytes replaced within seconds are a file still being written.)
             for i in 1...7 {
-                #expect(m.sh("head -c 300000 /dev/urandom > ../f\(i).bin && cp ../f\(i).bin types/core.file/f.bin && cat .marfafs/status > /dev/null").status == 0)
+                #expect(m.sh("head -c 300000 /dev/urandom > ../f\(i).bin && cp ../f\(i).bin types/core.file/f.bin && touch -d '1 hour ago' types/core.file/f.bin && cat .marfafs/status > /dev/null").status == 0)
             }
+            #expect(m.sh("head -c 300000 /dev/urandom > types/core.file/young.bin && cat .marfafs/status > /dev/null && head -c 300 /dev/urandom > types/core.file/young.bin && cat .marfafs/status > /dev/null && ls history/core.file/young.bin | wc -l").out == "0",
+                    "bytes that lasted a moment are no version")
             let sums = m.sh("cat history/core.file/f.bin/* | sha256sum; cat ../f2.bin ../f3.bin ../f4.bin ../f5.bin ../f6.bin | sha256sum").out.split(separator: "\n")
             #expect(sums.count == 2 && sums[0] == sums[1], "f2 … f6, in order, exact")
-            #expect(m.sql("SELECT count(*) FROM sqlar WHERE sz = 300000") == "6", "f1's blob went with its version")
+            #expect(m.sql("SELECT count(*) FROM sqlar WHERE sz = 300000") == "6", "f1's blob and young.bin's first went")
             // At most 50 versions of an item are kept.
             for i in 1...56 { Self.save(m, "vault/busy.md", "b\(i)") }
             let kept = m.sh("ls history/core.note/busy.md").out.split(separator: "\n").map(String.init)
