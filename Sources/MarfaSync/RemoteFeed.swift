@@ -61,16 +61,18 @@ public actor RemoteFeed {
         }
     }
 
-    /// Waits until `at`, or less: once the queue has reached the server (a mutation sent) a second
-    /// or more into the wait, the server is back and the stream reconnects at once, so changes
-    /// made elsewhere meanwhile are not left waiting out a long backoff.
+    /// Waits until `at`, or less: once the server answers the queue (a mutation sent, or the
+    /// connection online) a second or more into the wait, the server is back and the stream
+    /// reconnects then, so changes made elsewhere meanwhile are not left waiting out a long
+    /// backoff — also when the queue's last answer came just before the stream failed.
     func waitToReconnect(until at: Double) async -> [FeedMachine.Action] {
         let started = Self.now(), sentBefore = status.snapshot.sent
         while !Task.isCancelled {
             let left = at - Self.now()
             if left <= 0 { break }
             try? await Task.sleep(for: .milliseconds(Int64(min(left, 0.25) * 1000)))
-            if Self.now() - started >= 1, status.snapshot.sent != sentBefore { return handle(.serverAnswered) }
+            let s = status.snapshot
+            if Self.now() - started >= 1, s.sent != sentBefore || s.connection == .online { return handle(.serverAnswered) }
         }
         return handle(.tick, at: max(at, Self.now()))
     }
