@@ -62,7 +62,7 @@ extension MountTests {
     }
 }
 
-extension SyncTwoMountsTests {
+extension HistorySyncTests {
     /// A version made on another mount is in the history, and says who made it.
     @Test func FS33_theHistoryHasTheVersionsOtherMountsMade() throws {
         try withPair { p in
@@ -84,7 +84,7 @@ extension SyncTwoMountsTests {
     }
 }
 
-extension SyncTwoMountsTests {
+extension HistorySyncTests {
     /// A mount that was not there when versions were made shows the server's (`GET
     /// /items/{id}/versions`, asked when the history is listed), each once, exact.
     @Test func FS33_theHistoryShowsTheServersVersionsAMountNeverHad() throws {
@@ -109,7 +109,7 @@ extension SyncTwoMountsTests {
     }
 }
 
-extension SyncTwoMountsTests {
+extension HistorySyncTests {
     /// Edits of different lines made offline on two mounts merge; the history keeps each side,
     /// the text they started from and the merge, each exact, the merge marked as one.
     @Test func FS33_aMergeKeepsBothSidesInTheHistory() throws {
@@ -148,4 +148,12 @@ extension SyncTwoMountsTests {
             #expect(now == ["alpha", "beta"], "both texts are files now: \(now)")
         }
     }
+}
+
+/// History across two mounts on one server (SQLite: the PostgreSQL pass of scripts/test runs
+/// `SyncTwoMountsTests`, about the backend, not these).
+@Suite(.serialized) struct HistorySyncTests {
+    func withPair(_ body: (MountPair) throws -> Void) throws { try MountPair.with(body) }
+    func live(_ m: MountHarness) -> Bool { MountHarness.eventually { m.syncStatus["stream"] == .string("live") } }
+    func cat(_ m: MountHarness, _ path: String) -> String { (try? String(contentsOfFile: m.path(path), encoding: .utf8)) ?? "" }
 }
