@@ -25,6 +25,19 @@ extension FileSystem {
         return localRules().isLocal(rel, folder: folder) ? rel : nil
     }
 
+    /// Whether a vault-relative path is one the mount keeps to itself (FS-32): it, or a folder
+    /// above it, is local by the rules in force. A remote's file there is never taken (FS-34).
+    public func keepsLocal(_ path: String) -> Bool {
+        let rules = localRules()
+        let parts = path.split(separator: "/").map(String.init)
+        var at = ""
+        for (i, p) in parts.enumerated() {
+            at = at.isEmpty ? p : at + "/" + p
+            if rules.isLocal(at, folder: i < parts.count - 1) { return true }
+        }
+        return false
+    }
+
     /// The rules in force: the defaults and the vault's `.marfafsignore`, read again when it changes.
     func localRules() -> LocalRules {
         let found: (ino: UInt64, mtime: Int64, size: Int64)? = locked {

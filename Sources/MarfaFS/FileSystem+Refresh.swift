@@ -188,6 +188,19 @@ extension FileSystem {
                                         modified: c.content.contains(id), attributes: c.attributes.contains(id), foldersBefore: folders)
             } catch { log.error("refreshing an item failed", metadata: ["item": "\(id)", "error": "\(error)"]) }
         }
+        // Folders a remote made (FS-34): shown, even while empty.
+        for tag in c.folders.sorted() where !catalog.localTags.contains(tag) {
+            catalog.localTags.insert(tag)
+            out += Self.tagDirPlaces(tag).flatMap { invalidations(($0.0, [$0.1])) }
+        }
+        for tag in c.foldersRemoved.sorted(by: { $0.count > $1.count }) where catalog.localTags.contains(tag) {
+            let f = String(tag.dropFirst(VaultText.folderPrefix.count))
+            guard catalog.subfolders(f).isEmpty, ((try? treeTable(f)?.count) ?? 0) == 0, (catalog.tagActive[tag] ?? 0) == 0 else { continue }
+            catalog.localTags.remove(tag)
+            retireDir(.treeDir(f))
+            retireDir(.tagDir(tag))
+            out += Self.tagDirPlaces(tag).flatMap { invalidations(($0.0, [$0.1])) }
+        }
         for rec in c.edgesRemoved {
             // Found among its source's edges, not by a walk over every edge.
             guard let s = catalog.byID[rec.edge.sourceID],

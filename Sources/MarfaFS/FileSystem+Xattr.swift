@@ -33,9 +33,17 @@ extension FileSystem {
             guard let value = try marfaAttribute(s, key) else { throw FSError(.noData, name) }
             return Array(value.utf8)
         }
+        // What a remote of files says of the file (FS-34: `user.mylifedb.*`), read-only.
+        if name.hasPrefix(Self.remoteAttributePrefix) {
+            guard let v = store.remoteAttributes(itemID: s.item.id)[name] else { throw FSError(.noData, name) }
+            return v
+        }
         guard let v = s.xattrs[name] else { throw FSError(.noData, name) }
         return v
     }
+
+    /// The namespace of the attributes a MyLifeDB server gives (FS-34): the server's, not the user's.
+    static let remoteAttributePrefix = "user.mylifedb."
 
     public func listxattr(_ ino: UInt64) throws -> [String] {
         if LocalFiles.owns(ino) { return try local.listxattr(ino) }
@@ -51,7 +59,7 @@ extension FileSystem {
         if TypeSchema.isBlobType(s.item.type) { names.append("blob") }
         let body = store.type(s.item.type).bodyField
         names += s.item.properties.keys.filter { $0 != body }.sorted().map { "prop." + $0 }
-        return names.map { "user.marfa." + $0 } + s.xattrs.keys.sorted()
+        return names.map { "user.marfa." + $0 } + s.xattrs.keys.sorted() + store.remoteAttributes(itemID: s.item.id).keys.sorted()
     }
 
     /// `setxattr` (§5): tags, favorite, tier, state and properties; other `user.*` names are kept (FS-17).
@@ -59,6 +67,7 @@ extension FileSystem {
     public func setxattr(_ ino: UInt64, name: String, value: [UInt8], create: Bool = false, replace: Bool = false) throws {
         if LocalFiles.owns(ino) { return try local.setxattr(ino, name, value, flags: (create ? 1 : 0) | (replace ? 2 : 0)) }
         guard name.hasPrefix("user.") else { throw FSError(.notSupported, "only user.* attributes are kept") }
+        if name.hasPrefix(Self.remoteAttributePrefix) { throw FSError(.notPermitted, "user.mylifedb.* attributes are the server's") }
         let inv: [Invalidation] = try locked {
             guard case .item(let r) = try node(ino) else { throw FSError(.notPermitted, "attributes belong to item files") }
             // A file being copied over an item (`tar -x` writes attributes between its create and
@@ -179,6 +188,11 @@ extension FileSystem {
             guard let v = try marfaAttribute(s, key) else { throw FSError(.noData, name) }
             return Array(v.utf8)
         }
+        // What a remote of files says of the file (FS-34: `user.mylifedb.*`), read-only.
+        if name.hasPrefix(Self.remoteAttributePrefix) {
+            guard let v = store.remoteAttributes(itemID: s.item.id)[name] else { throw FSError(.noData, name) }
+            return v
+        }
         guard let v = s.xattrs[name] else { throw FSError(.noData, name) }
         return v
     }
@@ -207,6 +221,7 @@ extension FileSystem {
     public func removexattr(_ ino: UInt64, name: String) throws {
         if LocalFiles.owns(ino) { return try local.removexattr(ino, name) }
         guard name.hasPrefix("user.") else { throw FSError(.noData, name) }
+        if name.hasPrefix(Self.remoteAttributePrefix) { throw FSError(.notPermitted, "user.mylifedb.* attributes are the server's") }
         let inv: [Invalidation] = try locked {
             try settleNow()
             guard case .item(let r) = try node(ino) else { throw FSError(.noData, name) }

@@ -184,6 +184,20 @@ enum Schema {
             CREATE INDEX versions_by_blob ON versions(blob_ref) WHERE blob_ref IS NOT NULL;
             CREATE TRIGGER items_versions_purge AFTER DELETE ON items BEGIN DELETE FROM versions WHERE item_id = OLD.id; END;
             """),
+        ("v13-remote-files", """
+            -- FS-34: a remote of files (MyLifeDB): the file each item is there, and the folders it has.
+            CREATE TABLE remote_files(
+              item_id TEXT PRIMARY KEY,
+              path TEXT NOT NULL UNIQUE,
+              hash TEXT NOT NULL,
+              size INTEGER NOT NULL,
+              modified_ms INTEGER NOT NULL,
+              base BLOB,
+              attrs TEXT NOT NULL DEFAULT '{}'
+            );
+            CREATE INDEX remote_files_by_hash ON remote_files(hash);
+            CREATE TABLE remote_folders(path TEXT PRIMARY KEY);
+            """),
     ]
 
     static func insertBuiltInTypes(_ db: Database) throws {

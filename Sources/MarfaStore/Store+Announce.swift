@@ -20,11 +20,16 @@ public struct StoreChanges: Sendable {
     public var staleSaveCopies: [(copy: String, original: String)] = []
     /// Items whose stale local save merged cleanly with a remote change (FS-24).
     public var staleSaveMerges: Set<String> = []
+    /// Folders of the vault's tree a remote made (`folder:` tags kept as local tags: FS-34).
+    public var folders: Set<String> = []
+    /// Empty folders a remote removed.
+    public var foldersRemoved: Set<String> = []
     public init(items: Set<String> = []) { self.items = items }
-    public var isEmpty: Bool { items.isEmpty && content.isEmpty && edgesAdded.isEmpty && edgesRemoved.isEmpty }
+    public var isEmpty: Bool { items.isEmpty && content.isEmpty && edgesAdded.isEmpty && edgesRemoved.isEmpty && folders.isEmpty && foldersRemoved.isEmpty }
     public mutating func formUnion(_ o: StoreChanges) {
         items.formUnion(o.items); content.formUnion(o.content); attributes.formUnion(o.attributes); edgesAdded.formUnion(o.edgesAdded)
         edgesRemoved += o.edgesRemoved; applied += o.applied; skipped += o.skipped; staleSaveCopies += o.staleSaveCopies; staleSaveMerges.formUnion(o.staleSaveMerges)
+        folders.formUnion(o.folders); foldersRemoved.formUnion(o.foldersRemoved)
     }
 }
 

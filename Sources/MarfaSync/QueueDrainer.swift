@@ -4,7 +4,7 @@ import MarfaModel
 import MarfaStore
 import Synchronization
 
-/// Drains the queue to the server (W-5): oldest first, one call per mutation under its own
+/// Drains the queue to the remote (W-5; what it sends is its `RemoteWriter`'s): oldest first, one call per mutation under its own
 /// idempotency key (the same on every retry); network errors, 5xx and 429 wait with jittered
 /// exponential backoff (never less than `Retry-After`) and retry the same mutation; 401 pauses
 /// the queue until the key changes; a 409 leaves the mutation as a conflict; any other refusal
@@ -22,10 +22,13 @@ public actor QueueDrainer {
     var backoff = Backoff()
     var attempt = 0
     let idle: Duration
+    /// What differs between kinds of remote (FS-34): how a mutation is sent.
+    let writer: any RemoteWriter
 
-    public init(store: Store, client: KeyedClient, status: SyncStatus, log: Logger,
+    public init(store: Store, client: KeyedClient, status: SyncStatus, log: Logger, writer: (any RemoteWriter)? = nil,
                 idle: Duration = .milliseconds(50), conflictMode: ConflictMode = .merge, device: String = ProcessInfo.processInfo.hostName) {
         self.store = store; self.keyed = client; self.status = status; self.log = log
+        self.writer = writer ?? MarfaWriter(store: store, status: status)
         self.idle = idle
         self.conflictMode = conflictMode; self.device = device
     }
@@ -152,40 +155,19 @@ public actor QueueDrainer {
         // `.marfafs/pending` shows it in flight while its request is out.
         status.update { _ = $0.inFlight.insert(m.seq) }
         defer { status.update { _ = $0.inFlight.remove(m.seq) } }
-        let request: WireRequest
         let client = keyed.client
-        do {
-            var base: Int64?
-            if m.kind == .update {
-                let known = max(try store.serverVersion(itemID: m.itemID), acknowledgedVersion ?? 0)
-                if case .int(let b)? = m.payload["base_version"], b > known { base = b } else if known > 0 { base = known }
-            }
-            request = try WireRequest.sending(m, baseVersion: base, blob: { try self.store.blobBytes(hash: $0) })
-        } catch {
-            return refuse(m, "cannot send: \(error)")
-        }
-        // A blob's upload reports its progress (`blob.upload.*`, `.marfafs/transfers`).
-        var progress: (@Sendable (Int64) -> Void)?
-        var blobHash: String?
-        if m.kind == .uploadBlob, let hash = m.payload["hash"]?.stringValue, case .bytes(let b, _) = request.body {
-            blobHash = hash
-            status.transferStarted("upload", hash: hash, item: m.itemID, total: Int64(b.count), restarted: m.attempts > 0)
-            let status = status
-            progress = { status.transferProgress(hash: hash, done: $0) }
-        }
-        do {
-            let resp: WireResponse
-            do { resp = try await client.call(request, progress: progress) } catch {
-                if let blobHash { status.transferEnded(hash: blobHash, error: "\(error)") }
-                throw error
-            }
-            if let blobHash { status.transferEnded(hash: blobHash, error: nil) }
-            let json = resp.json
-            let version: Int64? = { if case .int(let v)? = json["item"]?.objectValue?["version"] { return v }; return nil }()
+        switch await writer.push(m, acknowledgedVersion: acknowledgedVersion, client: client) {
+        case .acked(let a):
             attempt = 0
             status.record("mutation.sent", ["mutation": .string(m.id), "kind": .string(m.kind.rawValue), "item": .string(m.itemID)])
-            return .acked(Acknowledgement(seq: m.seq, itemID: m.itemID, serverVersion: version, answer: RemoteWire.envelope(json)))
-        } catch let f as WireFailure {
+            return .acked(a)
+        case .settled(let c):
+            attempt = 0
+            status.update { $0.connection = .online; $0.lastError = nil }
+            return .done(c)
+        case .unsendable(let reason):
+            return refuse(m, reason)
+        case .failed(let f):
             switch f {
             case _ where f.isRetryable:
                 try? store.retryLater(seq: m.seq, error: f.description)
@@ -201,8 +183,6 @@ public actor QueueDrainer {
             default:
                 return refuse(m, f.description)
             }
-        } catch {
-            return refuse(m, "\(error)")
         }
     }
 
@@ -211,7 +191,7 @@ public actor QueueDrainer {
     func probe() async {
         let client = keyed.client
         do {
-            try await client.call(WireRequest(method: "GET", path: "/tenants/current"))
+            try await writer.probe(client)
             status.update { $0.connection = .online; $0.lastError = nil }
         } catch let f as WireFailure {
             if case .unauthorized = f {

@@ -4,9 +4,24 @@ import MarfaModel
 import MarfaStore
 import Synchronization
 
+/// What the mount asks of its remote, whatever its kind (FS-34): the store, the queue, the
+/// filesystem, merges and conflicted copies are shared; a kind of remote brings how it is sent
+/// to (a `RemoteWriter` for the shared `QueueDrainer`), how it is followed, and how a file's bytes
+/// and earlier versions are fetched. `SyncEngine` is a Marfa server's; `MyLifeDBEngine` a
+/// MyLifeDB server's.
+public protocol SyncRemote: AnyObject, Sendable {
+    var status: SyncStatus { get }
+    func start()
+    func stop()
+    /// Fetches blob `hash` into the store's cache, blocking the caller for at most `timeout` s.
+    func fetchBlob(_ hash: String, timeout: Double) -> Bool
+    /// The versions the remote keeps of an item (nil: it cannot say).
+    func fetchVersions(_ itemID: String, timeout: Double) -> [JSONValue]?
+}
+
 /// The sync engine of a mount: the queue drainer (ours to the server), the remote feed (the
 /// server's to us) and the blob fetcher (FS-11), sharing one status. Async, off the FUSE threads.
-public final class SyncEngine: Sendable {
+public final class SyncEngine: SyncRemote {
     public let status: SyncStatus
     let drainer: QueueDrainer
     let feed: RemoteFeed

@@ -11,6 +11,14 @@ public struct Credential: Sendable, CustomStringConvertible {
     let token: String
     public var description: String { "marfa key …\(token.suffix(4))" }
 
+    /// A password (a MyLifeDB server's, FS-34) may hold spaces: only the line's end is cut.
+    public init(password: String) throws {
+        var p = Substring(password)
+        while let last = p.last, last == "\n" || last == "\r" { p = p.dropLast() }
+        guard !p.isEmpty else { throw CredentialError("the password is empty") }
+        token = String(p)
+    }
+
     public init(token: String) throws {
         let t = token.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !t.isEmpty, !t.contains(where: { $0.isWhitespace || $0.isNewline }) else { throw CredentialError("the key is empty or contains spaces") }
@@ -18,14 +26,14 @@ public struct Credential: Sendable, CustomStringConvertible {
     }
 
     /// From `path`, refusing a file that group or others may read (like ssh does).
-    public static func file(_ path: String) throws -> Credential {
+    public static func file(_ path: String, password: Bool = false) throws -> Credential {
         var st = stat()
         guard stat(path, &st) == 0 else { throw CredentialError("cannot read the key file \(path): \(String(cString: strerror(errno)))") }
         guard st.st_mode & 0o077 == 0 else {
             throw CredentialError("the key file \(path) is readable by others (mode \(String(st.st_mode & 0o777, radix: 8))); chmod 600 it")
         }
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw CredentialError("cannot read the key file \(path)") }
-        return try Credential(token: text)
+        return password ? try Credential(password: text) : try Credential(token: text)
     }
 
     public static func environment(_ name: String = "MARFAFS_KEY") throws -> Credential? {
@@ -118,17 +126,23 @@ public enum WireFailure: Error, Sendable, CustomStringConvertible {
 /// HTTP to a Marfa-compatible server (async-http-client). Calls and the event stream use
 /// separate clients, so a long-lived stream never holds up a call.
 public final class WireClient: Sendable {
+    /// How the credential is presented: a Marfa key as a bearer token (W-2); a MyLifeDB password
+    /// as HTTP Basic, or, once the server gave one (`useSession`), its session cookie.
+    public enum Scheme: Sendable { case bearer, basic }
     public let baseURL: String
     let credential: Credential
+    let scheme: Scheme
+    let session = Mutex<String?>(nil)
     let calls: HTTPClient
     let stream: HTTPClient
     let timeout: TimeAmount
 
     /// `connect` bounds how long an unreachable server takes to count as a network failure
     /// (the client keeps retrying a refused connection until then).
-    public init(baseURL: String, credential: Credential, timeout: TimeAmount = .seconds(30), connect: TimeAmount = .seconds(3)) {
+    public init(baseURL: String, credential: Credential, scheme: Scheme = .bearer, timeout: TimeAmount = .seconds(30), connect: TimeAmount = .seconds(3)) {
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.credential = credential
+        self.scheme = scheme
         self.timeout = timeout
         var config = HTTPClient.Configuration()
         config.timeout.connect = connect
@@ -140,6 +154,12 @@ public final class WireClient: Sendable {
         stream = HTTPClient(eventLoopGroupProvider: .singleton, configuration: config)
     }
 
+    /// From now on, the server's session (a cookie) stands for the credential.
+    public func useSession(_ id: String) { session.withLock { $0 = id } }
+
+    /// The credential's secret, for a login call.
+    var secret: String { credential.token }
+
     public func shutdown() async {
         try? await calls.shutdown()
         try? await stream.shutdown()
@@ -148,9 +168,14 @@ public final class WireClient: Sendable {
     func httpRequest(_ r: WireRequest) -> HTTPClientRequest {
         var req = HTTPClientRequest(url: baseURL + r.path)
         req.method = HTTPMethod(rawValue: r.method)
-        req.headers.add(name: "Authorization", value: "Bearer \(credential.token)")
+        switch (scheme, session.withLock { $0 }) {
+        case (.bearer, _): req.headers.add(name: "Authorization", value: "Bearer \(credential.token)")
+        case (.basic, let s?): req.headers.add(name: "Cookie", value: "session=\(s)")
+        case (.basic, nil): req.headers.add(name: "Authorization", value: "Basic " + Data("marfafs:\(credential.token)".utf8).base64EncodedString())
+        }
         req.headers.add(name: "Accept", value: "application/json")
         if let k = r.idempotencyKey { req.headers.add(name: "Idempotency-Key", value: k) }
+        for (k, v) in r.headers { req.headers.replaceOrAdd(name: k, value: v) }
         switch r.body {
         case .none: break
         case .json(let o):
@@ -218,8 +243,8 @@ public final class WireClient: Sendable {
 
     /// The same stream, as the frames each read from the network brought: a burst of events
     /// arrives as one batch, which the caller can apply in one transaction.
-    public func eventBatches(query: String = "", lastEventID: String?) -> AsyncThrowingStream<[SSEItem], Error> {
-        var req = httpRequest(WireRequest(method: "GET", path: "/events" + query))
+    public func eventBatches(query: String = "", lastEventID: String?, path: String = "/events") -> AsyncThrowingStream<[SSEItem], Error> {
+        var req = httpRequest(WireRequest(method: "GET", path: path + query))
         req.headers.replaceOrAdd(name: "Accept", value: "text/event-stream")
         if let lastEventID { req.headers.add(name: "Last-Event-ID", value: lastEventID) }
         let client = stream, request = req
@@ -253,11 +278,12 @@ public final class WireClient: Sendable {
 public final class KeyedClient: Sendable {
     public let baseURL: String
     let load: @Sendable () throws -> Credential
+    let scheme: WireClient.Scheme
     private let current: Mutex<(credential: Credential, client: WireClient)>
 
-    public init(baseURL: String, credential: Credential, load: @escaping @Sendable () throws -> Credential) {
-        self.baseURL = baseURL; self.load = load
-        current = Mutex((credential, WireClient(baseURL: baseURL, credential: credential)))
+    public init(baseURL: String, credential: Credential, scheme: WireClient.Scheme = .bearer, load: @escaping @Sendable () throws -> Credential) {
+        self.baseURL = baseURL; self.load = load; self.scheme = scheme
+        current = Mutex((credential, WireClient(baseURL: baseURL, credential: credential, scheme: scheme)))
     }
 
     public var client: WireClient { current.withLock { $0.client } }
@@ -270,7 +296,7 @@ public final class KeyedClient: Sendable {
                 if cur.client !== refused { return (true, nil) }
                 guard let fresh = try? load(), fresh.token != cur.credential.token else { return (false, nil) }
                 let old = cur.client
-                cur = (fresh, WireClient(baseURL: baseURL, credential: fresh))
+                cur = (fresh, WireClient(baseURL: baseURL, credential: fresh, scheme: scheme))
                 return (true, old)
             }
             if let old { await old.shutdown() }

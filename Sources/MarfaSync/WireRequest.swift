@@ -16,6 +16,8 @@ public struct WireRequest: Sendable, Equatable {
     public var idempotencyKey: String?
     /// A 404 is what the call wanted (deleting what is already gone): `call` takes it as done.
     public var goneIsDone = false
+    /// Headers of this call besides the credential's (`Range`).
+    public var headers: [String: String] = [:]
 
     public init(method: String, path: String, body: Body = .none, idempotencyKey: String? = nil) {
         self.method = method; self.path = path; self.body = body; self.idempotencyKey = idempotencyKey

@@ -11,6 +11,8 @@ public final class MountHarness: @unchecked Sendable {
     public private(set) var mounted = false
     /// Extra `marfafs mount` options (e.g. `--server URL --key-file FILE`).
     public var mountOptions: [String] = []
+    /// Environment variables for the daemon (e.g. `MARFAFS_RESCAN_SECONDS`).
+    public var environment: [String: String] = [:]
 
     public init(store: String? = nil) throws {
         let base = ProcessInfo.processInfo.environment["MARFAFS_TEST_ROOT"] ?? (NSTemporaryDirectory() + "marfafs-tests")
@@ -33,7 +35,8 @@ public final class MountHarness: @unchecked Sendable {
     }
 
     public func mount() throws {
-        let r = Shell.run([Self.binary, "mount", mountpoint, "--store", store] + mountOptions)
+        let env = environment.isEmpty ? [] : ["/usr/bin/env"] + environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+        let r = Shell.run(env + [Self.binary, "mount", mountpoint, "--store", store] + mountOptions)
         guard r.status == 0 else { throw HarnessError("mount failed (\(r.status)): \(r.stderr)\(r.stdout)") }
         mounted = true
     }

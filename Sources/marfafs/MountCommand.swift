@@ -25,10 +25,10 @@ struct MountCommand: ParsableCommand {
     @Flag(name: .long, help: "Log every operation that fails, and more.")
     var verbose = false
 
-    @Option(name: .long, help: "A Marfa-compatible server (e.g. http://127.0.0.1:8600) to send the queue to. Default: none (local only).")
+    @Option(name: .long, help: "The server to sync with: a Marfa-compatible server (http://127.0.0.1:8600), or a MyLifeDB server (mylifedb+http://127.0.0.1:12345). Default: none (local only).")
     var server: String?
 
-    @Option(name: .long, help: "The file holding the server's API key (mode 0600). Default: the MARFAFS_KEY environment variable.")
+    @Option(name: .long, help: "The file holding the server's API key, or a MyLifeDB server's password (mode 0600). Default: the MARFAFS_KEY environment variable.")
     var keyFile: String?
 
     @Option(name: .long, help: "How a conflict with the server is settled: merge (three-way merge of text, a conflicted copy only when edits overlap), keep-both (always a conflicted copy), or manual (held for the next save).")
@@ -53,11 +53,22 @@ struct MountCommand: ParsableCommand {
     func credential() throws -> Credential? {
         guard server != nil else { return nil }
         do {
-            if let keyFile { return try Credential.file(Paths.absolute(keyFile)) }
-            guard let c = try Credential.environment() else { throw CLIError("--server needs a key: --key-file FILE (mode 0600) or MARFAFS_KEY") }
+            if let keyFile { return try Credential.file(Paths.absolute(keyFile), password: isMyLifeDB) }
+            if isMyLifeDB, let p = ProcessInfo.processInfo.environment["MARFAFS_KEY"] { return try Credential(password: p) }
+            guard let c = try Credential.environment() else {
+                // A MyLifeDB server without password auth takes any password.
+                if isMyLifeDB { return try Credential(password: "-") }
+                throw CLIError("--server needs a key: --key-file FILE (mode 0600) or MARFAFS_KEY")
+            }
             return c
         } catch let e as CredentialError { throw CLIError(e.description) }
     }
+
+    static let myLifeDBScheme = "mylifedb+"
+    /// `--server mylifedb+http://…` (FS-34).
+    var isMyLifeDB: Bool { server?.hasPrefix(Self.myLifeDBScheme) ?? false }
+    /// The server's own URL (`mylifedb+` taken off).
+    var serverURL: String? { server.map { isMyLifeDB ? String($0.dropFirst(Self.myLifeDBScheme.count)) : $0 } }
 
     /// Takes `-o` into the options, and becomes the user it names.
     mutating func applyOptions() throws {
@@ -80,9 +91,9 @@ struct MountCommand: ParsableCommand {
         do { try applyOptions() } catch let e as CLIError { fail(e) }
         let mnt = Paths.absolute(mountpoint)
         do {
-            if let server {
+            if let server = serverURL {
                 guard let u = URL(string: server), ["http", "https"].contains(u.scheme ?? ""), u.host != nil else {
-                    throw CLIError("--server must be an http(s) URL, e.g. http://127.0.0.1:8600")
+                    throw CLIError("--server must be an http(s) URL, e.g. http://127.0.0.1:8600, or mylifedb+http(s)://HOST:PORT for a MyLifeDB server")
                 }
                 _ = try credential()
                 guard ConflictMode(rawValue: conflict) != nil else {
@@ -116,7 +127,10 @@ struct MountCommand: ParsableCommand {
         }
         store.device.withLock { [device] in $0 = device ?? ProcessInfo.processInfo.hostName }
         // A store keeps its queue's payloads only once a server has seen it (FS-28).
-        if let server {
+        if isMyLifeDB, let server {
+            let queued = try store.useFileRemote(server: server)
+            if queued > 0 { log.info("first mount with a MyLifeDB server: the local store's files are queued", metadata: ["files": "\(queued)"]) }
+        } else if let server {
             let queued = try store.bind(server: server)
             if queued > 0 { log.info("first mount with a server: the local store's items are queued", metadata: ["mutations": "\(queued)"]) }
         } else {
@@ -125,30 +139,7 @@ struct MountCommand: ParsableCommand {
         let fuse = FuseMount(fs: fs, mountpoint: mnt, logger: log, allowOther: allowOther, readOnly: readOnly, source: storeOption.path)
         try fuse.mount()
         // The sync engine: drains the queue to the server, off the FUSE threads.
-        var engine: SyncEngine?
-        if let server, let key = try credential() {
-            let reload: @Sendable () throws -> Credential = { [keyFile] in
-                if let keyFile { return try Credential.file(Paths.absolute(keyFile)) }
-                return try Credential.environment() ?? key
-            }
-            let silence = ProcessInfo.processInfo.environment["MARFAFS_STREAM_SILENCE_SECONDS"].flatMap(Double.init) ?? 60
-            let sync = SyncEngine(store: store, baseURL: server, credential: key, log: Logger(label: "marfafs.sync"),
-                                  conflictMode: ConflictMode(rawValue: conflict) ?? .merge, device: device ?? ProcessInfo.processInfo.hostName,
-                                  silence: silence, loadCredential: reload)
-            let status = sync.status
-            status.pathOf.withLock { $0 = { [weak fs] id in fs?.pathOfItem(id) } }
-            fs.syncStatus = { status.snapshot }
-            fs.syncEvents = { status.eventLines }
-            fs.fetchBlob = { sync.fetchBlob($0) }
-            fs.fetchVersions = { sync.fetchVersions($0) }
-            fs.onStaleSave = { item, copy in
-                status.record(copy == nil ? "stale_save.merged" : "stale_save.copied",
-                              copy.map { ["item": .string(item), "copy": .string($0)] } ?? ["item": .string(item)])
-            }
-            sync.start()
-            engine = sync
-            log.info("syncing", metadata: ["server": "\(server)", "key": "\(key)"])
-        }
+        let engine = try startSync(fs: fs, store: store)
         let count = fs.itemCount
         log.info("mounted", metadata: ["mountpoint": "\(mnt)", "store": "\(storeOption.path)", "items": "\(count)"])
         // Under systemd (Type=notify): READY=1 once the mount answers, STATUS=, WATCHDOG=1, STOPPING=1.
@@ -173,6 +164,44 @@ struct MountCommand: ParsableCommand {
         try? store.syncDurably()
         log.info("unmounted", metadata: ["mountpoint": "\(mnt)"])
         withExtendedLifetime(lock) {}
+    }
+
+    /// The sync engine for `--server` (a Marfa server's, or a MyLifeDB server's: FS-34), started,
+    /// with what the filesystem asks of it; nil without a server.
+    func startSync(fs: FileSystem, store: Store) throws -> (any SyncRemote)? {
+        if let server, let url = serverURL, let key = try credential() {
+            let reload: @Sendable () throws -> Credential = { [keyFile, isMyLifeDB] in
+                if let keyFile { return try Credential.file(Paths.absolute(keyFile), password: isMyLifeDB) }
+                return try Credential.environment() ?? key
+            }
+            let label = device ?? ProcessInfo.processInfo.hostName
+            let sync: any SyncRemote
+            if isMyLifeDB {
+                let rescan = ProcessInfo.processInfo.environment["MARFAFS_RESCAN_SECONDS"].flatMap(Double.init) ?? 60
+                sync = MyLifeDBEngine(store: store, baseURL: url, password: key, log: Logger(label: "marfafs.sync"), device: label,
+                                      rescan: rescan, isLocalOnly: { [weak fs] path in fs?.keepsLocal(path) ?? false },
+                                      loadCredential: reload)
+            } else {
+                let silence = ProcessInfo.processInfo.environment["MARFAFS_STREAM_SILENCE_SECONDS"].flatMap(Double.init) ?? 60
+                sync = SyncEngine(store: store, baseURL: url, credential: key, log: Logger(label: "marfafs.sync"),
+                                  conflictMode: ConflictMode(rawValue: conflict) ?? .merge, device: label,
+                                  silence: silence, loadCredential: reload)
+            }
+            let status = sync.status
+            status.pathOf.withLock { $0 = { [weak fs] id in fs?.pathOfItem(id) } }
+            fs.syncStatus = { status.snapshot }
+            fs.syncEvents = { status.eventLines }
+            fs.fetchBlob = { sync.fetchBlob($0, timeout: 120) }
+            fs.fetchVersions = { sync.fetchVersions($0, timeout: 5) }
+            fs.onStaleSave = { item, copy in
+                status.record(copy == nil ? "stale_save.merged" : "stale_save.copied",
+                              copy.map { ["item": .string(item), "copy": .string($0)] } ?? ["item": .string(item)])
+            }
+            sync.start()
+            Logger(label: "marfafs.fuse").info("syncing", metadata: ["server": "\(server)", "key": "\(isMyLifeDB ? "password" : key.description)"])
+            return sync
+        }
+        return nil
     }
 
     /// Starts `marfafs mount --foreground` in a new session and waits for the mount to appear.

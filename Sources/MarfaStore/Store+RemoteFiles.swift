@@ -1,0 +1,459 @@
+import Foundation
+import GRDB
+import MarfaLayout
+import MarfaModel
+
+/// A remote that keeps files by path rather than items by id (a MyLifeDB server, FS-34). The store
+/// keeps, for every item the remote has, the file it is there (`remote_files`: its path, the hash
+/// and time the remote last gave, and for a text the bytes both sides last agreed on: the base a
+/// concurrent edit is merged against). A queued mutation of such a store carries no payload (as a
+/// local-only store's): it says only that the item changed, and the sync engine sends the item's
+/// state as it is when its turn comes (`fileState`). What the remote changed is applied here
+/// (`applyRemoteFile`, `applyRemoteMove`, `applyRemoteRemoval`) without queueing anything.
+
+/// A file as the remote describes it.
+public struct RemoteFile: Sendable, Equatable {
+    public var path: String
+    public var size: Int64
+    public var modifiedMs: Int64
+    /// SHA-256, lowercase hex (nil: not asked for yet).
+    public var hash: String?
+    /// What the remote says of the file besides its bytes, shown as extended attributes
+    /// (`user.<namespace>.<key>`).
+    public var attributes: [String: String]
+    public init(path: String, size: Int64, modifiedMs: Int64, hash: String? = nil, attributes: [String: String] = [:]) {
+        self.path = path; self.size = size; self.modifiedMs = modifiedMs; self.hash = hash; self.attributes = attributes
+    }
+}
+
+/// What the store knows of an item's file on the remote.
+public struct KnownFile: Sendable, Equatable {
+    public var itemID: String
+    public var path: String
+    public var hash: String
+    public var size: Int64
+    public var modifiedMs: Int64
+    /// A text's bytes as both sides last had them (nil for other files).
+    public var base: [UInt8]?
+}
+
+/// An item's file as the store holds it now: what the remote must be made to hold.
+public struct FileState: Sendable {
+    public var itemID: String
+    /// Its place in the vault's tree; nil when it has none there any more (trashed, purged).
+    public var path: String?
+    public var isText: Bool
+    public var isSymlink: Bool
+    public var hash: String
+    public var size: Int64
+    public var mtimeNs: Int64
+    /// The file's tags besides its folder (a conflicted copy keeps them).
+    public var tags: [String]
+    /// The newest of the item's queued mutations when this state was read: sending this state
+    /// sends them all.
+    public var queuedUpTo: Int64
+}
+
+/// A file's bytes from the remote: fetched whole, or (a large file) named by its hash and fetched
+/// when read.
+public enum RemoteBody: Sendable {
+    case bytes([UInt8])
+    case blob(hash: String, size: Int64)
+}
+
+extension Store {
+    static let filesRemoteKey = "files_remote"
+
+    /// The mount follows a remote of files at `server`: the queue keeps no payloads, and items the
+    /// remote does not have yet (a store used before without it) are queued once, to be sent.
+    /// Returns how many were queued.
+    @discardableResult
+    public func useFileRemote(server: String) throws -> Int {
+        localOnly.withLock { $0 = true }
+        return try write { db -> Int in
+            let before = try Self.meta(db, Self.filesRemoteKey)
+            try Self.setMeta(db, "server", server)
+            try db.run("DELETE FROM meta WHERE key = 'local_only'")
+            guard before == nil else { return 0 }
+            try Self.setMeta(db, Self.filesRemoteKey, server)
+            try db.run("""
+                INSERT INTO mutations(id, idempotency_key, kind, item_id, payload, created_at)
+                SELECT lower(hex(randomblob(16))), lower(hex(randomblob(16))), 'update', id, '{}', ? FROM items
+                WHERE state = 'active' AND id NOT IN (SELECT item_id FROM remote_files)
+                  AND id NOT IN (SELECT item_id FROM mutations)
+                """, [Timestamp.now()])
+            return db.changesCount
+        }
+    }
+
+    // MARK: what is known of the remote
+
+    public func knownFiles() throws -> [KnownFile] {
+        try pool.read { db in try Row.fetchAll(db, sql: "SELECT * FROM remote_files").map(Self.known) }
+    }
+
+    public func knownFile(itemID: String) throws -> KnownFile? {
+        try pool.read { db in try db.row("SELECT * FROM remote_files WHERE item_id = ?", [itemID]).map(Self.known) }
+    }
+
+    public func knownFile(path: String) throws -> KnownFile? {
+        try pool.read { db in try db.row("SELECT * FROM remote_files WHERE path = ?", [path]).map(Self.known) }
+    }
+
+    /// The remote file whose bytes are blob `hash` (a large file fetched when read).
+    public func knownFile(blob hash: String) throws -> KnownFile? {
+        guard hash.hasPrefix(BlobHash.prefix) else { return nil }
+        return try pool.read { db in try db.row("SELECT * FROM remote_files WHERE hash = ? LIMIT 1", [String(hash.dropFirst(BlobHash.prefix.count))]).map(Self.known) }
+    }
+
+    static func known(_ r: Row) -> KnownFile {
+        KnownFile(itemID: r["item_id"], path: r["path"], hash: r["hash"], size: r["size"], modifiedMs: r["modified_ms"],
+                  base: (r["base"] as Data?).map { [UInt8]($0) })
+    }
+
+    /// Folders the remote has.
+    public func knownFolders() throws -> Set<String> {
+        try pool.read { db in Set(try String.fetchAll(db, sql: "SELECT path FROM remote_folders")) }
+    }
+
+    public func setKnownFolders(adding: [String], removing: [String]) throws {
+        guard !adding.isEmpty || !removing.isEmpty else { return }
+        try write { db in
+            for p in adding { try db.run("INSERT OR IGNORE INTO remote_folders(path) VALUES (?)", [p]) }
+            for p in removing { try db.run("DELETE FROM remote_folders WHERE path = ?", [p]) }
+        }
+    }
+
+    /// Every folder of the vault's tree here: those holding an active item, those kept while empty,
+    /// and the folders above them.
+    public func treeFolders() throws -> Set<String> {
+        let tags = try pool.read { db in
+            try String.fetchAll(db, sql: """
+                SELECT DISTINCT tags.tag FROM tags JOIN items ON items.id = tags.item_id
+                WHERE tags.tag LIKE 'folder:%' AND items.state = 'active'
+                UNION SELECT tag FROM local_tags WHERE tag LIKE 'folder:%'
+                """)
+        }
+        var out = Set<String>()
+        for t in tags {
+            var f = Substring(t.dropFirst(VaultText.folderPrefix.count))
+            while !f.isEmpty, out.insert(String(f)).inserted {
+                guard let i = f.lastIndex(of: "/") else { break }
+                f = f[..<i]
+            }
+        }
+        return out
+    }
+
+    /// Folders the remote has, shown in the vault's tree even while empty.
+    @discardableResult
+    public func addRemoteFolders(_ folders: [String]) throws -> StoreChanges {
+        guard !folders.isEmpty else { return StoreChanges() }
+        return try published { try write { db in
+            var out = StoreChanges()
+            for f in folders where !f.isEmpty {
+                let tag = VaultText.folderPrefix + f
+                guard Self.isLocalTag(tag) else { continue }
+                try db.run("INSERT OR IGNORE INTO local_tags(tag) VALUES (?)", [tag])
+                if db.changesCount > 0 { out.folders.insert(tag) }
+            }
+            return out
+        } }
+    }
+
+    /// Folders the remote removed: those left empty here go from the tree (deepest first).
+    @discardableResult
+    public func removeRemoteFolders(_ folders: [String]) throws -> StoreChanges {
+        guard !folders.isEmpty else { return StoreChanges() }
+        return try published { try write { db in
+            var out = StoreChanges()
+            for f in folders.sorted(by: { $0.count > $1.count }) where !f.isEmpty {
+                let tag = VaultText.folderPrefix + f
+                let held = try db.exists("""
+                    SELECT 1 FROM tags JOIN items ON items.id = tags.item_id
+                    WHERE (tags.tag = ? OR tags.tag LIKE ? ESCAPE '\\') AND items.state = 'active' LIMIT 1
+                    """, [tag, Self.likePrefix(tag + "/")])
+                    || db.exists("SELECT 1 FROM local_tags WHERE tag LIKE ? ESCAPE '\\' LIMIT 1", [Self.likePrefix(tag + "/")])
+                if held { continue }
+                try db.run("DELETE FROM local_tags WHERE tag = ?", [tag])
+                if db.changesCount > 0 { out.foldersRemoved.insert(tag) }
+            }
+            return out
+        } }
+    }
+
+    static func likePrefix(_ s: String) -> String {
+        s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_") + "%"
+    }
+
+    /// The remote's extended attributes of an item (`user.<namespace>.<key>` → value).
+    public func remoteAttributes(itemID: String) -> [String: [UInt8]] {
+        guard let text = try? pool.read({ db in try String.fetchOne(db, sql: "SELECT attrs FROM remote_files WHERE item_id = ?", arguments: [itemID]) }) else { return [:] }
+        var out: [String: [UInt8]] = [:]
+        for (k, v) in JSONCoding.object(from: text) { if let s = v.stringValue { out[k] = Array(s.utf8) } }
+        return out
+    }
+
+    // MARK: the item's side
+
+    /// Items changed here with something to send, oldest first.
+    public func fileState(itemID: String) throws -> FileState? {
+        try pool.read { db in
+            guard let r = try db.row("SELECT rowid FROM items WHERE id = ?", [itemID]), let cur = try Self.fetchItem(db, rowid: r[0]) else { return nil }
+            let t = type(cur.item.type)
+            let isText = !TypeSchema.isBlobType(t.id)
+            let hash: String
+            if isText {
+                hash = String(BlobHash.of(try currentBytes(db, cur)).dropFirst(BlobHash.prefix.count))
+            } else {
+                hash = String((cur.item.properties["blob_ref"]?.stringValue ?? "").dropFirst(BlobHash.prefix.count))
+            }
+            let tags = try Self.tags(db, itemID)
+            var path: String?
+            if cur.item.state == .active {
+                let folder = tags.filter { $0.hasPrefix(VaultText.folderPrefix) }.min().map { String($0.dropFirst(VaultText.folderPrefix.count)) } ?? ""
+                let name = cur.fileName ?? Names.compose(stem: cur.stem, ext: cur.ext)
+                path = folder.isEmpty ? name : folder + "/" + name
+            }
+            let upTo = try Int64.fetchOne(db, sql: "SELECT max(seq) FROM mutations WHERE item_id = ?", arguments: [itemID]) ?? 0
+            return FileState(itemID: itemID, path: path, isText: isText, isSymlink: cur.mode == Self.symlinkMode, hash: hash,
+                             size: cur.size, mtimeNs: cur.mtimeNs, tags: tags.filter { !$0.hasPrefix(VaultText.folderPrefix) }, queuedUpTo: upTo)
+        }
+    }
+
+    /// The bytes of an item's file now (a text's, or its cached blob's).
+    public func fileBytes(itemID: String) throws -> [UInt8] {
+        try pool.read { db in
+            guard let r = try db.row("SELECT rowid FROM items WHERE id = ?", [itemID]), let cur = try Self.fetchItem(db, rowid: r[0]) else {
+                throw StoreError.notFound("item \(itemID)")
+            }
+            return try currentBytes(db, cur)
+        }
+    }
+
+    /// The remote took the item's file as `f` (`base`: its bytes, for a text): its mutations up to
+    /// `seq` leave the queue, and the item counts as synced once nothing of it is left to send.
+    public func filePushed(itemID: String, upTo seq: Int64, file f: RemoteFile?, base: [UInt8]?) throws {
+        try write { db in
+            try db.run("DELETE FROM mutations WHERE item_id = ? AND seq <= ? AND state != 'rejected'", [itemID, seq])
+            if let f {
+                try remember(db, itemID: itemID, f, base: base)
+                try db.run("UPDATE items SET version = max(version, 1) WHERE id = ?", [itemID])
+            } else {
+                try db.run("DELETE FROM remote_files WHERE item_id = ?", [itemID])
+            }
+            if try !db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND state != 'rejected'", [itemID]) {
+                try db.run("UPDATE items SET sync = 'synced', sync_error = NULL WHERE id = ? AND sync = 'pending'", [itemID])
+            }
+        }
+    }
+
+    func remember(_ db: Database, itemID: String, _ f: RemoteFile, base: [UInt8]?) throws {
+        try db.run("DELETE FROM remote_files WHERE path = ? AND item_id != ?", [f.path, itemID])
+        // Sent from here, the file has no description from the server yet: it keeps the last one,
+        // with the hash it now has.
+        var attrs = f.attributes.mapValues(JSONValue.string)
+        if attrs.isEmpty {
+            attrs = JSONCoding.object(from: try String.fetchOne(db, sql: "SELECT attrs FROM remote_files WHERE item_id = ?", arguments: [itemID]) ?? "{}")
+            if let h = f.hash, attrs["user.mylifedb.hash"] != nil { attrs["user.mylifedb.hash"] = .string(h) }
+        }
+        try db.run("""
+            INSERT INTO remote_files(item_id, path, hash, size, modified_ms, base, attrs) VALUES (?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(item_id) DO UPDATE SET path = excluded.path, hash = excluded.hash, size = excluded.size,
+              modified_ms = excluded.modified_ms, base = excluded.base, attrs = excluded.attrs
+            """, [itemID, f.path, f.hash ?? "", f.size, f.modifiedMs, base.map { Data($0) }, JSONCoding.encode(attrs)])
+    }
+
+    /// Only the remote's description of a file changed (its attributes, its time), not its bytes.
+    public func noteRemoteFile(_ f: RemoteFile) throws -> StoreChanges {
+        try published { try write { db in
+            var out = StoreChanges()
+            guard let id = try String.fetchOne(db, sql: "SELECT item_id FROM remote_files WHERE path = ?", arguments: [f.path]) else { return out }
+            let before = try String.fetchOne(db, sql: "SELECT attrs FROM remote_files WHERE item_id = ?", arguments: [id])
+            try db.run("UPDATE remote_files SET modified_ms = ?, size = ?, attrs = ? WHERE item_id = ?",
+                       [f.modifiedMs, f.size, JSONCoding.encode(f.attributes.mapValues(JSONValue.string)), id])
+            if before != JSONCoding.encode(f.attributes.mapValues(JSONValue.string)) { out.attributes.insert(id); out.items.insert(id) }
+            return out
+        } }
+    }
+
+    // MARK: the remote's side
+
+    /// The remote's file `f` with `body`, as the item at its path (a new one if none): taken unless
+    /// the item has changes of its own still to send (those win until they are sent; the sending
+    /// merges). Nothing is queued. A text's file keeps its bytes exactly.
+    public func applyRemoteFile(_ f: RemoteFile, body: RemoteBody, device: String? = nil) throws -> StoreChanges {
+        try published { try write { db in
+            var out = StoreChanges()
+            changesCome(from: .remote)
+            let known = try db.row("SELECT item_id FROM remote_files WHERE path = ?", [f.path]).map { $0[0] as String }
+            let base: [UInt8]? = { if case .bytes(let b) = body, !Self.isBlobPath(f.path) { return b }; return nil }()
+            let mtime = f.modifiedMs * 1_000_000
+            if let id = known, let r = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]) {
+                if try keepsLocal(db, r, id) { out.skipped += 1; return out }
+                guard var cur = try Self.fetchItem(db, rowid: r[0]) else { return out }
+                if cur.item.state != .active {
+                    try db.run("UPDATE items SET state = 'active' WHERE rowid = ?", [cur.rowid])
+                    cur = try Self.fetchItem(db, rowid: cur.rowid)!
+                }
+                try replaceBytes(db, cur, body: body, mtimeNs: mtime)
+                try remember(db, itemID: id, f, base: base)
+                out.items.insert(id); out.content.insert(id); out.applied += 1
+                return out
+            }
+            let (folder, name) = Self.splitPath(f.path)
+            let ext = Names.split(name).ext.lowercased()
+            let type = ext == ".md" ? "core.note" : Names.fileType(forMime: Names.mimeType(forExtension: ext))
+            var n = NewItem(type: type, fileName: name, tags: folder.isEmpty ? [] : [VaultText.folderPrefix + folder])
+            if case .bytes(let b) = body { n.content = b }
+            var made = try insertItem(db, n, rowid: nil, unsettled: false, createdNs: mtime, mtimeNs: mtime)
+            if case .blob(let hash, let size) = body, TypeSchema.isBlobType(type) {
+                made.item.properties["blob_ref"] = .string(hash)
+                try db.run("UPDATE items SET properties = ?, size = ? WHERE rowid = ?", [JSONCoding.encode(made.item.properties), size, made.rowid])
+            }
+            try db.run("DELETE FROM mutations WHERE item_id = ?", [made.item.id])
+            try db.run("UPDATE items SET version = 1, sync = CASE WHEN sync = 'invalid' THEN sync ELSE 'synced' END WHERE rowid = ?", [made.rowid])
+            if case .blob = body { try dropBlobIfUnused(db, BlobHash.of([])) }
+            try remember(db, itemID: made.item.id, f, base: base)
+            out.items.insert(made.item.id); out.applied += 1
+            return out
+        } }
+    }
+
+    /// Replaces an item's bytes with the remote's, as a remote change: the bytes the mount showed
+    /// until now become the base of an editor's next save (FS-24); the file's time moves strictly
+    /// forward (FS-25).
+    func replaceBytes(_ db: Database, _ cur: StoredItem, body: RemoteBody, mtimeNs: Int64) throws {
+        let isBlob = TypeSchema.isBlobType(type(cur.item.type).id)
+        switch body {
+        case .bytes(let b):
+            if !isBlob, cur.shownBase == nil {
+                try db.run("UPDATE items SET shown_base = ? WHERE rowid = ?", [Data(try currentBytes(db, cur)), cur.rowid])
+            }
+            _ = try applyContent(db, cur, bytes: b, now: Date(timeIntervalSince1970: Double(mtimeNs) / 1e9), origin: .currentText)
+        case .blob(let hash, let size):
+            var props = cur.item.properties
+            let old = props["blob_ref"]?.stringValue
+            props["blob_ref"] = .string(hash)
+            try db.run("UPDATE items SET properties = ?, raw = NULL, raw_head = NULL, size = ? WHERE rowid = ?", [JSONCoding.encode(props), size, cur.rowid])
+            if let old, old != hash { try dropBlobIfUnused(db, old) }
+        }
+        try db.run("DELETE FROM mutations WHERE item_id = ?", [cur.item.id])
+        try db.run("""
+            UPDATE items SET version = version + 1, sync = CASE WHEN sync = 'invalid' THEN sync ELSE 'synced' END, sync_error = CASE WHEN sync = 'invalid' THEN sync_error END,
+              mtime_ns = max(?, ? + 1) WHERE rowid = ?
+            """, [mtimeNs, cur.mtimeNs, cur.rowid])
+    }
+
+    /// The remote moved or renamed the file at `from` to `to.path`: the item moves with it (the
+    /// same inode, IN_MOVED_FROM/TO), unless it has changes of its own still to send.
+    public func applyRemoteMove(from: String, to f: RemoteFile) throws -> StoreChanges {
+        try published { try write { db in
+            var out = StoreChanges()
+            guard let id = try String.fetchOne(db, sql: "SELECT item_id FROM remote_files WHERE path = ?", arguments: [from]),
+                  let r = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]) else { return out }
+            if try keepsLocal(db, r, id) { out.skipped += 1; return out }
+            guard let cur = try Self.fetchItem(db, rowid: r[0]) else { return out }
+            changesCome(from: .remote)
+            try placeFile(db, cur, at: f.path)
+            let base = try db.row("SELECT base FROM remote_files WHERE item_id = ?", [id]).flatMap { ($0[0] as Data?).map { [UInt8]($0) } }
+            try remember(db, itemID: id, f, base: base)
+            out.items.insert(id); out.applied += 1
+            return out
+        } }
+    }
+
+    /// Gives an item the folder and name of `path` (no mutation).
+    func placeFile(_ db: Database, _ cur: StoredItem, at path: String) throws {
+        let (folder, name) = Self.splitPath(path)
+        let t = type(cur.item.type)
+        var props = cur.item.properties
+        var titleInFile = false
+        if let raw = cur.raw, let p = try? FrontMatter.parse(raw, bodyField: t.bodyField, titleField: t.titleField) { titleInFile = p.hasTitleKey }
+        if !titleInFile { props[t.titleField] = .string(Self.titleFromFileName(name, type: t)) }
+        if TypeSchema.isBlobType(t.id) { props["filename"] = .string(name) }
+        try db.run("UPDATE items SET file_name = ?, properties = ? WHERE rowid = ?", [name, JSONCoding.encode(props), cur.rowid])
+        try refreshName(db, rowid: cur.rowid)
+        var tags = Set(try Self.tags(db, cur.item.id).filter { !$0.hasPrefix(VaultText.folderPrefix) })
+        if !folder.isEmpty { tags.insert(VaultText.folderPrefix + folder) }
+        try replaceTags(db, cur.item.id, Array(tags))
+    }
+
+    /// The remote no longer has the file at `path`: its item goes to the trash (restorable, FS-28),
+    /// unless it has changes of its own still to send (then it is sent again, as a new file).
+    public func applyRemoteRemoval(path: String) throws -> StoreChanges {
+        try published { try write { db in
+            var out = StoreChanges()
+            guard let id = try String.fetchOne(db, sql: "SELECT item_id FROM remote_files WHERE path = ?", arguments: [path]) else { return out }
+            try db.run("DELETE FROM remote_files WHERE item_id = ?", [id])
+            guard let r = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]) else { return out }
+            if try keepsLocal(db, r, id) { out.skipped += 1; return out }
+            changesCome(from: .remote)
+            try db.run("UPDATE items SET state = 'trashed', mtime_ns = ? WHERE rowid = ? AND state = 'active'", [Self.ns(Date()), r[0] as Int64])
+            out.items.insert(id); out.applied += 1
+            return out
+        } }
+    }
+
+    /// Two edits of a text overlapped (FS-20 with a remote of files): the item takes the remote's
+    /// bytes, and a sibling file named `<stem> (conflicted copy <device> <UTC time>)<ext>`, tagged
+    /// `conflicted-copy` and derived from it, holds `ours`; the copy is queued to be sent. Returns the
+    /// copy's id.
+    public func keepConflictedFile(itemID: String, remote f: RemoteFile, theirs: [UInt8], ours: [UInt8], upTo seq: Int64,
+                                   device: String, now: Date = Date()) throws -> (StoreChanges, String) {
+        var copyID = ""
+        let changes = try published { try write { db in
+            var out = StoreChanges()
+            guard let r = try db.row("SELECT rowid FROM items WHERE id = ?", [itemID]), let cur = try Self.fetchItem(db, rowid: r[0]) else { return out }
+            changesCome(from: .merge)
+            let (folder, name) = Self.splitPath(f.path)
+            let (stem, ext) = Names.split(name)
+            let label = device.filter { $0 != "(" && $0 != ")" }
+            let copyName = stem + " (conflicted copy \(label) \(Self.conflictStamp(now)))" + ext
+            var tags = Set(try Self.tags(db, itemID)); tags.insert("conflicted-copy")
+            if !folder.isEmpty { tags.insert(VaultText.folderPrefix + folder) }
+            let copy = try insertItem(db, NewItem(type: cur.item.type, fileName: copyName, content: ours, tags: tags.sorted()),
+                                      rowid: nil, unsettled: false, createdNs: Self.ns(now), mtimeNs: Self.ns(now))
+            copyID = copy.item.id
+            let ts = Timestamp.format(now)
+            try db.run("INSERT INTO edges(id, source_id, target_id, edge_type, properties, created_at, updated_at) VALUES (?, ?, ?, 'derived-from', '{}', ?, ?)",
+                       [ItemID.make(), copyID, itemID, ts, ts])
+            try db.run("DELETE FROM mutations WHERE item_id = ? AND seq <= ?", [itemID, seq])
+            if try !Self.hasUnsent(db, itemID) {
+                try replaceBytes(db, cur, body: .bytes(theirs), mtimeNs: max(f.modifiedMs * 1_000_000, Self.ns(now)))
+            }
+            try remember(db, itemID: itemID, f, base: theirs)
+            out.items.formUnion([itemID, copyID]); out.content.insert(itemID); out.applied += 1
+            return out
+        } }
+        return (changes, copyID)
+    }
+
+    /// A merge of both edits was sent: the item takes it (a save made meanwhile stays, and is
+    /// sent next).
+    public func takeMerged(itemID: String, remote f: RemoteFile, merged: [UInt8], upTo seq: Int64) throws -> StoreChanges {
+        try published { try write { db in
+            var out = StoreChanges()
+            changesCome(from: .merge)
+            try db.run("DELETE FROM mutations WHERE item_id = ? AND seq <= ?", [itemID, seq])
+            if try !Self.hasUnsent(db, itemID), let r = try db.row("SELECT rowid FROM items WHERE id = ?", [itemID]),
+               let cur = try Self.fetchItem(db, rowid: r[0]) {
+                try replaceBytes(db, cur, body: .bytes(merged), mtimeNs: max(f.modifiedMs * 1_000_000, Self.ns(Date())))
+                out.items.insert(itemID); out.content.insert(itemID)
+            }
+            try remember(db, itemID: itemID, f, base: merged)
+            out.applied += 1
+            return out
+        } }
+    }
+
+    static func splitPath(_ path: String) -> (folder: String, name: String) {
+        guard let slash = path.lastIndex(of: "/") else { return ("", path) }
+        return (String(path[..<slash]), String(path[path.index(after: slash)...]))
+    }
+
+    /// Whether a file at `path` is kept as a blob (anything but Markdown).
+    public static func isBlobPath(_ path: String) -> Bool {
+        Names.split(splitPath(path).name).ext.lowercased() != ".md"
+    }
+}

@@ -1,0 +1,258 @@
+import Foundation
+import Logging
+import MarfaModel
+import MarfaStore
+import Synchronization
+
+/// Follows a MyLifeDB server (FS-34). Its event stream says only that something at a path changed
+/// (`library-changed`, no ids, nothing to resume from), so every change is found by reading the
+/// tree again and comparing it with what the store knows (`reconcile`): a file whose size or time
+/// differs is asked for its hash, and fetched if that differs too. A file that disappears from one
+/// place while a file of the same hash appears in another moved (the item keeps its inode). The
+/// whole tree is read at the first sync, on every (re)connection of the stream (what was missed
+/// while it was down), and every `rescan` seconds (a server that makes no event for some writes,
+/// as the legacy routes do for `PUT /raw`); an event reads again the folder it names.
+///
+/// Lock order: none held across an await; reconciles run one at a time (`running`).
+actor MyLifeDBFeed {
+    let store: Store
+    let keyed: KeyedClient
+    let status: SyncStatus
+    let log: Logger
+    let api: @Sendable () -> MyLifeDBAPI
+    let rescan: Double
+    /// Seconds of silence after which the stream counts as lost (the server says something every 30 s).
+    let silence: Double = 75
+    /// Paths the mount keeps to itself (`.git/`, FS-32): never taken from the server.
+    let isLocalOnly: @Sendable (String) -> Bool
+    nonisolated let firstSync = FirstSyncFlag()
+    nonisolated var firstSyncDone: Bool { firstSync.done }
+    var pending: Set<String> = []
+    var running = false
+    var lastHeard = Date()
+    /// Files larger than this (other than Markdown) are fetched when first read.
+    static let eagerBytes: Int64 = 1 << 20
+
+    init(store: Store, client: KeyedClient, status: SyncStatus, log: Logger, api: @escaping @Sendable () -> MyLifeDBAPI, rescan: Double,
+         isLocalOnly: @escaping @Sendable (String) -> Bool = { _ in false }) {
+        self.store = store; self.keyed = client; self.status = status; self.log = log; self.api = api; self.rescan = rescan
+        self.isLocalOnly = isLocalOnly
+    }
+
+    func run() async {
+        let rescanTask = Task { [rescan] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(rescan))
+                if Task.isCancelled { return }
+                await self.request("")
+            }
+        }
+        defer { rescanTask.cancel() }
+        var attempt = 0
+        var eventsPath = api().eventsPath
+        while !Task.isCancelled {
+            let client = keyed.client
+            status.update { $0.stream = .connecting }
+            let stream = client.eventBatches(lastEventID: nil, path: eventsPath)
+            lastHeard = Date()
+            let ended = StreamEnd()
+            let reader = Task {
+                do {
+                    for try await batch in stream { await self.heard(batch) }
+                    ended.set(nil)
+                } catch { ended.set(error) }
+            }
+            // The stream is read beside this loop, which judges its silence.
+            var failure: Error?
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(500))
+                if let e = ended.value { failure = e.error; break }
+                if Date().timeIntervalSince(lastHeard) > silence { reader.cancel(); failure = WireFailure.network("no word from the server for \(Int(silence)) s"); break }
+                if status.snapshot.stream == .live { attempt = 0 }
+            }
+            reader.cancel()
+            if Task.isCancelled { return }
+            if case .refused(404, _, _)? = failure as? WireFailure, eventsPath != "/api/notifications/stream" {
+                eventsPath = "/api/notifications/stream"
+                continue
+            }
+            if case .unauthorized? = failure as? WireFailure {
+                status.update { $0.stream = .unauthorized }
+                await keyed.waitForNewKey(refused: client)
+                continue
+            }
+            status.update { $0.stream = .offline; if let failure { $0.lastError = "\(failure)" } }
+            attempt += 1
+            var rng = SystemRandomNumberGenerator()
+            try? await Task.sleep(for: .milliseconds(Int64(Backoff().delay(attempt: attempt, retryAfter: nil, using: &rng) * 1000)))
+        }
+    }
+
+    /// What one read of the stream brought.
+    func heard(_ batch: [SSEItem]) async {
+        lastHeard = Date()
+        var scopes: Set<String> = []
+        for item in batch {
+            guard case .event(let e) = item, let o = (try? JSONParser.parse(e.data))?.objectValue else { continue }
+            switch o["type"]?.stringValue {
+            case "connected":
+                // A (re)connection: whatever was missed is found by reading the whole tree.
+                status.update { $0.stream = .live; $0.connection = $0.connection == .unauthorized ? .connecting : $0.connection }
+                scopes.insert("")
+            case "library-changed":
+                guard let path = o["path"]?.stringValue else { continue }
+                let name = MyLifeDBWriter.name(path)
+                if name.hasPrefix(".tmp-") { continue }
+                let op = o["data"]?.objectValue?["operation"]?.stringValue ?? ""
+                // A move names one end only: the whole tree finds both.
+                scopes.insert(op == "move" || op == "rename" ? "" : MyLifeDBWriter.parent(path))
+            default: continue
+            }
+        }
+        for s in scopes { await request(s) }
+    }
+
+    /// Reads folder `scope` (and all below it) again; requests made while one runs are merged.
+    func request(_ scope: String) async {
+        pending.insert(scope)
+        guard !running else { return }
+        running = true
+        defer { running = false }
+        while !pending.isEmpty && !Task.isCancelled {
+            // A scope inside another one being read is read with it.
+            let scopes = pending
+            pending = []
+            let outer = scopes.filter { s in !scopes.contains { o in o != s && (o.isEmpty || s.hasPrefix(o + "/")) } }
+            for s in outer.sorted() {
+                do {
+                    try await reconcile(s)
+                } catch {
+                    log.info("reading the server's tree failed", metadata: ["folder": "\(s)", "error": "\(error)"])
+                    status.update { $0.lastError = "\(error)" }
+                }
+            }
+        }
+    }
+
+    // MARK: reading the tree
+
+    func reconcile(_ scope: String) async throws {
+        let client = keyed.client, api = api()
+        let first = !firstSync.done && scope.isEmpty
+        if first { status.update { $0.transfer = EngineState.Transfer(phase: "listing") } }
+        let (files, folders) = try await walk(scope, client: client, api: api)
+        status.update { $0.connection = .online }
+        let inScope: (String) -> Bool = { p in scope.isEmpty || p == scope || p.hasPrefix(scope + "/") }
+        let known = try store.knownFiles().filter { inScope($0.path) }
+        let knownByPath = Dictionary(known.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+        var vanished = known.filter { files[$0.path] == nil }
+        let changed = files.values.filter { f in knownByPath[f.path].map { $0.size != f.size || $0.modifiedMs != f.modifiedMs } ?? true }
+            .sorted { $0.path < $1.path }
+        if first { status.update { $0.transfer = EngineState.Transfer(phase: "files", items: 0, done: 0) } }
+        var applied = 0
+        // Files are described and fetched eight at a time.
+        for start in stride(from: 0, to: changed.count, by: 8) {
+            let group = Array(changed[start..<min(start + 8, changed.count)])
+            let fetched = try await withThrowingTaskGroup(of: (RemoteFile, RemoteBody?).self) { g in
+                for f in group { g.addTask { try await self.fetch(f, client: client, api: api) } }
+                var out: [(RemoteFile, RemoteBody?)] = []
+                for try await r in g { out.append(r) }
+                return out.sorted { $0.0.path < $1.0.path }
+            }
+            for (f, body) in fetched {
+                guard let hash = f.hash else { continue }
+                if let k = knownByPath[f.path], k.hash == hash {
+                    _ = try store.noteRemoteFile(f)
+                    continue
+                }
+                if knownByPath[f.path] == nil, let i = vanished.firstIndex(where: { $0.hash == hash }) {
+                    // The same bytes left another place: a move.
+                    _ = try store.applyRemoteMove(from: vanished[i].path, to: f)
+                    vanished.remove(at: i)
+                    applied += 1
+                    continue
+                }
+                guard let body else { continue }
+                _ = try store.applyRemoteFile(f, body: body)
+                applied += 1
+            }
+            if first { status.update { $0.transfer?.items = start + group.count; $0.transfer?.done = Double(start + group.count) / Double(max(1, changed.count)) } }
+        }
+        for v in vanished {
+            _ = try store.applyRemoteRemoval(path: v.path)
+            applied += 1
+        }
+        let knownFolders = try store.knownFolders().filter(inScope)
+        let removed = knownFolders.subtracting(folders).subtracting([scope])
+        try store.setKnownFolders(adding: Array(folders.subtracting(knownFolders)), removing: Array(removed))
+        try store.addRemoteFolders(folders.subtracting(knownFolders).sorted())
+        try store.removeRemoteFolders(Array(removed))
+        if applied > 0 { status.update { $0.applied += applied } }
+        if first {
+            try store.markFirstSyncDone()
+            firstSync.set()
+            status.update { $0.transfer = nil; $0.firstSyncDone = true }
+            log.info("first sync done", metadata: ["files": "\(files.count)", "folders": "\(folders.count)"])
+        }
+    }
+
+    /// Every file and folder at and below `root` (a folder the server no longer has holds nothing).
+    func walk(_ root: String, client: WireClient, api: MyLifeDBAPI) async throws -> (files: [String: RemoteFile], folders: Set<String>) {
+        var files: [String: RemoteFile] = [:], folders = Set<String>(), queue = [root]
+        while !queue.isEmpty {
+            let batch = Array(queue.prefix(8))
+            queue.removeFirst(batch.count)
+            try await withThrowingTaskGroup(of: (files: [RemoteFile], folders: [String]).self) { g in
+                for folder in batch {
+                    g.addTask {
+                        let r = try await client.send(api.tree(folder))
+                        if r.status == 404 { return ([], []) }
+                        guard (200..<300).contains(r.status) else { throw WireFailure.of(r) }
+                        return MyLifeDBAPI.children(r.json, of: folder)
+                    }
+                }
+                for try await (fs, ds) in g {
+                    for f in fs where !isLocalOnly(f.path) { files[f.path] = f }
+                    for d in ds where !isLocalOnly(d) { folders.insert(d); queue.append(d) }
+                }
+            }
+        }
+        return (files, folders)
+    }
+
+    /// A file's description (hash, attributes) and, if its bytes are new here, the bytes (a large
+    /// file's only by name: fetched when read).
+    func fetch(_ f: RemoteFile, client: WireClient, api: MyLifeDBAPI) async throws -> (RemoteFile, RemoteBody?) {
+        let r = try await client.send(api.info(f.path))
+        if r.status == 404 { return (f, nil) }
+        guard (200..<300).contains(r.status) else { throw WireFailure.of(r) }
+        guard var info = MyLifeDBAPI.file(r.json, path: f.path) else { return (f, nil) }
+        info.path = f.path
+        if (try? store.knownFile(path: f.path))??.hash == info.hash { return (info, nil) }
+        if Store.isBlobPath(f.path), info.size > Self.eagerBytes, let h = info.hash {
+            return (info, .blob(hash: BlobHash.prefix + h, size: info.size))
+        }
+        let raw = try await client.send(api.raw(f.path), maxBody: max(Store.maxTextBytes, Int(Self.eagerBytes)) + 1)
+        if raw.status == 404 { return (f, nil) }
+        guard (200..<300).contains(raw.status) else { throw WireFailure.of(raw) }
+        // The bytes as they came are what is kept: their own hash and size.
+        info.hash = String(BlobHash.of(raw.body).dropFirst(BlobHash.prefix.count))
+        info.size = Int64(raw.body.count)
+        return (info, .bytes(raw.body))
+    }
+}
+
+/// How the stream's reading ended (nil: not yet).
+final class StreamEnd: Sendable {
+    struct Ended: @unchecked Sendable { var error: Error? }
+    let state = Mutex<Ended?>(nil)
+    var value: Ended? { state.withLock { $0 } }
+    func set(_ e: Error?) { state.withLock { $0 = Ended(error: e) } }
+}
+
+/// Set once, read from any thread.
+final class FirstSyncFlag: Sendable {
+    let value = Mutex(false)
+    var done: Bool { value.withLock { $0 } }
+    func set() { value.withLock { $0 = true } }
+}
