@@ -16,10 +16,10 @@ extension FileSystem {
     static let historyName = "history"
     static let historyLinkTarget = ".marfafs/history"
 
-    /// Whether a node is part of `history/` (read-only).
+    /// Whether a node is part of `history/` or `.marfafs/previews/` (read-only).
     static func isHistory(_ n: Node) -> Bool {
         switch n {
-        case .historyRoot, .historyType, .historyItem, .historyVersion: return true
+        case .historyRoot, .historyType, .historyItem, .historyVersion, .previewDir, .previewFile: return true
         default: return false
         }
     }

@@ -31,7 +31,7 @@ extension FileSystem {
         case .backlinksRoot, .byIDRoot, .linkTypeDir(.backlinks, _), .linkItemDir(.backlinks, _), .linkEdgeDir(.backlinks, _, _), .linkEntry(.backlinks, _), .byIDEntry:
             return FSError(.readOnly, "backlinks/ and by-id/ are read-only")
         case _ where Self.isHistory(n):
-            return FSError(.readOnly, "history/ is read-only")
+            return FSError(.readOnly, "history/ and .marfafs/previews/ are read-only")
         default:
             return FSError(.notPermitted, "not an operation this directory supports")
         }

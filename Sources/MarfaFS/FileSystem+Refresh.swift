@@ -188,19 +188,7 @@ extension FileSystem {
                                         modified: c.content.contains(id), attributes: c.attributes.contains(id), foldersBefore: folders)
             } catch { log.error("refreshing an item failed", metadata: ["item": "\(id)", "error": "\(error)"]) }
         }
-        // Folders a remote made (FS-34): shown, even while empty.
-        for tag in c.folders.sorted() where !catalog.localTags.contains(tag) {
-            catalog.localTags.insert(tag)
-            out += Self.tagDirPlaces(tag).flatMap { invalidations(($0.0, [$0.1])) }
-        }
-        for tag in c.foldersRemoved.sorted(by: { $0.count > $1.count }) where catalog.localTags.contains(tag) {
-            let f = String(tag.dropFirst(VaultText.folderPrefix.count))
-            guard catalog.subfolders(f).isEmpty, ((try? treeTable(f)?.count) ?? 0) == 0, (catalog.tagActive[tag] ?? 0) == 0 else { continue }
-            catalog.localTags.remove(tag)
-            retireDir(.treeDir(f))
-            retireDir(.tagDir(tag))
-            out += Self.tagDirPlaces(tag).flatMap { invalidations(($0.0, [$0.1])) }
-        }
+        out += followRemoteFolders(c)
         for rec in c.edgesRemoved {
             // Found among its source's edges, not by a walk over every edge.
             guard let s = catalog.byID[rec.edge.sourceID],
@@ -235,3 +223,32 @@ extension FileSystem {
     }
 }
 
+extension FileSystem {
+    /// Folders a remote made or removed (FS-34): shown (even while empty) or gone, with the
+    /// IN_CREATE|IN_ISDIR or IN_DELETE|IN_ISDIR a watcher of their parent needs (a recursive
+    /// watcher adds a watch on a new folder from it, and so hears what arrives in it next).
+    func followRemoteFolders(_ c: StoreChanges) -> [Invalidation] {
+        var out: [Invalidation] = [], replays: [Replay] = []
+        let watched = catalog.vault != nil && knownIno(.treeDir("")) != nil
+        for tag in c.folders.sorted() where !catalog.localTags.contains(tag) {
+            let f = String(tag.dropFirst(VaultText.folderPrefix.count))
+            let existed = catalog.subfolders(Self.treeDirPlace(f).0.treeFolder ?? "").contains(Self.treeDirPlace(f).1)
+            catalog.localTags.insert(tag)
+            out += Self.tagDirPlaces(tag).flatMap { invalidations(($0.0, [$0.1])) }
+            let (parent, name) = Self.treeDirPlace(f)
+            if watched, !existed, knownIno(parent) != nil { replays.append(Replay(at: replayPlace(parent, name), op: .create(.directory))) }
+        }
+        for tag in c.foldersRemoved.sorted(by: { $0.count > $1.count }) where catalog.localTags.contains(tag) {
+            let f = String(tag.dropFirst(VaultText.folderPrefix.count))
+            guard catalog.subfolders(f).isEmpty, ((try? treeTable(f)?.count) ?? 0) == 0, (catalog.tagActive[tag] ?? 0) == 0 else { continue }
+            let (parent, name) = Self.treeDirPlace(f)
+            let ghost = knownIno(.treeDir(f)) != nil && knownIno(parent) != nil ? dirGhost(.treeDir(f)) : nil
+            catalog.localTags.remove(tag)
+            retireDir(.treeDir(f))
+            retireDir(.tagDir(tag))
+            out += Self.tagDirPlaces(tag).flatMap { invalidations(($0.0, [$0.1])) }
+            if watched, let ghost { replays.append(Replay(at: replayPlace(parent, name), op: .remove(ghost: ghost))) }
+        }
+        return out + replays.map { .replay($0) }
+    }
+}

@@ -98,6 +98,7 @@ extension FileSystem {
         case .control:
             if name == Self.treeName { return .treeDir("") }
             if name == Self.historyName { return .historyRoot }
+            if name == Self.previewsName { return .previewDir("") }
             return ControlFile(rawValue: name).map { .controlFile($0.rawValue) }
         case .treeDir(let f):
             if catalog.subfolders(f).contains(name) { return .treeDir(VaultIndex.join(f, name)) }
@@ -128,6 +129,8 @@ extension FileSystem {
             return catalog.byID[name].map { .byIDEntry($0) }
         case .historyRoot, .historyType, .historyItem:
             return try historyChild(p, name)
+        case .previewDir(let f):
+            return try previewChild(f, name)
         default:
             throw FSError(.notDirectory, name)
         }
@@ -185,6 +188,8 @@ extension FileSystem {
             return catalog.byID.keys.sorted().map { ($0, .byIDEntry(catalog.byID[$0]!)) }
         case .historyRoot, .historyType, .historyItem:
             return try historyChildren(n)
+        case .previewDir(let f):
+            return try previewChildren(f)
         default:
             throw FSError(.notDirectory, "not a directory")
         }

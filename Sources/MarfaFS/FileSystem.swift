@@ -25,6 +25,8 @@ public final class FileSystem: @unchecked Sendable {
     public var fetchBlob: (@Sendable (String) -> Bool)?
     /// The versions the server keeps of an item (FS-33), fetched when its history is listed.
     public var fetchVersions: (@Sendable (String) -> [JSONValue]?)?
+    /// A MyLifeDB server's preview image by its name in the server's archive (FS-34); nil if it cannot.
+    public var fetchPreview: (@Sendable (String) -> [UInt8]?)?
     /// The versions the server last said it keeps of each item that this store has no copy of,
     /// with their bytes, by item id, and when it said so (lock held).
     var serverVersions: [String: (at: Date, list: [(VersionRecord, [UInt8])])] = [:]
@@ -185,8 +187,10 @@ public final class FileSystem: @unchecked Sendable {
             return FileAttr(ino: i, kind: .file, size: size, mtimeNs: Int64(Date().timeIntervalSince1970 * 1e9), nlink: 1, timeout: 0)
         case .historyVersion(let r, let seq):
             return try historyAttr(i, r, seq)
-        case .historyRoot, .historyType, .historyItem:
+        case .historyRoot, .historyType, .historyItem, .previewDir:
             return historyDirAttr(i)
+        case .previewFile(let r):
+            return try previewAttr(i, r)
         case .tagEntry, .linkEntry, .byIDEntry, .vaultLink, .historyLink:
             let target = try readlinkLocked(n)
             return FileAttr(ino: i, kind: .symlink, size: Int64(target.utf8.count), mtimeNs: mtimeOf(n), nlink: 1, timeout: cacheTimeout)
@@ -207,6 +211,7 @@ public final class FileSystem: @unchecked Sendable {
 
     public func getattr(_ ino: UInt64, reader: Int32 = 0) throws -> FileAttr {
         if LocalFiles.owns(ino) { return try local.attr(ino: ino) }
+        fetchPreviews(ino)
         return try locked { currentReader = reader; return try attr(try node(ino)) }
     }
 
@@ -217,6 +222,7 @@ public final class FileSystem: @unchecked Sendable {
         if name.utf8.count > Names.maxNameBytes { throw FSError(.nameTooLong, name) }
         if LocalFiles.owns(parent) { return try local.attr(VaultIndex.join(try local.rel(parent), name)) }
         askServerForVersions(parent)
+        fetchPreviews(parent)
         // One pass under the lock; a name the tree does not have may be a local-only one (FS-32).
         let (found, folder): (FileAttr?, String?) = try locked {
             currentReader = reader
@@ -239,6 +245,7 @@ public final class FileSystem: @unchecked Sendable {
     public func readdir(_ ino: UInt64) throws -> [DirEntry] {
         if LocalFiles.owns(ino) { return try local.list(try local.rel(ino)) }
         askServerForVersions(ino)
+        fetchPreviews(ino)
         let (out, folder): ([DirEntry], String?) = try locked {
             let n = try node(ino)
             guard n.kind == .directory else { throw FSError(.notDirectory, "inode \(ino)") }
@@ -310,6 +317,8 @@ public final class FileSystem: @unchecked Sendable {
             return Self.slice(try wrap { try store.scratchData(id) }, offset: offset, size: size)
         case .historyVersion(let r, let seq):
             return try locked { try historyBytes(r, seq, offset: offset, size: size) }
+        case .previewFile(let r):
+            return try locked { try previewBytes(r, offset: offset, size: size) }
         case .controlFile(let name):
             // `.marfafs/flush` with a server: the read returns once the queue is sent (or paused),
             // waiting outside the lock so the mount and the sync engine carry on meanwhile.
@@ -418,6 +427,7 @@ public final class FileSystem: @unchecked Sendable {
                 return
             case .controlFile: throw FSError(.notPermitted, "control files are read-only")
             case .historyVersion: throw FSError(.readOnly, "history/ is read-only: copy a version over the file to restore it")
+            case .previewFile: throw FSError(.readOnly, "previews are the server's, read-only")
             default: throw FSError(.isDirectory, "not a file")
             }
             guard end <= limit else { throw FSError(.tooLarge, "\(end) bytes is past the limit of \(limit) bytes") }

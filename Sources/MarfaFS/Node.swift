@@ -20,6 +20,8 @@ public enum Node: Hashable, Sendable {
     case historyItem(Int64)              // .marfafs/history/<type>/<name>
     case historyVersion(Int64, Int64)    // .../<time>.<ext>: an earlier version (item rowid, version seq)
     case treeDir(String)                 // .marfafs/vault/<folder…> ("" for the top)
+    case previewDir(String)              // .marfafs/previews/<folder…> ("" for the top) (FS-34)
+    case previewFile(Int64)              // .../<name>.<ext>: a MyLifeDB server's preview of an item
     case controlFile(String)
     case typeDir(StateView, String)      // types/<type>
     case item(Int64)                     // the canonical file
@@ -33,10 +35,13 @@ public enum Node: Hashable, Sendable {
     case scratch(Int64)                  // a local-only file (FS-14), by scratch row
     case detached(UInt64)                // a file replaced under its name, held open (FS-31), by inode
 
+    /// The folder of the vault's tree a node is, if it is one.
+    var treeFolder: String? { if case .treeDir(let f) = self { return f }; return nil }
+
     public enum Kind: Sendable { case directory, file, symlink }
     public var kind: Kind {
         switch self {
-        case .item, .controlFile, .scratch, .detached, .historyVersion: return .file
+        case .item, .controlFile, .scratch, .detached, .historyVersion, .previewFile: return .file
         case .tagEntry, .linkEntry, .byIDEntry, .vaultLink, .historyLink: return .symlink
         default: return .directory
         }

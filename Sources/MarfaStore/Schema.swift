@@ -198,6 +198,10 @@ enum Schema {
             CREATE INDEX remote_files_by_hash ON remote_files(hash);
             CREATE TABLE remote_folders(path TEXT PRIMARY KEY);
             """),
+        ("v14-remote-previews", """
+            -- FS-34: a MyLifeDB server's preview images, by their name in its archive, kept once fetched.
+            CREATE TABLE remote_previews(name TEXT PRIMARY KEY, bytes BLOB NOT NULL);
+            """),
     ]
 
     static func insertBuiltInTypes(_ db: Database) throws {

@@ -282,42 +282,51 @@ extension Store {
     /// The remote's file `f` with `body`, as the item at its path (a new one if none): taken unless
     /// the item has changes of its own still to send (those win until they are sent; the sending
     /// merges). Nothing is queued. A text's file keeps its bytes exactly.
-    public func applyRemoteFile(_ f: RemoteFile, body: RemoteBody, device: String? = nil) throws -> StoreChanges {
+    public func applyRemoteFile(_ f: RemoteFile, body: RemoteBody) throws -> StoreChanges {
+        try applyRemoteFiles([(f, body)])
+    }
+
+    /// Several of the remote's files in one transaction (a first sync takes them a batch at a time).
+    public func applyRemoteFiles(_ files: [(RemoteFile, RemoteBody)]) throws -> StoreChanges {
         try published { try write { db in
             var out = StoreChanges()
             changesCome(from: .remote)
-            let known = try db.row("SELECT item_id FROM remote_files WHERE path = ?", [f.path]).map { $0[0] as String }
-            let base: [UInt8]? = { if case .bytes(let b) = body, !Self.isBlobPath(f.path) { return b }; return nil }()
-            let mtime = f.modifiedMs * 1_000_000
-            if let id = known, let r = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]) {
-                if try keepsLocal(db, r, id) { out.skipped += 1; return out }
-                guard var cur = try Self.fetchItem(db, rowid: r[0]) else { return out }
-                if cur.item.state != .active {
-                    try db.run("UPDATE items SET state = 'active' WHERE rowid = ?", [cur.rowid])
-                    cur = try Self.fetchItem(db, rowid: cur.rowid)!
-                }
-                try replaceBytes(db, cur, body: body, mtimeNs: mtime)
-                try remember(db, itemID: id, f, base: base)
-                out.items.insert(id); out.content.insert(id); out.applied += 1
-                return out
-            }
-            let (folder, name) = Self.splitPath(f.path)
-            let ext = Names.split(name).ext.lowercased()
-            let type = ext == ".md" ? "core.note" : Names.fileType(forMime: Names.mimeType(forExtension: ext))
-            var n = NewItem(type: type, fileName: name, tags: folder.isEmpty ? [] : [VaultText.folderPrefix + folder])
-            if case .bytes(let b) = body { n.content = b }
-            var made = try insertItem(db, n, rowid: nil, unsettled: false, createdNs: mtime, mtimeNs: mtime)
-            if case .blob(let hash, let size) = body, TypeSchema.isBlobType(type) {
-                made.item.properties["blob_ref"] = .string(hash)
-                try db.run("UPDATE items SET properties = ?, size = ? WHERE rowid = ?", [JSONCoding.encode(made.item.properties), size, made.rowid])
-            }
-            try db.run("DELETE FROM mutations WHERE item_id = ?", [made.item.id])
-            try db.run("UPDATE items SET version = 1, sync = CASE WHEN sync = 'invalid' THEN sync ELSE 'synced' END WHERE rowid = ?", [made.rowid])
-            if case .blob = body { try dropBlobIfUnused(db, BlobHash.of([])) }
-            try remember(db, itemID: made.item.id, f, base: base)
-            out.items.insert(made.item.id); out.applied += 1
+            for (f, body) in files { try applyRemoteFile(db, f, body: body, into: &out) }
             return out
         } }
+    }
+
+    func applyRemoteFile(_ db: Database, _ f: RemoteFile, body: RemoteBody, into out: inout StoreChanges) throws {
+        let known = try db.row("SELECT item_id FROM remote_files WHERE path = ?", [f.path]).map { $0[0] as String }
+        let base: [UInt8]? = { if case .bytes(let b) = body, !Self.isBlobPath(f.path) { return b }; return nil }()
+        let mtime = f.modifiedMs * 1_000_000
+        if let id = known, let r = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]) {
+            if try keepsLocal(db, r, id) { out.skipped += 1; return }
+            guard var cur = try Self.fetchItem(db, rowid: r[0]) else { return }
+            if cur.item.state != .active {
+                try db.run("UPDATE items SET state = 'active' WHERE rowid = ?", [cur.rowid])
+                cur = try Self.fetchItem(db, rowid: cur.rowid)!
+            }
+            try replaceBytes(db, cur, body: body, mtimeNs: mtime)
+            try remember(db, itemID: id, f, base: base)
+            out.items.insert(id); out.content.insert(id); out.applied += 1
+            return
+        }
+        let (folder, name) = Self.splitPath(f.path)
+        let ext = Names.split(name).ext.lowercased()
+        let type = ext == ".md" ? "core.note" : Names.fileType(forMime: Names.mimeType(forExtension: ext))
+        var n = NewItem(type: type, fileName: name, tags: folder.isEmpty ? [] : [VaultText.folderPrefix + folder])
+        if case .bytes(let b) = body { n.content = b }
+        var made = try insertItem(db, n, rowid: nil, unsettled: false, createdNs: mtime, mtimeNs: mtime)
+        if case .blob(let hash, let size) = body, TypeSchema.isBlobType(type) {
+            made.item.properties["blob_ref"] = .string(hash)
+            try db.run("UPDATE items SET properties = ?, size = ? WHERE rowid = ?", [JSONCoding.encode(made.item.properties), size, made.rowid])
+        }
+        try db.run("DELETE FROM mutations WHERE item_id = ?", [made.item.id])
+        try db.run("UPDATE items SET version = 1, sync = CASE WHEN sync = 'invalid' THEN sync ELSE 'synced' END WHERE rowid = ?", [made.rowid])
+        if case .blob = body { try dropBlobIfUnused(db, BlobHash.of([])) }
+        try remember(db, itemID: made.item.id, f, base: base)
+        out.items.insert(made.item.id); out.applied += 1
     }
 
     /// Replaces an item's bytes with the remote's, as a remote change: the bytes the mount showed
@@ -455,5 +464,32 @@ extension Store {
     /// Whether a file at `path` is kept as a blob (anything but Markdown).
     public static func isBlobPath(_ path: String) -> Bool {
         Names.split(splitPath(path).name).ext.lowercased() != ".md"
+    }
+}
+
+// MARK: previews
+
+extension Store {
+    /// The items whose file has a preview on the server (`user.mylifedb.preview_sqlar`): item id →
+    /// the preview's name in the server's archive.
+    public func previewNames() -> [String: String] {
+        let rows = (try? pool.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT item_id, json_extract(attrs, '$."user.mylifedb.preview_sqlar"') FROM remote_files
+                WHERE json_extract(attrs, '$."user.mylifedb.preview_sqlar"') IS NOT NULL
+                """)
+        }) ?? []
+        var out: [String: String] = [:]
+        for r in rows { if let id: String = r[0], let name: String = r[1], !name.isEmpty { out[id] = name } }
+        return out
+    }
+
+    /// A preview's bytes, if kept.
+    public func preview(_ name: String) -> [UInt8]? {
+        (try? pool.read { db in try Data.fetchOne(db, sql: "SELECT bytes FROM remote_previews WHERE name = ?", arguments: [name]) })??.map { $0 }
+    }
+
+    public func keepPreview(_ name: String, _ bytes: [UInt8]) throws {
+        try write { db in try db.run("INSERT OR REPLACE INTO remote_previews(name, bytes) VALUES (?, ?)", [name, Data(bytes)]) }
     }
 }

@@ -81,6 +81,9 @@ public struct MyLifeDBAPI: Sendable {
         return r
     }
 
+    /// A preview image in the server's archive.
+    static func preview(_ name: String) -> WireRequest { WireRequest(method: "GET", path: "/sqlar/" + encoded(name)) }
+
     var eventsPath: String { routes == .current ? "/api/data/events" : "/api/notifications/stream" }
 
     // MARK: reading answers

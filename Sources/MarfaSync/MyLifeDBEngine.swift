@@ -146,6 +146,22 @@ public final class MyLifeDBEngine: SyncRemote {
 
     public func fetchVersions(_ itemID: String, timeout: Double) -> [JSONValue]? { nil }
 
+    /// A preview image from the server's archive (`GET /sqlar/<name>`), blocking the caller at most
+    /// `timeout` seconds; nil when it cannot be had.
+    public func fetchPreview(_ name: String, timeout: Double) -> [UInt8]? {
+        let done = DispatchSemaphore(value: 0)
+        let out = Mutex<[UInt8]?>(nil)
+        let client = keyed.client
+        let task = Task {
+            defer { done.signal() }
+            if let r = try? await client.send(MyLifeDBAPI.preview(name), timeout: .seconds(Int64(timeout))), r.status == 200 {
+                out.withLock { $0 = r.body }
+            }
+        }
+        if done.wait(timeout: .now() + timeout) == .timedOut { task.cancel(); return nil }
+        return out.withLock { $0 }
+    }
+
     /// A large file's bytes, fetched when read (`GET /raw/<path>`, in ranges of 8 MiB, so a dropped
     /// connection costs one range), into the store's cache; blocks the caller at most `timeout` s.
     public func fetchBlob(_ hash: String, timeout: Double) -> Bool {

@@ -150,15 +150,20 @@ actor MyLifeDBFeed {
             .sorted { $0.path < $1.path }
         if first { status.update { $0.transfer = EngineState.Transfer(phase: "files", items: 0, done: 0) } }
         var applied = 0
-        // Files are described and fetched eight at a time.
-        for start in stride(from: 0, to: changed.count, by: 8) {
-            let group = Array(changed[start..<min(start + 8, changed.count)])
+        // Files are described and fetched eight at a time, and taken a batch at a time.
+        for start in stride(from: 0, to: changed.count, by: 64) {
+            let group = Array(changed[start..<min(start + 64, changed.count)])
             let fetched = try await withThrowingTaskGroup(of: (RemoteFile, RemoteBody?).self) { g in
-                for f in group { g.addTask { try await self.fetch(f, client: client, api: api) } }
                 var out: [(RemoteFile, RemoteBody?)] = []
-                for try await r in g { out.append(r) }
+                var next = 0
+                while next < min(8, group.count) { let f = group[next]; g.addTask { try await self.fetch(f, client: client, api: api) }; next += 1 }
+                for try await r in g {
+                    out.append(r)
+                    if next < group.count { let f = group[next]; g.addTask { try await self.fetch(f, client: client, api: api) }; next += 1 }
+                }
                 return out.sorted { $0.0.path < $1.0.path }
             }
+            var batch: [(RemoteFile, RemoteBody)] = []
             for (f, body) in fetched {
                 guard let hash = f.hash else { continue }
                 if let k = knownByPath[f.path], k.hash == hash {
@@ -173,9 +178,10 @@ actor MyLifeDBFeed {
                     continue
                 }
                 guard let body else { continue }
-                _ = try store.applyRemoteFile(f, body: body)
+                batch.append((f, body))
                 applied += 1
             }
+            _ = try store.applyRemoteFiles(batch)
             if first { status.update { $0.transfer?.items = start + group.count; $0.transfer?.done = Double(start + group.count) / Double(max(1, changed.count)) } }
         }
         for v in vanished {

@@ -20,7 +20,29 @@ public final class MountHarness: @unchecked Sendable {
         mountpoint = root + "/mnt"
         self.store = store ?? root + "/store.sqlite"
         try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        // Which test process made it: a later run's sweep unmounts what a dead one left.
+        try String(getpid()).write(toFile: root + "/owner", atomically: true, encoding: .utf8)
+        _ = Self.swept
     }
+
+    /// Once per test process: mounts under the test root left by a test process that died (a
+    /// crash, a kill) are unmounted, so they never hold up this run or the machine.
+    static let swept: Int = {
+        let base = ProcessInfo.processInfo.environment["MARFAFS_TEST_ROOT"] ?? (NSTemporaryDirectory() + "marfafs-tests")
+        let mounts = (try? String(contentsOfFile: "/proc/mounts", encoding: .utf8)) ?? ""
+        var n = 0
+        for line in mounts.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count > 2, fields[2].hasPrefix("fuse"), fields[1].hasPrefix(base + "/") else { continue }
+            let mnt = String(fields[1]).replacingOccurrences(of: "\\040", with: " ")
+            let owner = (mnt as NSString).deletingLastPathComponent + "/owner"
+            guard let text = try? String(contentsOfFile: owner, encoding: .utf8), let pid = pid_t(text),
+                  pid != getpid(), kill(pid, 0) != 0, errno == ESRCH else { continue }
+            forceUnmount(mnt)
+            n += 1
+        }
+        return n
+    }()
 
     /// The binary under test: `$MARFAFS_BIN`, else `.build/debug/marfafs` of this package.
     public static var binary: String {

@@ -132,7 +132,7 @@ import Testing
             #expect(MountHarness.eventually {
                 let l = read(log)
                 return l.contains("MODIFY \(vault)notes/a.md") && l.contains("MOVED_FROM \(vault)notes/b.md") && l.contains("MOVED_TO \(vault)notes/bee.md")
-                    && l.contains("DELETE \(vault)notes/gone.md") && l.contains("\(vault)moved/fresh.md")
+                    && l.contains("DELETE \(vault)notes/gone.md") && l.contains("\(vault)moved/fresh.md") && l.contains("CREATE,ISDIR \(vault)moved")
             }, "\(read(log))")
             #expect(m.syncStatus["queue_depth"] == .int(0), "the server's changes are not sent back")
             #expect(s.read("notes/a.md") == "one\ntwo\n")
@@ -248,6 +248,22 @@ import Testing
         chmod(options[3], 0o600)
         #expect(MountHarness.eventually(timeout: 30) { s.read("local.md") == "kept\n" })
         #expect(MountHarness.eventually { h.sh("cat vault/n.md").out == "server" })
+    }
+
+    @Test func FS34_previewImagesAreReadableUnderMarfafsPreviews() throws {
+        let s = try MyLifeDBContract()
+        s.put("docs/report.pdf", "%PDF-1.4 a report")
+        s.put("docs/notes.md", "no preview\n")
+        try MountHarness.with(options: try s.mountOptions()) { m in
+            #expect(m.sh("getfattr --only-values -n user.mylifedb.preview_sqlar vault/docs/report.pdf").out.hasPrefix("previews/"))
+            #expect(m.sh("ls .marfafs/previews/docs").out == "report.pdf.jpg", "only files with a preview are listed")
+            #expect(m.sh("cat .marfafs/previews/docs/report.pdf.jpg").out.contains("preview of docs/report.pdf"))
+            #expect(m.sh("stat -c %s .marfafs/previews/docs/report.pdf.jpg").out != "0")
+            #expect(m.sh("echo x > .marfafs/previews/docs/report.pdf.jpg").status != 0, "previews are read-only")
+            // Kept once fetched: readable offline.
+            s.stop()
+            #expect(m.sh("cat .marfafs/previews/docs/report.pdf.jpg").out.contains("preview of docs/report.pdf"))
+        }
     }
 
     @Test func FS34_aServerWhosePasswordIsNotSetYetTakesTheLoginSession() throws {
