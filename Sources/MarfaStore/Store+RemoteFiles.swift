@@ -86,6 +86,14 @@ extension Store {
         }
     }
 
+    /// The server this store was last mounted with, and whether it is a remote of files.
+    public func boundServer() throws -> (server: String, files: Bool)? {
+        try pool.read { db in
+            guard let s = try Self.meta(db, "server") else { return nil }
+            return (s, try Self.meta(db, Self.filesRemoteKey) != nil)
+        }
+    }
+
     // MARK: what is known of the remote
 
     public func knownFiles() throws -> [KnownFile] {
@@ -464,32 +472,5 @@ extension Store {
     /// Whether a file at `path` is kept as a blob (anything but Markdown).
     public static func isBlobPath(_ path: String) -> Bool {
         Names.split(splitPath(path).name).ext.lowercased() != ".md"
-    }
-}
-
-// MARK: previews
-
-extension Store {
-    /// The items whose file has a preview on the server (`user.mylifedb.preview_sqlar`): item id →
-    /// the preview's name in the server's archive.
-    public func previewNames() -> [String: String] {
-        let rows = (try? pool.read { db in
-            try Row.fetchAll(db, sql: """
-                SELECT item_id, json_extract(attrs, '$."user.mylifedb.preview_sqlar"') FROM remote_files
-                WHERE json_extract(attrs, '$."user.mylifedb.preview_sqlar"') IS NOT NULL
-                """)
-        }) ?? []
-        var out: [String: String] = [:]
-        for r in rows { if let id: String = r[0], let name: String = r[1], !name.isEmpty { out[id] = name } }
-        return out
-    }
-
-    /// A preview's bytes, if kept.
-    public func preview(_ name: String) -> [UInt8]? {
-        (try? pool.read { db in try Data.fetchOne(db, sql: "SELECT bytes FROM remote_previews WHERE name = ?", arguments: [name]) })??.map { $0 }
-    }
-
-    public func keepPreview(_ name: String, _ bytes: [UInt8]) throws {
-        try write { db in try db.run("INSERT OR REPLACE INTO remote_previews(name, bytes) VALUES (?, ?)", [name, Data(bytes)]) }
     }
 }

@@ -31,8 +31,10 @@ public struct MyLifeDBAPI: Sendable {
         WireRequest(method: "GET", path: routes == .current ? "/api/data/root" : "/api/library/root")
     }
 
+    static let loginPath = "/api/system/auth/login"
+
     static func login(password: String) -> WireRequest {
-        WireRequest(method: "POST", path: "/api/system/auth/login", body: .json(["password": .string(password)]))
+        WireRequest(method: "POST", path: loginPath, body: .json(["password": .string(password)]))
     }
 
     /// A folder's children, one level.

@@ -6,7 +6,7 @@ import Synchronization
 
 /// The sync engine of a mount that follows a MyLifeDB server (FS-34): the shared `QueueDrainer`
 /// with `MyLifeDBWriter`, and a feed of the server's changes (`MyLifeDBFeed`). It finds out at
-/// start which routes the server has, and logs in when HTTP Basic is not taken.
+/// start which routes the server has.
 public final class MyLifeDBEngine: SyncRemote {
     public let status: SyncStatus
     let store: Store
@@ -73,8 +73,8 @@ public final class MyLifeDBEngine: SyncRemote {
         while !Task.isCancelled {
             let client = keyed.client
             do {
-                var r = try await client.send(MyLifeDBAPI.root(.current))
-                if r.status == 401, try await login(client) { r = try await client.send(MyLifeDBAPI.root(.current)) }
+                // (A server that refuses the password as HTTP Basic is logged into: `WireClient.send`.)
+                let r = try await client.send(MyLifeDBAPI.root(.current))
                 if r.status == 404 {
                     let old = try await client.send(MyLifeDBAPI.root(.legacy))
                     guard old.status == 200 else { throw WireFailure.of(old) }
@@ -127,21 +127,6 @@ public final class MyLifeDBEngine: SyncRemote {
         } catch {
             log.debug("making folders on the server failed; tried again", metadata: ["error": "\(error)"])
         }
-    }
-
-    /// `POST /api/system/auth/login`: the session it gives stands for the password from now on.
-    func login(_ client: WireClient) async throws -> Bool {
-        let r = try await client.send(MyLifeDBAPI.login(password: client.secret))
-        guard (200..<300).contains(r.status) else { return false }
-        let cookie = r.headers["set-cookie"].flatMap { c in
-            c.split(separator: ";").first.flatMap { kv -> String? in
-                let parts = kv.split(separator: "=", maxSplits: 1)
-                return parts.count == 2 && parts[0].trimmingCharacters(in: .whitespaces) == "session" ? String(parts[1]) : nil
-            }
-        }
-        guard let session = r.json["sessionId"]?.stringValue ?? cookie else { return false }
-        client.useSession(session)
-        return true
     }
 
     public func fetchVersions(_ itemID: String, timeout: Double) -> [JSONValue]? { nil }

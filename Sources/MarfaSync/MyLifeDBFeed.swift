@@ -30,6 +30,9 @@ actor MyLifeDBFeed {
     var pending: Set<String> = []
     var running = false
     var lastHeard = Date()
+    /// Whether the tree was read since the stream (re)connected: at its `connected` frame, at its
+    /// first frame of any kind from a server that sends no `connected`, or 3 s after it opened.
+    var readSinceConnect = false
     /// Files larger than this (other than Markdown) are fetched when first read.
     static let eagerBytes: Int64 = 1 << 20
 
@@ -55,6 +58,8 @@ actor MyLifeDBFeed {
             status.update { $0.stream = .connecting }
             let stream = client.eventBatches(lastEventID: nil, path: eventsPath)
             lastHeard = Date()
+            readSinceConnect = false
+            let opened = Date()
             let ended = StreamEnd()
             let reader = Task {
                 do {
@@ -67,6 +72,10 @@ actor MyLifeDBFeed {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(500))
                 if let e = ended.value { failure = e.error; break }
+                if !readSinceConnect, Date().timeIntervalSince(opened) > 3 {
+                    readSinceConnect = true
+                    Task { await self.request("") }
+                }
                 if Date().timeIntervalSince(lastHeard) > silence { reader.cancel(); failure = WireFailure.network("no word from the server for \(Int(silence)) s"); break }
                 if status.snapshot.stream == .live { attempt = 0 }
             }
@@ -92,13 +101,17 @@ actor MyLifeDBFeed {
     func heard(_ batch: [SSEItem]) async {
         lastHeard = Date()
         var scopes: Set<String> = []
+        if status.snapshot.stream != .live { status.update { $0.stream = .live } }
+        if !readSinceConnect {
+            // A (re)connection: whatever was missed is found by reading the whole tree.
+            readSinceConnect = true
+            scopes.insert("")
+        }
         for item in batch {
             guard case .event(let e) = item, let o = (try? JSONParser.parse(e.data))?.objectValue else { continue }
             switch o["type"]?.stringValue {
             case "connected":
-                // A (re)connection: whatever was missed is found by reading the whole tree.
-                status.update { $0.stream = .live; $0.connection = $0.connection == .unauthorized ? .connecting : $0.connection }
-                scopes.insert("")
+                status.update { $0.connection = $0.connection == .unauthorized ? .connecting : $0.connection }
             case "library-changed":
                 guard let path = o["path"]?.stringValue else { continue }
                 let name = MyLifeDBWriter.name(path)

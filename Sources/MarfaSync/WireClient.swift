@@ -157,9 +157,6 @@ public final class WireClient: Sendable {
     /// From now on, the server's session (a cookie) stands for the credential.
     public func useSession(_ id: String) { session.withLock { $0 = id } }
 
-    /// The credential's secret, for a login call.
-    var secret: String { credential.token }
-
     public func shutdown() async {
         try? await calls.shutdown()
         try? await stream.shutdown()
@@ -193,6 +190,30 @@ public final class WireClient: Sendable {
     /// (in 256 KiB pieces), or else of the answer's body as it comes.
     public func send(_ r: WireRequest, maxBody: Int = 64 << 20, timeout: TimeAmount? = nil,
                      progress: (@Sendable (Int64) -> Void)? = nil) async throws -> WireResponse {
+        let first = try await sendOnce(r, maxBody: maxBody, timeout: timeout, progress: progress)
+        // A MyLifeDB server that refuses the password as HTTP Basic, or a session it no longer
+        // knows: a login with the same password, then the call once more.
+        guard scheme == .basic, first.status == 401, r.path != MyLifeDBAPI.loginPath, try await login() else { return first }
+        return try await sendOnce(r, maxBody: maxBody, timeout: timeout, progress: progress)
+    }
+
+    /// `POST /api/system/auth/login` with the password: the session it gives stands for the
+    /// password from now on. False when the server refuses it (or has no such route).
+    public func login() async throws -> Bool {
+        let r = try await sendOnce(MyLifeDBAPI.login(password: credential.token), maxBody: 1 << 20, timeout: nil, progress: nil)
+        guard (200..<300).contains(r.status) else { return false }
+        let cookie = r.headers["set-cookie"].flatMap { c in
+            c.split(separator: ";").first.flatMap { kv -> String? in
+                let parts = kv.split(separator: "=", maxSplits: 1)
+                return parts.count == 2 && parts[0].trimmingCharacters(in: .whitespaces) == "session" ? String(parts[1]) : nil
+            }
+        }
+        guard let id = r.json["sessionId"]?.stringValue ?? cookie else { return false }
+        useSession(id)
+        return true
+    }
+
+    func sendOnce(_ r: WireRequest, maxBody: Int, timeout: TimeAmount?, progress: (@Sendable (Int64) -> Void)?) async throws -> WireResponse {
         do {
             var req = httpRequest(r)
             let uploading: Bool

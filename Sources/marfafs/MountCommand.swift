@@ -64,6 +64,13 @@ struct MountCommand: ParsableCommand {
         } catch let e as CredentialError { throw CLIError(e.description) }
     }
 
+    /// A store follows one kind of server: its queue and what it knows of the server differ.
+    func checkServerKind(_ store: Store) throws {
+        guard let server, let bound = try store.boundServer(), bound.files != isMyLifeDB else { return }
+        throw CLIError("the store \(storeOption.path) syncs with \(bound.files ? "the MyLifeDB server" : "the Marfa server") \(bound.server); "
+                       + "it cannot follow \(server): use another --store")
+    }
+
     static let myLifeDBScheme = "mylifedb+"
     /// `--server mylifedb+http://…` (FS-34).
     var isMyLifeDB: Bool { server?.hasPrefix(Self.myLifeDBScheme) ?? false }
@@ -96,6 +103,7 @@ struct MountCommand: ParsableCommand {
                     throw CLIError("--server must be an http(s) URL, e.g. http://127.0.0.1:8600, or mylifedb+http(s)://HOST:PORT for a MyLifeDB server")
                 }
                 _ = try credential()
+                if FileManager.default.fileExists(atPath: storeOption.path) { try checkServerKind(try Store(path: storeOption.path)) }
                 guard ConflictMode(rawValue: conflict) != nil else {
                     throw CLIError("--conflict is one of \(ConflictMode.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
@@ -127,6 +135,7 @@ struct MountCommand: ParsableCommand {
         }
         store.device.withLock { [device] in $0 = device ?? ProcessInfo.processInfo.hostName }
         // A store keeps its queue's payloads only once a server has seen it (FS-28).
+        try checkServerKind(store)
         if isMyLifeDB, let server {
             let queued = try store.useFileRemote(server: server)
             if queued > 0 { log.info("first mount with a MyLifeDB server: the local store's files are queued", metadata: ["files": "\(queued)"]) }

@@ -274,6 +274,29 @@ import Testing
             #expect(m.sh("printf 'y\\n' > vault/y.md").status == 0)
             #expect(MountHarness.eventually { s.read("y.md") == "y\n" })
             #expect(s.call("GET", "/api/data/root").status == 200, "the login set the password, which HTTP Basic now takes")
+            // A restarted server knows no session (and here, no password): the mount logs in again.
+            s.stop()
+            try s.start()
+            #expect(m.sh("printf 'z\\n' > vault/z.md").status == 0)
+            #expect(MountHarness.eventually(timeout: 40) { s.read("z.md") == "z\n" })
         }
+    }
+
+    @Test func FS34_aStoreFollowsOneKindOfServer() throws {
+        let s = try MyLifeDBContract()
+        s.put("n.md", "x\n")
+        let h = try MountHarness()
+        h.mountOptions = try s.mountOptions()
+        try h.mount()
+        h.unmount()
+        let key = h.root + "/key"
+        try "some-key\n".write(toFile: key, atomically: true, encoding: .utf8)
+        chmod(key, 0o600)
+        let r = Shell.run([MountHarness.binary, "mount", h.mountpoint, "--store", h.store, "--server", "http://127.0.0.1:9", "--key-file", key])
+        defer { h.unmount() }
+        #expect(r.status != 0)
+        #expect((r.stderr + r.stdout).contains("syncs with the MyLifeDB server"), "\(r.stderr)")
+        #expect(h.sh("mountpoint -q .").status != 0, "nothing is mounted")
+        #expect(h.sql("SELECT value FROM meta WHERE key = 'server'").hasPrefix("mylifedb+"), "the store is unchanged")
     }
 }
