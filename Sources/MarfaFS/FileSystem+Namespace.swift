@@ -349,8 +349,10 @@ extension FileSystem {
                 catalog.addScratch(s)
                 return (try attr(.scratch(s.rowid)), [])
             }
-            // In the vault's tree a symlink is what it is: a symlink item, any target (FS-31).
+            // In the vault's tree a symlink is what it is: a symlink item, any target (FS-31),
+            // unless the remote keeps none (a MyLifeDB server, FS-34): refused, never half-done.
             if case .treeDir(let f) = p {
+                if !remoteKeepsSymlinks { throw FSError(.notPermitted, "the server keeps no symbolic links") }
                 try settleNow(spools: .none)
                 return try makeTreeSymlink(target, in: f, named: name)
             }

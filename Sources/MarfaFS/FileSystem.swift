@@ -25,6 +25,9 @@ public final class FileSystem: @unchecked Sendable {
     public var fetchBlob: (@Sendable (String) -> Bool)?
     /// The versions the server keeps of an item (FS-33), fetched when its history is listed.
     public var fetchVersions: (@Sendable (String) -> [JSONValue]?)?
+    /// Whether the remote keeps symbolic links (a MyLifeDB server does not: `ln -s` in the vault's
+    /// tree is refused with EPERM, FS-34).
+    public var remoteKeepsSymlinks = true
     /// A MyLifeDB server's preview image by its name in the server's archive (FS-34); nil if it cannot.
     public var fetchPreview: (@Sendable (String) -> [UInt8]?)?
     /// The versions the server last said it keeps of each item that this store has no copy of,

@@ -47,9 +47,17 @@ struct MyLifeDBWriter: RemoteWriter {
         let state = try store.fileState(itemID: m.itemID)
         let upTo = max(m.seq, state?.queuedUpTo ?? 0)
         var known = try store.knownFile(itemID: m.itemID)
-        // Gone from the tree here: gone there.
+        // Gone from the tree here: gone there, unless it was written there since (an edit wins
+        // over a delete: the server's file stays, and comes back here as a new file).
         guard let state, let path = state.path else {
-            if let known { try await client.call(api.delete(known.path)) }
+            if let known {
+                let there = try await currentHash(known.path, client: client, api: api)
+                if there == known.hash {
+                    try await client.call(api.delete(known.path))
+                } else if there != nil {
+                    status.record("mylifedb.kept", ["path": .string(known.path), "reason": "written on the server since; not deleted"])
+                }
+            }
             try store.filePushed(itemID: m.itemID, upTo: upTo, file: nil, base: nil)
             return ack
         }

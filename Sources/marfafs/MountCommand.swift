@@ -206,7 +206,10 @@ struct MountCommand: ParsableCommand {
                 status.record(copy == nil ? "stale_save.merged" : "stale_save.copied",
                               copy.map { ["item": .string(item), "copy": .string($0)] } ?? ["item": .string(item)])
             }
-            if let mylifedb = sync as? MyLifeDBEngine { fs.fetchPreview = { mylifedb.fetchPreview($0, timeout: 20) } }
+            if let mylifedb = sync as? MyLifeDBEngine {
+                fs.fetchPreview = { mylifedb.fetchPreview($0, timeout: 20) }
+                fs.remoteKeepsSymlinks = false
+            }
             sync.start()
             Logger(label: "marfafs.fuse").info("syncing", metadata: ["server": "\(server)", "key": "\(isMyLifeDB ? "password" : key.description)"])
             return sync
