@@ -134,28 +134,19 @@ public final class MyLifeDBEngine: SyncRemote {
     /// A preview image from the server's archive (`GET /sqlar/<name>`), blocking the caller at most
     /// `timeout` seconds; nil when it cannot be had.
     public func fetchPreview(_ name: String, timeout: Double) -> [UInt8]? {
-        let done = DispatchSemaphore(value: 0)
-        let out = Mutex<[UInt8]?>(nil)
         let client = keyed.client
-        let task = Task {
-            defer { done.signal() }
-            if let r = try? await client.send(MyLifeDBAPI.preview(name), timeout: .seconds(Int64(timeout))), r.status == 200 {
-                out.withLock { $0 = r.body }
-            }
+        return waitFor(timeout: timeout) {
+            guard let r = try? await client.send(MyLifeDBAPI.preview(name), timeout: .seconds(Int64(timeout))), r.status == 200 else { return nil }
+            return r.body
         }
-        if done.wait(timeout: .now() + timeout) == .timedOut { task.cancel(); return nil }
-        return out.withLock { $0 }
     }
 
     /// A large file's bytes, fetched when read (`GET /raw/<path>`, in ranges of 8 MiB, so a dropped
     /// connection costs one range), into the store's cache; blocks the caller at most `timeout` s.
     public func fetchBlob(_ hash: String, timeout: Double) -> Bool {
         guard let known = try? store.knownFile(blob: hash) else { return false }
-        let done = DispatchSemaphore(value: 0)
-        let ok = Mutex(false)
         let store = store, client = keyed.client, status = status, log = log, api = MyLifeDBAPI(routes: routes.current)
-        let task = Task {
-            defer { done.signal() }
+        return waitFor(timeout: timeout) { () -> Bool? in
             do {
                 status.transferStarted("download", hash: hash, item: known.itemID, total: known.size, restarted: false)
                 var bytes: [UInt8] = []
@@ -166,7 +157,7 @@ public final class MyLifeDBEngine: SyncRemote {
                     let from = Int64(bytes.count)
                     let resp: WireResponse
                     do {
-                        resp = try await client.send(api.raw(known.path, range: from...(from + piece - 1)), maxBody: Int(piece) + 1, timeout: .seconds(Int64(timeout)))
+                        resp = try await client.send(api.raw(known.path, range: from...(from + piece - 1)), maxBody: Int(max(piece, known.size)) + 1, timeout: .seconds(Int64(timeout)))
                     } catch where tries < 3 { tries += 1; continue }
                     if resp.status == 200 { bytes = resp.body; break }
                     guard resp.status == 206 else { throw WireFailure.of(resp) }
@@ -176,15 +167,14 @@ public final class MyLifeDBEngine: SyncRemote {
                     tries = 0
                 }
                 try store.cacheBlob(bytes, hash: hash)
-                ok.withLock { $0 = true }
                 status.transferEnded(hash: hash, error: nil)
+                return true
             } catch {
                 status.transferEnded(hash: hash, error: "\(error)")
                 log.error("fetching a file from the server failed", metadata: ["path": "\(known.path)", "error": "\(error)"])
+                return nil
             }
-        }
-        if done.wait(timeout: .now() + timeout) == .timedOut { task.cancel(); return false }
-        return ok.withLock { $0 }
+        } ?? false
     }
 }
 

@@ -57,29 +57,20 @@ public final class SyncEngine: SyncRemote {
     /// properties before the current one), blocking the caller for at most `timeout` seconds;
     /// nil when the server cannot say (offline, refused).
     public func fetchVersions(_ itemID: String, timeout: Double = 5) -> [JSONValue]? {
-        let done = DispatchSemaphore(value: 0)
-        let out = Mutex<[JSONValue]?>(nil)
         let client = client.client
-        let task = Task {
-            defer { done.signal() }
-            if let resp = try? await client.call(WireRequest(method: "GET", path: "/items/\(WireRequest.segment(itemID))/versions")),
-               case .array(let list)? = resp.json["versions"] {
-                out.withLock { $0 = list }
-            }
+        return waitFor(timeout: timeout) {
+            guard let resp = try? await client.call(WireRequest(method: "GET", path: "/items/\(WireRequest.segment(itemID))/versions")),
+                  case .array(let list)? = resp.json["versions"] else { return nil }
+            return list
         }
-        if done.wait(timeout: .now() + timeout) == .timedOut { task.cancel(); return nil }
-        return out.withLock { $0 }
     }
 
     /// Fetches a blob into the store's cache, blocking the caller (a FUSE thread reading a blob
     /// not cached yet) for at most `timeout` seconds.
     public func fetchBlob(_ hash: String, timeout: Double = 120) -> Bool {
         guard BlobHash.isValid(hash) else { return false }
-        let done = DispatchSemaphore(value: 0)
-        let ok = Mutex(false)
         let store = store, client = client.client, status = status, log = log
-        let task = Task {
-            defer { done.signal() }
+        return waitFor(timeout: timeout) { () -> Bool? in
             do {
                 let item = (try? store.blobItem(hash: hash)) ?? nil
                 status.transferStarted("download", hash: hash, item: item?.id, total: item?.size ?? 0, restarted: false)
@@ -88,14 +79,13 @@ public final class SyncEngine: SyncRemote {
                                                  progress: { status.transferProgress(hash: hash, done: $0) })
                 guard resp.status == 200 else { throw WireFailure.of(resp) }
                 try store.cacheBlob(resp.body, hash: hash)
-                ok.withLock { $0 = true }
                 status.transferEnded(hash: hash, error: nil)
+                return true
             } catch {
                 status.transferEnded(hash: hash, error: "\(error)")
                 log.error("fetching a blob failed", metadata: ["blob": "\(hash)", "error": "\(error)"])
+                return nil
             }
-        }
-        if done.wait(timeout: .now() + timeout) == .timedOut { task.cancel(); return false }
-        return ok.withLock { $0 }
+        } ?? false
     }
 }

@@ -456,14 +456,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.coded(404, "LIBRARY_NOT_FOUND", "File not found")
         if not os.path.isdir(absolute(parent)):
             return self.coded(404, "LIBRARY_NOT_FOUND", "Target folder not found")
-        new = f"{parent}/{os.path.basename(rel)}" if parent else os.path.basename(rel)
+        self.relocate(rel, f"{parent}/{os.path.basename(rel)}" if parent else os.path.basename(rel), "move")
+
+    def relocate(self, rel, new, op):
+        """A file or folder moved or renamed to `new`, unless that name is taken."""
         if os.path.exists(absolute(new)):
             return self.coded(409, "LIBRARY_FILE_CONFLICT", "A file with this name already exists")
-        os.rename(src, absolute(new))
+        os.rename(absolute(rel), absolute(new))
         with lock:
             if rel in created:
                 created[new] = created.pop(rel)
-        emit(new, "move")
+        emit(new, op)
         self.send_json(200, {"newPath": new})
 
     def rename(self, rel, name):
@@ -473,15 +476,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not os.path.exists(src):
             return self.coded(404, "LIBRARY_NOT_FOUND", "File not found")
         parent = os.path.dirname(rel)
-        new = f"{parent}/{name}" if parent else name
-        if os.path.exists(absolute(new)):
-            return self.coded(409, "LIBRARY_FILE_CONFLICT", "A file with this name already exists")
-        os.rename(src, absolute(new))
-        with lock:
-            if rel in created:
-                created[new] = created.pop(rel)
-        emit(new, "rename")
-        self.send_json(200, {"newPath": new})
+        self.relocate(rel, f"{parent}/{name}" if parent else name, "rename")
 
     def delete(self, rel):
         p = absolute(rel)
