@@ -202,6 +202,11 @@ enum Schema {
             -- FS-34: a MyLifeDB server's preview images, by their name in its archive, kept once fetched.
             CREATE TABLE remote_previews(name TEXT PRIMARY KEY, bytes BLOB NOT NULL);
             """),
+        ("v15-remote-files-seen", """
+            -- FS-34: when the store last recorded each remote file (a counter), so a reading of the
+            -- tree that began before cannot undo it.
+            ALTER TABLE remote_files ADD COLUMN seen INTEGER NOT NULL DEFAULT 0;
+            """),
     ]
 
     static func insertBuiltInTypes(_ db: Database) throws {

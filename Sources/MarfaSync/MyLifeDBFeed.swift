@@ -153,10 +153,12 @@ actor MyLifeDBFeed {
         let client = keyed.client, api = api()
         let first = !firstSync.done && scope.isEmpty
         if first { status.update { $0.transfer = EngineState.Transfer(phase: "listing") } }
+        let inScope: (String) -> Bool = { p in scope.isEmpty || p == scope || p.hasPrefix(scope + "/") }
+        // What the store knows, read before the tree: a file this mount sends meanwhile is recorded
+        // anew, and what this older reading says of it is not taken (`KnownFile.seen`).
+        let known = try store.knownFiles().filter { inScope($0.path) }
         let (files, folders) = try await walk(scope, client: client, api: api)
         status.update { $0.connection = .online }
-        let inScope: (String) -> Bool = { p in scope.isEmpty || p == scope || p.hasPrefix(scope + "/") }
-        let known = try store.knownFiles().filter { inScope($0.path) }
         let knownByPath = Dictionary(known.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
         var vanished = known.filter { files[$0.path] == nil }
         let changed = files.values.filter { f in knownByPath[f.path].map { $0.size != f.size || $0.modifiedMs != f.modifiedMs } ?? true }
@@ -185,21 +187,18 @@ actor MyLifeDBFeed {
                 }
                 if knownByPath[f.path] == nil, let i = vanished.firstIndex(where: { $0.hash == hash }) {
                     // The same bytes left another place: a move.
-                    _ = try store.applyRemoteMove(from: vanished[i].path, to: f)
+                    applied += try store.applyRemoteMove(from: vanished[i], to: f).applied
                     vanished.remove(at: i)
-                    applied += 1
                     continue
                 }
                 guard let body else { continue }
                 batch.append((f, body))
-                applied += 1
             }
-            _ = try store.applyRemoteFiles(batch)
+            applied += try store.applyRemoteFiles(batch).applied
             if first { status.update { $0.transfer?.items = start + group.count; $0.transfer?.done = Double(start + group.count) / Double(max(1, changed.count)) } }
         }
         for v in vanished {
-            _ = try store.applyRemoteRemoval(path: v.path)
-            applied += 1
+            applied += try store.applyRemoteRemoval(v).applied
         }
         let knownFolders = try store.knownFolders().filter(inScope)
         let removed = knownFolders.subtracting(folders).subtracting([scope])

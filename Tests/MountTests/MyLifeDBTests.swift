@@ -110,6 +110,24 @@ import Testing
         }
     }
 
+    /// rsync writes each file under a temporary name and renames it; the server hears both, and its
+    /// events come back while the mount is still sending: nothing is taken back from them.
+    @Test func FS34_rsyncIntoTheTreeTwiceSendsEachFileOnceAndThenNothing() throws {
+        let s = try MyLifeDBContract()
+        try MountHarness.with(options: try s.mountOptions()) { m in
+            let src = m.root + "/src"
+            #expect(Shell.run(["/bin/bash", "-c", "mkdir -p \(src)/sub && for i in $(seq 1 300); do echo \"note $i\" > \(src)/n$i.md; done && echo deep > \(src)/sub/d.md"]).status == 0)
+            #expect(m.sh("rsync -a \(src)/ vault/synced/").status == 0)
+            #expect(MountHarness.eventually { m.syncStatus["queue_depth"] == .int(0) })
+            sleep(2)   // the server's events for the last files are heard
+            let again = m.sh("rsync -ai \(src)/ vault/synced/")
+            #expect(again.status == 0 && again.out.isEmpty, "the second rsync sends nothing: \(again.out.prefix(500))")
+            #expect(Shell.run(["diff", "-r", src, s.data + "/synced"]).status == 0, "the server has every file, under its own name")
+            #expect(m.sql("SELECT count(*) FROM items WHERE state = 'trashed'") == "0", "no file was taken back as removed")
+            #expect(m.sh("ls -a vault/synced | grep -c '^\\.n'").out == "0", "no temporary name is left")
+        }
+    }
+
     @Test func FS34_changesOnTheServerShowWithInotifyEvents() throws {
         let s = try MyLifeDBContract(password: "pw")
         s.put("notes/a.md", "one\n")
