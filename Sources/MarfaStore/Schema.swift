@@ -206,6 +206,7 @@ enum Schema {
             -- FS-34: when the store last recorded each remote file (a counter), so a reading of the
             -- tree that began before cannot undo it.
             ALTER TABLE remote_files ADD COLUMN seen INTEGER NOT NULL DEFAULT 0;
+            CREATE INDEX remote_files_by_seen ON remote_files(seen);
             """),
     ]
 

@@ -99,8 +99,14 @@ extension Store {
 
     // MARK: what is known of the remote
 
-    public func knownFiles() throws -> [KnownFile] {
-        try pool.read { db in try Row.fetchAll(db, sql: "SELECT * FROM remote_files").map(Self.known) }
+    /// The files known at and below folder `scope` ("": all), without their base bytes.
+    public func knownFiles(under scope: String = "") throws -> [KnownFile] {
+        try pool.read { db in
+            let columns = "item_id, path, hash, size, modified_ms, NULL AS base, seen"
+            if scope.isEmpty { return try Row.fetchAll(db, sql: "SELECT \(columns) FROM remote_files").map(Self.known) }
+            return try Row.fetchAll(db, sql: "SELECT \(columns) FROM remote_files WHERE path = ? OR path LIKE ? ESCAPE '\\'",
+                                    arguments: [scope, Self.likePrefix(scope + "/")]).map(Self.known)
+        }
     }
 
     public func knownFile(itemID: String) throws -> KnownFile? {

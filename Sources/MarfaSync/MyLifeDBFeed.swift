@@ -156,7 +156,7 @@ actor MyLifeDBFeed {
         let inScope: (String) -> Bool = { p in scope.isEmpty || p == scope || p.hasPrefix(scope + "/") }
         // What the store knows, read before the tree: a file this mount sends meanwhile is recorded
         // anew, and what this older reading says of it is not taken (`KnownFile.seen`).
-        let known = try store.knownFiles().filter { inScope($0.path) }
+        let known = try store.knownFiles(under: scope)
         let (files, folders) = try await walk(scope, client: client, api: api)
         status.update { $0.connection = .online }
         let knownByPath = Dictionary(known.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
