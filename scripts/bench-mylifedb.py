@@ -14,7 +14,9 @@ mounts:
   mount → server  EDITS writes through the mount, each timed until the server's folder holds them.
 Prints a Markdown section and writes mylifedb.json beside it.
 
-usage: bench-mylifedb.py BINARY OUTDIR [--files 2000] [--edits 100]
+  large       the first sync again with LARGE files (scale).
+
+usage: bench-mylifedb.py BINARY OUTDIR [--files 2000] [--edits 100] [--large 20000]
 """
 import argparse
 import concurrent.futures
@@ -35,6 +37,7 @@ ap.add_argument("binary")
 ap.add_argument("outdir")
 ap.add_argument("--files", type=int, default=2000)
 ap.add_argument("--edits", type=int, default=100)
+ap.add_argument("--large", type=int, default=20000)
 args = ap.parse_args()
 os.makedirs(args.outdir, exist_ok=True)
 repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,7 +50,7 @@ def run(*cmd):
     return subprocess.run(list(cmd), check=True, capture_output=True, text=True)
 
 
-def library(n):
+def library(n, data=data):
     """n files: three in four notes, the rest small binary files, in folders two deep."""
     rng = random.Random(34)
     for i in range(n):
@@ -63,8 +66,8 @@ def library(n):
             f.write(body)
 
 
-def start_server():
-    port_file = os.path.join(work, "port")
+def start_server(data=data, name="port"):
+    port_file = os.path.join(work, name)
     p = subprocess.Popen(["python3", os.path.join(repo, "scripts/testing/mylifedb_contract.py"), data, port_file],
                          stderr=open(os.path.join(work, "server.log"), "w"))
     procs.append(p)
@@ -193,9 +196,25 @@ try:
         time.sleep(0.05)
     result["mount_to_server"] = {"edits": args.edits, "p50_ms": pick(up, 0.5), "p99_ms": pick(up, 0.99), "max_ms": max(up)}
 
+    # The first sync at scale.
+    big_data = os.path.join(work, "big-data")
+    library(args.large, big_data)
+    big_base = start_server(big_data, "big-port")
+    t0 = time.monotonic()
+    plain_client(big_base, os.path.join(work, "big-plain"))
+    big_plain_s = time.monotonic() - t0
+    big_mnt = os.path.join(work, "big-mnt")
+    os.makedirs(big_mnt)
+    t0 = time.monotonic()
+    run(args.binary, "mount", big_mnt, "--store", os.path.join(work, "big.sqlite"), "--server", "mylifedb+" + big_base)
+    mounts.append(big_mnt)
+    big_s = time.monotonic() - t0
+    result["first_sync_large"] = {"files": args.large, "seconds": big_s, "plain_client_seconds": big_plain_s}
+    print(f"first sync: {args.large} files in {big_s:.2f} s (plain client {big_plain_s:.2f} s)", file=sys.stderr)
+
     with open(os.path.join(args.outdir, "mylifedb.json"), "w") as f:
         json.dump(result, f, indent=1)
-    fs, sm, ms = result["first_sync"], result["server_to_mount"], result["mount_to_server"]
+    fs, sm, ms, fl = result["first_sync"], result["server_to_mount"], result["mount_to_server"], result["first_sync_large"]
     md = ["## A MyLifeDB server (FS-34)", "",
           f"`scripts/bench mylifedb` on {time.strftime('%Y-%m-%d', time.gmtime())}: the release build and the contract fake of a MyLifeDB"
           " server (`scripts/testing/mylifedb_contract.py`, one Python process over a real folder) on 127.0.0.1, on the same 2 cores.",
@@ -203,6 +222,7 @@ try:
           "| measure | native `cp -r` | plain client | marfafs |", "|---|---|---|---|",
           f"| first sync of {fs['files']} files (notes and small files, nested folders; `marfafs mount` until done; tree identical: {'yes' if fs['identical'] else 'NO'}) "
           f"| {fs['native_copy_seconds']:.2f} s | {fs['plain_client_seconds']:.2f} s | {fs['seconds']:.2f} s ({fs['seconds'] / fs['plain_client_seconds']:.1f}× the plain client) |",
+          f"| first sync of {fl['files']} files (the same kind) | | {fl['plain_client_seconds']:.2f} s | {fl['seconds']:.2f} s ({fl['seconds'] / fl['plain_client_seconds']:.1f}× the plain client) |",
           "", "| latency | p50 | p99 | max |", "|---|---|---|---|",
           f"| write on the server (PUT /raw) → `cat` on the mount shows it, {sm['edits']} writes | {sm['p50_ms']:.0f} ms | {sm['p99_ms']:.0f} ms | {sm['max_ms']:.0f} ms |",
           f"| … → IN_MODIFY in the mount's `vault/` (`inotifywait`; {sm['missed']} missed) | {sm['inotify_p50_ms']:.0f} ms | {sm['inotify_p99_ms']:.0f} ms | |",
