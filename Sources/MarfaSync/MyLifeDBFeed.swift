@@ -141,7 +141,10 @@ actor MyLifeDBFeed {
                     try await reconcile(s)
                 } catch {
                     log.info("reading the server's tree failed", metadata: ["folder": "\(s)", "error": "\(error)"])
-                    status.update { $0.lastError = "\(error)" }
+                    // Until a first reading succeeds, the mount counts the server as unreachable
+                    // (`marfafs mount` stops waiting for it after a while).
+                    let first = !firstSync.done
+                    status.update { $0.lastError = "\(error)"; if first { $0.connection = .offline } }
                 }
             }
         }
@@ -157,10 +160,11 @@ actor MyLifeDBFeed {
         // What the store knows, read before the tree: a file this mount sends meanwhile is recorded
         // anew, and what this older reading says of it is not taken (`KnownFile.seen`).
         let known = try store.knownFiles(under: scope)
-        let (files, folders) = try await walk(scope, client: client, api: api)
+        let (files, folders, unlisted) = try await walk(scope, client: client, api: api)
+        let inUnlisted: (String) -> Bool = { p in unlisted.contains { $0.isEmpty || p == $0 || p.hasPrefix($0 + "/") } }
         status.update { $0.connection = .online }
         let knownByPath = Dictionary(known.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
-        var vanished = known.filter { files[$0.path] == nil }
+        var vanished = known.filter { files[$0.path] == nil && !inUnlisted($0.path) }
         let changed = files.values.filter { f in knownByPath[f.path].map { $0.size != f.size || $0.modifiedMs != f.modifiedMs } ?? true }
             .sorted { $0.path < $1.path }
         if first { status.update { $0.transfer = EngineState.Transfer(phase: "files", items: 0, done: 0) } }
@@ -201,7 +205,7 @@ actor MyLifeDBFeed {
             applied += try store.applyRemoteRemoval(v).applied
         }
         let knownFolders = try store.knownFolders().filter(inScope)
-        let removed = knownFolders.subtracting(folders).subtracting([scope])
+        let removed = knownFolders.subtracting(folders).subtracting([scope]).filter { !inUnlisted($0) }
         try store.setKnownFolders(adding: Array(folders.subtracting(knownFolders)), removing: Array(removed))
         try store.addRemoteFolders(folders.subtracting(knownFolders).sorted())
         try store.removeRemoteFolders(Array(removed))
@@ -215,27 +219,40 @@ actor MyLifeDBFeed {
     }
 
     /// Every file and folder at and below `root` (a folder the server no longer has holds nothing).
-    func walk(_ root: String, client: WireClient, api: MyLifeDBAPI) async throws -> (files: [String: RemoteFile], folders: Set<String>) {
-        var files: [String: RemoteFile] = [:], folders = Set<String>(), queue = [root]
+    /// A folder the server refuses to list for good (403, say) is `unlisted`: what is known below
+    /// it is neither taken as removed nor read; a failure that may pass (network, 5xx, 401, 429)
+    /// fails the whole reading, which is tried again.
+    func walk(_ root: String, client: WireClient, api: MyLifeDBAPI) async throws
+        -> (files: [String: RemoteFile], folders: Set<String>, unlisted: Set<String>) {
+        var files: [String: RemoteFile] = [:], folders = Set<String>(), unlisted = Set<String>(), queue = [root]
         while !queue.isEmpty {
             let batch = Array(queue.prefix(8))
             queue.removeFirst(batch.count)
-            try await withThrowingTaskGroup(of: (files: [RemoteFile], folders: [String]).self) { g in
+            try await withThrowingTaskGroup(of: (folder: String, files: [RemoteFile], folders: [String], refused: Bool).self) { g in
                 for folder in batch {
                     g.addTask {
                         let r = try await client.send(api.tree(folder))
-                        if r.status == 404 { return ([], []) }
-                        guard (200..<300).contains(r.status) else { throw WireFailure.of(r) }
-                        return MyLifeDBAPI.children(r.json, of: folder)
+                        if r.status == 404 { return (folder, [], [], false) }
+                        guard (200..<300).contains(r.status) else {
+                            let f = WireFailure.of(r)
+                            if f.isRetryable || r.status == 401 { throw f }
+                            return (folder, [], [], true)
+                        }
+                        let c = MyLifeDBAPI.children(r.json, of: folder)
+                        return (folder, c.files, c.folders, false)
                     }
                 }
-                for try await (fs, ds) in g {
+                for try await (folder, fs, ds, refused) in g {
+                    if refused { unlisted.insert(folder); continue }
                     for f in fs where !isLocalOnly(f.path) { files[f.path] = f }
                     for d in ds where !isLocalOnly(d) { folders.insert(d); queue.append(d) }
                 }
             }
         }
-        return (files, folders)
+        if !unlisted.isEmpty {
+            log.warning("the server refused to list folders; what is known in them stays as it is", metadata: ["folders": "\(unlisted.sorted())"])
+        }
+        return (files, folders, unlisted)
     }
 
     /// A file's description (hash, attributes) and, if its bytes are new here, the bytes (a large

@@ -180,6 +180,29 @@ import Testing
         }
     }
 
+    @Test func FS34_aFolderTheServerRefusesToListLosesNothingHere() throws {
+        let s = try MyLifeDBContract()
+        s.put("private/p.md", "mine\n")
+        s.put("open/o.md", "o\n")
+        s.put("closed/c.md", "c\n")
+        s.call("POST", "/_contract/forbid?path=closed")
+        try MountHarness.with(options: try s.mountOptions()) { m in
+            #expect(m.syncStatus["first_sync_done"] == .bool(true), "a folder refused does not hold up the first sync")
+            #expect(m.sh("cat vault/open/o.md").out == "o")
+            #expect(m.sh("cat vault/private/p.md").out == "mine")
+            // Refused later: a whole reading (a reconnection, no event for the new file) still
+            // takes the rest of the tree, and takes nothing known in that folder as removed.
+            s.call("POST", "/_contract/forbid?path=private")
+            s.quiet(true)
+            s.put("open/o2.md", "o2\n")
+            s.quiet(false)
+            s.dropStreams()
+            #expect(MountHarness.eventually(timeout: 20) { m.sh("cat vault/open/o2.md").out == "o2" }, "the rest of the tree is read")
+            #expect(m.sh("cat vault/private/p.md").out == "mine", "what is known in the refused folder stays")
+            #expect(m.sql("SELECT count(*) FROM items WHERE state = 'trashed'") == "0")
+        }
+    }
+
     @Test func FS34_offlineEditsDrainOnReconnect() throws {
         let s = try MyLifeDBContract()
         s.put("n.md", "start\n")

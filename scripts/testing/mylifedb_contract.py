@@ -19,7 +19,8 @@ It listens on loopback (port N, else a free one) and writes the port to PORT_FIL
 
 For tests only, under /_contract/ (not part of MyLifeDB): POST /_contract/drop-streams closes every
 event stream; POST /_contract/quiet?on=1 holds back events (as a stream that misses them) until
-quiet?on=0; GET /_contract/requests counts requests by "METHOD /route".
+quiet?on=0; GET /_contract/requests counts requests by "METHOD /route"; POST /_contract/forbid?path=F
+makes a tree listing of folder F answer 403 (as a folder the server may not read).
 """
 import email.utils, hashlib, json, mimetypes, os, secrets, socket, socketserver, sys, threading, time, urllib.parse
 import http.server
@@ -43,6 +44,7 @@ counts = {}
 created = {}            # path -> createdAt ms (the server keeps its own record)
 pinned = set()
 tmp_counter = [0]
+forbidden = set()
 
 
 def now_ms():
@@ -293,6 +295,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if route == "/_contract/requests":
             with lock:
                 return self.send_json(200, dict(counts))
+        if route == "/_contract/forbid":
+            forbidden.add(safe(q.get("path", "")))
+            return self.send_json(200, {"forbidden": sorted(forbidden)})
         if route == "/_contract/pin":
             pinned.add(safe(q.get("path", "")))
             return self.send_json(200, {"success": True})
@@ -324,6 +329,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if rel is None:
             return self.send_json(400, {"error": "Invalid path"})
         p = absolute(rel)
+        if rel in forbidden:
+            return self.coded(403, "LIBRARY_FORBIDDEN", "Permission denied")
         if not os.path.isdir(p):
             return self.coded(404, "LIBRARY_NOT_FOUND", "Folder not found")
         depth = int(q.get("depth") or 1)
