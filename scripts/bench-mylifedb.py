@@ -102,6 +102,20 @@ def plain_client(base, dest):
     return len(files)
 
 
+def first_sync(base, name):
+    """The plain client's download of the library, then a mount of it into a fresh store (until
+    `marfafs mount` returns, the first sync done): (files, plain client s, mount s, mount point)."""
+    t0 = time.monotonic()
+    n = plain_client(base, os.path.join(work, name + "-plain"))
+    plain_s = time.monotonic() - t0
+    mnt = os.path.join(work, name + "-mnt")
+    os.makedirs(mnt)
+    t0 = time.monotonic()
+    run(args.binary, "mount", mnt, "--store", os.path.join(work, name + ".sqlite"), "--server", "mylifedb+" + base)
+    mounts.append(mnt)
+    return n, plain_s, time.monotonic() - t0, mnt
+
+
 def put(base, path, text):
     req = urllib.request.Request(base + "/raw/" + urllib.parse.quote(path), data=text.encode(), method="PUT")
     urllib.request.urlopen(req).read()
@@ -121,15 +135,7 @@ try:
     t0 = time.monotonic()
     run("cp", "-r", data, os.path.join(work, "native-copy"))
     native_s = time.monotonic() - t0
-    t0 = time.monotonic()
-    n = plain_client(base, os.path.join(work, "plain"))
-    plain_s = time.monotonic() - t0
-    mnt = os.path.join(work, "mnt")
-    os.makedirs(mnt)
-    t0 = time.monotonic()
-    run(args.binary, "mount", mnt, "--store", os.path.join(work, "store.sqlite"), "--server", "mylifedb+" + base)
-    mounts.append(mnt)
-    first_s = time.monotonic() - t0
+    n, plain_s, first_s, mnt = first_sync(base, "small")
     with open(os.path.join(mnt, ".marfafs/status")) as f:
         st = json.load(f)
     same = subprocess.run(["diff", "-rq", data, os.path.join(mnt, "vault/")], capture_output=True).returncode == 0
@@ -199,16 +205,7 @@ try:
     # The first sync at scale.
     big_data = os.path.join(work, "big-data")
     library(args.large, big_data)
-    big_base = start_server(big_data, "big-port")
-    t0 = time.monotonic()
-    plain_client(big_base, os.path.join(work, "big-plain"))
-    big_plain_s = time.monotonic() - t0
-    big_mnt = os.path.join(work, "big-mnt")
-    os.makedirs(big_mnt)
-    t0 = time.monotonic()
-    run(args.binary, "mount", big_mnt, "--store", os.path.join(work, "big.sqlite"), "--server", "mylifedb+" + big_base)
-    mounts.append(big_mnt)
-    big_s = time.monotonic() - t0
+    _, big_plain_s, big_s, _ = first_sync(start_server(big_data, "big-port"), "big")
     result["first_sync_large"] = {"files": args.large, "seconds": big_s, "plain_client_seconds": big_plain_s}
     print(f"first sync: {args.large} files in {big_s:.2f} s (plain client {big_plain_s:.2f} s)", file=sys.stderr)
 

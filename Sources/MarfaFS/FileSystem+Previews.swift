@@ -39,6 +39,21 @@ extension FileSystem {
         return (catalog.subfolders(f).sorted().map { ($0, Node.previewDir(VaultIndex.join(f, $0))) } + files).sorted { $0.0 < $1.0 }
     }
 
+    static func isPreview(_ n: Node) -> Bool {
+        switch n { case .previewDir, .previewFile: return true; default: return false }
+    }
+
+    /// Runs `pass` (one pass under the lock, which says whether it answered for a preview node);
+    /// for a preview node of a mount that fetches previews, the previews it shows that are not
+    /// kept yet are fetched (outside the lock) and the pass runs again. Any other node costs
+    /// nothing more (the hot path of getattr, lookup and readdir).
+    func withPreviews<T>(_ ino: UInt64, _ pass: () throws -> (T, Bool)) throws -> T {
+        let (answer, preview) = try pass()
+        guard preview, fetchPreview != nil else { return answer }
+        fetchPreviews(ino)
+        return try pass().0
+    }
+
     /// Before a previews folder is listed or looked into, or a preview is read (outside the lock):
     /// the previews it shows that are not kept yet are fetched.
     func fetchPreviews(_ ino: UInt64) {

@@ -214,8 +214,9 @@ public final class FileSystem: @unchecked Sendable {
 
     public func getattr(_ ino: UInt64, reader: Int32 = 0) throws -> FileAttr {
         if LocalFiles.owns(ino) { return try local.attr(ino: ino) }
-        fetchPreviews(ino)
-        return try locked { currentReader = reader; return try attr(try node(ino)) }
+        return try withPreviews(ino) {
+            try locked { currentReader = reader; let n = try node(ino); return (try attr(n), Self.isPreview(n)) }
+        }
     }
 
     public func lookup(parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
@@ -225,18 +226,19 @@ public final class FileSystem: @unchecked Sendable {
         if name.utf8.count > Names.maxNameBytes { throw FSError(.nameTooLong, name) }
         if LocalFiles.owns(parent) { return try local.attr(VaultIndex.join(try local.rel(parent), name)) }
         askServerForVersions(parent)
-        fetchPreviews(parent)
         // One pass under the lock; a name the tree does not have may be a local-only one (FS-32).
-        let (found, folder): (FileAttr?, String?) = try locked {
-            currentReader = reader
-            let p = try node(parent)
-            if let child = try childNode(p, name) {
-                noteShown(child)
-                return (try attr(child), nil)
+        let (found, folder): (FileAttr?, String?) = try withPreviews(parent) {
+            try locked {
+                currentReader = reader
+                let p = try node(parent)
+                if let child = try childNode(p, name) {
+                    noteShown(child)
+                    return ((try attr(child), nil), Self.isPreview(p))
+                }
+                if case .treeDir(let f) = p { return ((nil, f), false) }
+                noteMissing(name, in: p)
+                throw FSError(.notFound, name)
             }
-            if case .treeDir(let f) = p { return (nil, f) }
-            noteMissing(name, in: p)
-            throw FSError(.notFound, name)
         }
         if let found { return found }
         let rel = VaultIndex.join(folder ?? "", name)
@@ -248,17 +250,18 @@ public final class FileSystem: @unchecked Sendable {
     public func readdir(_ ino: UInt64) throws -> [DirEntry] {
         if LocalFiles.owns(ino) { return try local.list(try local.rel(ino)) }
         askServerForVersions(ino)
-        fetchPreviews(ino)
-        let (out, folder): ([DirEntry], String?) = try locked {
-            let n = try node(ino)
-            guard n.kind == .directory else { throw FSError(.notDirectory, "inode \(ino)") }
-            var out: [DirEntry] = []
-            for (name, child) in try children(n) {
-                noteShown(child)
-                out.append(DirEntry(name: name, attr: try attr(child)))
+        let (out, folder): ([DirEntry], String?) = try withPreviews(ino) {
+            try locked {
+                let n = try node(ino)
+                guard n.kind == .directory else { throw FSError(.notDirectory, "inode \(ino)") }
+                var out: [DirEntry] = []
+                for (name, child) in try children(n) {
+                    noteShown(child)
+                    out.append(DirEntry(name: name, attr: try attr(child)))
+                }
+                if case .treeDir(let f) = n { return ((out, f), false) }
+                return ((out, nil), Self.isPreview(n))
             }
-            if case .treeDir(let f) = n { return (out, f) }
-            return (out, nil)
         }
         guard let folder else { return out }
         // A folder's local-only entries (`.git`) show beside its own (FS-32).

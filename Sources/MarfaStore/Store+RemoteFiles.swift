@@ -50,8 +50,6 @@ public struct FileState: Sendable {
     public var hash: String
     public var size: Int64
     public var mtimeNs: Int64
-    /// The file's tags besides its folder (a conflicted copy keeps them).
-    public var tags: [String]
     /// The newest of the item's queued mutations when this state was read: sending this state
     /// sends them all.
     public var queuedUpTo: Int64
@@ -234,7 +232,7 @@ extension Store {
             }
             let upTo = try Int64.fetchOne(db, sql: "SELECT max(seq) FROM mutations WHERE item_id = ?", arguments: [itemID]) ?? 0
             return FileState(itemID: itemID, path: path, isText: isText, isSymlink: cur.mode == Self.symlinkMode, hash: hash,
-                             size: cur.size, mtimeNs: cur.mtimeNs, tags: tags.filter { !$0.hasPrefix(VaultText.folderPrefix) }, queuedUpTo: upTo)
+                             size: cur.size, mtimeNs: cur.mtimeNs, queuedUpTo: upTo)
         }
     }
 
