@@ -133,12 +133,15 @@ extension FileSystem {
 
     /// Stores the permission bits of files that have a row now (after a commit, with the lock held).
     func applyStagedModes() {
+        var modes: [(rowid: Int64, mode: UInt16)] = []
         for (r, bits) in catalog.stagedModes where !store.isNewlyStaged(StagedKey(.item, r)) {
             catalog.stagedModes[r] = nil
             guard catalog.items[r] != nil else { continue }
-            do { try store.setMode(rowid: r, mode: bits) } catch { log.warning("a file's mode was not kept", metadata: ["item": "\(r)", "error": "\(error)"]) }
+            modes.append((r, bits))
             catalog.items[r]?.mode = Store.storedMode(bits, default: Store.defaultFileMode) ?? 0
         }
+        if modes.isEmpty { return }
+        do { try store.setStagedModes(modes) } catch { log.warning("files' modes were not kept", metadata: ["items": "\(modes.map(\.rowid))", "error": "\(error)"]) }
     }
 
     func setMtime(_ ino: UInt64, _ ns: Int64) throws {

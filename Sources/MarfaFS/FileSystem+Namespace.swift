@@ -148,8 +148,10 @@ extension FileSystem {
         if let rel = try localTarget(parent: parent, name: name, making: true, folder: true) {
             return try makeLocal(rel, parent: parent) { try local.mkdir(rel, mode: 0o755) }
         }
+        // A new directory queues nothing (a folder, a tag or an edge directory is kept locally
+        // until something is in it), so nothing written nearby needs to settle first: `cp -r`
+        // makes each folder while the files of the last one are still settling.
         let (a, inv): (FileAttr, [Invalidation]) = try locked {
-            try settleNow(spools: .none)
             let p = try node(parent)
             try checkName(name)
             if try childNode(p, name) != nil { throw FSError(.exists, name) }

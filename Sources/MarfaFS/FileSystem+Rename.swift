@@ -26,6 +26,7 @@ extension FileSystem {
             // A save over an item stays lean (the target settles later); any other rename queues
             // a mutation, which must follow the creates and updates of written files.
             let savedOver = Self.isItemFile(dst) && (Self.isItemFile(src) || stagedKey(src) != nil)
+            if dst == nil, let moved = try moveStaged(p, name, src, np, newName) { return moved }
             // A folder's rename changes the folder of every file in it, those being written too.
             if !savedOver { try settleNow(spools: src.kind == .directory ? .all : .of([src, dst])) }
             if let local = try renameLocal(p, name, src, np, newName, dst) { return local }
@@ -109,6 +110,37 @@ extension FileSystem {
         let shown = try treeTable(catalog.folder(of: r))?.nameOf[r] ?? catalog.name(of: r)
         if newName != shown { _ = try wrap { try store.rename(rowid: r, to: newName) } }
         return try refreshItem(r)
+    }
+
+    /// A new file that has no row yet, renamed or moved to a free name in the same kind of
+    /// directory (`rsync`'s temporary file renamed to its name, a file made and moved at once,
+    /// FS-32): the journal records the move; nothing settles and nothing is queued, so the file
+    /// settles once, under its final name, folder and type. nil for any other rename.
+    func moveStaged(_ p: Node, _ name: String, _ src: Node, _ np: Node, _ newName: String) throws -> [Invalidation]? {
+        guard case .item(let r) = src, catalog.createdHere.contains(r), !ScratchNames.matches(newName) else { return nil }
+        let staged = store.isNewlyStaged(StagedKey(.item, r))
+        if let sk = dirKey(p), catalog.parked[sk]?[name] != nil { return nil }
+        var tags = catalog.tagsOf[r] ?? []
+        let type: String
+        switch (p, np) {
+        case (.treeDir, .treeDir(let f2)):
+            tags = tags.filter { !$0.hasPrefix(VaultText.folderPrefix) }
+            if !f2.isEmpty { tags.insert(VaultText.folderPrefix + f2) }
+            // Nothing was sent yet: the file is what its final name says (FS-27).
+            type = Self.treeType(newName)
+        case (.typeDir(.types, let t1), .typeDir(.types, let t2)) where t1 == t2:
+            type = t1
+        default:
+            return nil
+        }
+        if staged {
+            guard let s = try wrap({ try store.moveStaged(rowid: r, type: type, fileName: newName, tags: tags.sorted()) }) else { return nil }
+            return try refreshItem(r, .made(s, tags))
+        }
+        // Committed meanwhile, not settled yet: the row moves if nothing of it is queued.
+        guard type == catalog.items[r]?.type, store.spool.has(r) == false,
+              let s = try wrap({ try store.moveUnsent(rowid: r, fileName: newName, tags: tags.sorted()) }) else { return nil }
+        return try refreshItem(r, .made(s, tags))
     }
 
     /// A symlink renamed over a file, or a file over a symlink: not an editor's save but a

@@ -258,7 +258,8 @@ extension FileSystem {
         let before = v.linksOf[r] ?? []
         let after: [VaultLink]
         do {
-            after = (removed || s.map { TypeSchema.isBlobType($0.type) } ?? true) ? []
+            // A file made through the mount that has no row yet has no links read either.
+            after = (removed || s.map { TypeSchema.isBlobType($0.type) } ?? true || store.isNewlyStaged(StagedKey(.item, r))) ? []
                 : try wrap { try store.links(rowid: r) }.map(VaultLinks.decode) ?? []
         } catch { catalog.vault = v; throw error }
         if before != after {

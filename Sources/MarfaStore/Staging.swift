@@ -130,6 +130,15 @@ final class Staging: @unchecked Sendable {
         }
     }
 
+    /// Renames or moves a new item that has no row yet (`rsync`'s temporary file renamed to its
+    /// name); nil if `key` is not such an item (committed meanwhile, or new bytes of a stored item).
+    func move(_ key: Key, type: String, fileName: String, tags: [String]) throws -> File? {
+        try locked {
+            guard let f = files[key], case .item = f.origin else { return nil }
+            return try recordLocked(.move(key, type: type, fileName: fileName, tags: tags))
+        }
+    }
+
     /// Forgets a staged file (a scratch file removed before it was ever committed).
     func drop(_ key: Key) throws {
         try locked {
@@ -182,6 +191,12 @@ final class Staging: @unchecked Sendable {
             let tk = Key(.item, target)
             if files[tk] == nil { files[tk] = File(key: tk, origin: .overlay, bytes: [], mtimeNs: t) }
             change(tk) { $0.bytes = src.bytes; $0.mtimeNs = t }
+        case .move(let k, let type, let name, let tags):
+            change(k) {
+                guard case .item(var n, let created) = $0.origin else { return }
+                n.type = type; n.fileName = name; n.tags = tags
+                $0.origin = .item(n, createdNs: created)
+            }
         }
     }
 

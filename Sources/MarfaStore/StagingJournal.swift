@@ -25,11 +25,13 @@ enum Record {
     case truncate(StagedKey, size: Int64, mtimeNs: Int64)
     case drop(StagedKey)
     case saveOver(StagedKey, into: Int64, mtimeNs: Int64)
+    /// A new item renamed or moved before its row exists: its name, type and tags now.
+    case move(StagedKey, type: String, fileName: String, tags: [String])
 
     /// The staged file the record changes, which must exist (none for a create or a begin).
     var key: StagedKey? {
         switch self {
-        case .write(let k, _, _, _), .truncate(let k, _, _), .drop(let k), .saveOver(let k, _, _): return k
+        case .write(let k, _, _, _), .truncate(let k, _, _), .drop(let k), .saveOver(let k, _, _), .move(let k, _, _, _): return k
         case .create, .begin: return nil
         }
     }
@@ -39,7 +41,7 @@ enum Record {
         switch self {
         case .begin: return []
         case .create(let f): return [f.key]
-        case .write(let k, _, _, _), .truncate(let k, _, _), .drop(let k): return [k]
+        case .write(let k, _, _, _), .truncate(let k, _, _), .drop(let k), .move(let k, _, _, _): return [k]
         case .saveOver(let k, let target, _): return [k, StagedKey(.item, target)]
         }
     }
@@ -81,6 +83,12 @@ enum Record {
         case .saveOver(let k, let target, let t):
             o.append(7); o.append(k.kind.rawValue)
             Self.putI64(&o, k.rowid); Self.putI64(&o, target); Self.putI64(&o, t)
+        case .move(let k, let type, let name, let tags):
+            o.append(8); o.append(k.kind.rawValue)
+            Self.putI64(&o, k.rowid)
+            Self.putString(&o, type); Self.putString(&o, name)
+            Self.putU32(&o, UInt32(tags.count))
+            for t in tags { Self.putString(&o, t) }
         }
         return o
     }
@@ -112,6 +120,11 @@ enum Record {
         case 7:
             let k = try r.key(), target = try r.i64()
             return .saveOver(k, into: target, mtimeNs: try r.i64())
+        case 8:
+            let k = try r.key(), type = try r.string(), name = try r.string()
+            var tags: [String] = []
+            for _ in 0..<(try r.u32()) { tags.append(try r.string()) }
+            return .move(k, type: type, fileName: name, tags: tags)
         default:
             throw StoreError.io("unknown journal record")
         }

@@ -62,7 +62,10 @@ extension Store {
         // A store no server has seen writes its queue anew from the items when it meets one
         // (`localExtensions` carries the time then).
         if isLocalOnly { return }
-        guard explicit || abs(Self.ns(Date()) - cur.mtimeNs) > 2_000_000_000 else { return }
+        // A file made with bits of its own (`chmod +x` before it settled) sends them after its create.
+        let ownBits = cur.mode != 0 && !Self.isSymlinkMode(cur.mode)
+        let firstSend = try ownBits && Self.pendingCreate(db, cur.item.id)
+        guard explicit || abs(Self.ns(Date()) - cur.mtimeNs) > 2_000_000_000 || firstSend else { return }
         try enqueue(db, kind: .update, itemID: cur.item.id, payload: [
             "extensions": .object([Self.statExtension: Self.statValue(mode: cur.mode, mtimeNs: cur.mtimeNs)]),
             "base_version": .int(Int64(cur.item.version)),
@@ -92,6 +95,28 @@ extension Store {
         if before == stored || Self.isSymlinkMode(UInt16(truncatingIfNeeded: before ?? 0)) { return changed }
         try db.run("UPDATE items SET mode = ? WHERE rowid = ?", [stored, rowid])
         return true
+    }
+
+    /// Permission bits of files made through the mount, given before they had a row (a temporary
+    /// file's `creat(0600)` and `fchmod`), stored in one transaction once they have one. A file
+    /// whose create is not queued yet only takes them in its row: its create, when it settles,
+    /// sends them (`enqueueFileTime`). Bits that are the default change nothing. Any other file
+    /// goes through `setMode`.
+    public func setStagedModes(_ modes: [(rowid: Int64, mode: UInt16)]) throws {
+        let unsent = modes.filter { Self.storedMode($0.mode & 0o7777, default: Self.defaultFileMode) != nil }
+        if unsent.isEmpty { return }
+        var rest: [(rowid: Int64, mode: UInt16)] = []
+        try write { db in
+            for (r, bits) in unsent {
+                guard let row = try db.row("SELECT id, unsettled, mode FROM items WHERE rowid = ?", [r]) else { continue }
+                let id: String = row[0], unsettled: Int64 = row[1], before: Int64? = row[2]
+                guard unsettled == 1, before == nil, try !db.exists("SELECT 1 FROM mutations WHERE item_id = ?", [id]) else {
+                    rest.append((r, bits)); continue
+                }
+                try db.run("UPDATE items SET mode = ? WHERE rowid = ?", [Self.storedMode(bits & 0o7777, default: Self.defaultFileMode).map { Int64($0) }, r])
+            }
+        }
+        for (r, bits) in rest { try setMode(rowid: r, mode: bits) }
     }
 
     /// Sets an item's permission bits; a change is queued as `fs.stat`.

@@ -46,13 +46,49 @@ extension Store {
         var n = item
         let id = n.id ?? ItemID.make()
         n.id = id
-        let f = try staging.createItem(n, rowid: rowids.next(.items, pool: pool))
+        return stagedSummary(try staging.createItem(n, rowid: rowids.next(.items, pool: pool)))!
+    }
+
+    /// Renames or moves a new item made through the mount that has no row yet: its name, type and
+    /// tags change in the journal, nothing is written to SQLite or queued (its create, when it
+    /// settles, carries them). Returns what the mount shows for it now; nil if it is not such an
+    /// item (its row exists: the caller renames the stored item).
+    public func moveStaged(rowid: Int64, type: String, fileName: String, tags: [String]) throws -> ItemSummary? {
+        try staging.move(StagedKey(.item, rowid), type: type, fileName: fileName, tags: tags).flatMap(stagedSummary)
+    }
+
+    /// Renames or moves a new item that has its row but has never settled (committed from the
+    /// staging between `rsync`'s write of its temporary file and the rename): nothing of it is
+    /// queued yet, so its row takes the new name and folder and nothing settles (its create, when
+    /// it settles, carries them). Only folder tags may change. Returns what the mount shows for
+    /// it now; nil if it is not such an item (the caller renames the stored item).
+    public func moveUnsent(rowid: Int64, fileName: String, tags: [String]) throws -> ItemSummary? {
+        try write { db -> ItemSummary? in
+            guard let row = try db.row("SELECT id, type, unsettled, version FROM items WHERE rowid = ?", [rowid]) else { return nil }
+            let id: String = row[0], typeName: String = row[1], unsettled: Int64 = row[2], version: Int64 = row[3]
+            guard unsettled == 1, version == 0, try !db.exists("SELECT 1 FROM mutations WHERE item_id = ?", [id]) else { return nil }
+            let old = Set(try Self.tags(db, id)), new = Set(tags)
+            guard old.symmetricDifference(new).allSatisfy({ $0.hasPrefix(VaultText.folderPrefix) }) else { return nil }
+            let t = type(typeName)
+            let props = initialProperties(NewItem(id: id, type: typeName, fileName: fileName, tags: tags), t)
+            let (stem, ext) = Names.stemAndExt(id: id, type: t, properties: props, fileName: fileName)
+            try db.run("UPDATE items SET file_name = ?, stem = ?, ext = ?, properties = ? WHERE rowid = ?",
+                       [fileName, stem, ext, JSONCoding.encode(props), rowid])
+            for tag in old.subtracting(new) { try db.run("DELETE FROM tags WHERE item_id = ? AND tag = ?", [id, tag]) }
+            for tag in new.subtracting(old) { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [id, tag]) }
+            return try Self.fetchItem(db, rowid: rowid)?.summary
+        }
+    }
+
+    /// What the mount shows for a new staged item: the summary its row will have.
+    func stagedSummary(_ f: StagedFile) -> ItemSummary? {
+        guard case .item(let n, let created) = f.origin, let id = n.id else { return nil }
         let t = type(n.type)
         // A usable file name is the name (FS-6); only another one needs the properties.
         let props = Names.isValidComponent(n.fileName) ? [:] : initialProperties(n, t)
         let (stem, ext) = Names.stemAndExt(id: id, type: t, properties: props, fileName: n.fileName)
         return ItemSummary(rowid: f.key.rowid, id: id, type: n.type, stem: stem, ext: ext, size: f.size, mtimeNs: f.mtimeNs,
-                           createdAt: Timestamp.format(Date(timeIntervalSince1970: Double(f.mtimeNs) / 1e9)), state: n.state, blobRef: nil)
+                           createdAt: Timestamp.format(Date(timeIntervalSince1970: Double(created) / 1e9)), state: n.state, blobRef: nil)
     }
 
     /// Stages a new scratch file (FS-14).

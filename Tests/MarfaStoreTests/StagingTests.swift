@@ -60,6 +60,53 @@ import Testing
         #expect(try Store(path: t.store.path).recoverStaged() == 0)
     }
 
+    /// `rsync`'s temporary file renamed to its name and folder before it was ever committed: the
+    /// move is one journal record, so a kill after it recovers the file under its final name,
+    /// folder and type, and nothing was queued for the temporary name.
+    @Test func FS32_aMoveOfAStagedFileSurvivesAKill() throws {
+        let t = try TempStore()
+        var row: Int64 = 0
+        let after = try Self.killed(t) { s in
+            let k = try Self.note(s, ".a.md.Ab12Cd", "# A\nsee [[b]]\n", tags: ["folder:x"])
+            row = k.rowid
+            let shown = try #require(try s.moveStaged(rowid: row, type: "core.note", fileName: "a.md", tags: ["folder:y/z"]))
+            #expect(shown.rowid == row && shown.stem == "a" && shown.ext == ".md")
+            _ = try s.changeStaged(k, .mtime(ns: 1_600_000_000_000_000_000))
+            #expect(try s.mutations().isEmpty)
+            // A file that is not a new staged item is not moved here.
+            #expect(try s.moveStaged(rowid: row + 100, type: "core.note", fileName: "b.md", tags: []) == nil)
+        }
+        #expect(try after.recoverStaged() == 1)
+        let item = try #require(try after.item(rowid: row))
+        #expect(item.fileName == "a.md")
+        #expect(item.mtimeNs == 1_600_000_000_000_000_000)
+        #expect(try after.tags(itemID: item.item.id) == ["folder:y/z"])
+        #expect(try after.textContent(rowid: row) == Array("# A\nsee [[b]]\n".utf8))
+    }
+
+    /// The same rename after the settler committed the temporary file but before it settled: the
+    /// row takes the final name and folder, nothing is queued for the temporary name, and the
+    /// create (once it settles) carries the final ones. A file that has settled is not moved so.
+    @Test func FS32_aCommittedFileThatNeverSettledMovesInItsRow() throws {
+        let t = try TempStore()
+        let s = t.store
+        try s.recoverStaged()
+        let k = try Self.note(s, ".a.md.Ab12Cd", "# A\n", tags: ["folder:x"])
+        try s.commitStaged()
+        let shown = try #require(try s.moveUnsent(rowid: k.rowid, fileName: "a.md", tags: ["folder:y"]))
+        #expect(shown.stem == "a" && shown.ext == ".md")
+        #expect(try s.mutations().isEmpty)
+        // Only folders move so: another tag is the stored item's rename.
+        #expect(try s.moveUnsent(rowid: k.rowid, fileName: "a.md", tags: ["folder:y", "topic"]) == nil)
+        _ = try s.settle()
+        let item = try #require(try s.item(rowid: k.rowid))
+        #expect(item.fileName == "a.md")
+        #expect(try s.tags(itemID: item.item.id) == ["folder:y"])
+        let created = try s.mutations().filter { $0.kind == .create }
+        #expect(created.count == 1 && !"\(created[0].payload)".contains("Ab12Cd"), "\(created)")
+        #expect(try s.moveUnsent(rowid: k.rowid, fileName: "b.md", tags: ["folder:y"]) == nil, "settled: queued, so a rename of the item")
+    }
+
     @Test func FS13_aSaveOverAnItemSurvivesAKill() throws {
         let t = try TempStore()
         let note = try t.store.createItem(NewItem(type: "core.note", fileName: "n.md", content: Array("old\n".utf8)))

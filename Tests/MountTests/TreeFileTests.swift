@@ -102,6 +102,40 @@ import Testing
         #expect(h.sh("cd vault/repo && git status --porcelain").out.isEmpty)
     }
 
+    /// `rsync -a`'s way (FS-32): a temporary file made `0600`, written, given its bits and time,
+    /// renamed to its name, in a folder made just before. It settles once, under its final name,
+    /// folder and type (the temporary name never reaches the store, the queue or the other mount),
+    /// with the bits and the time rsync gave it, here and on the other mount; rsync then finds
+    /// nothing to send.
+    @Test func FS32_rsyncTemporaryFilesSettleOnceUnderTheirNamesWithBitsAndTimes() throws {
+        try MountPair.with { p in
+            let (a, b) = (p.a, p.b)
+            let src = a.root + "/rsync-src"
+            let made = Shell.run(["/bin/bash", "-c", """
+                set -e; mkdir -p '\(src)/d/e' && cd '\(src)'
+                printf '#!/bin/sh\\necho ran\\n' > d/run.sh && chmod 750 d/run.sh
+                printf '# Plan\\nsee [[Other]]\\n' > d/e/Plan.md && printf 'other\\n' > Other.md && chmod 600 Other.md
+                touch -d '2020-01-02 03:04:05 UTC' d/run.sh d/e/Plan.md Other.md
+                """])
+            #expect(made.status == 0, "\(made.stderr)")
+            let first = a.sh("rsync -a '\(src)/' vault/")
+            #expect(first.status == 0, "\(first.stderr)")
+            let want = "750 1577934245 d/run.sh\n644 1577934245 d/e/Plan.md\n600 1577934245 Other.md"
+            func shown(_ m: MountHarness) -> String { m.sh("cd vault && stat -c '%a %Y %n' d/run.sh d/e/Plan.md Other.md").out }
+            #expect(shown(a) == want)
+            #expect(a.sh("getfattr --only-values -n user.marfa.type vault/d/e/Plan.md vault/d/run.sh").out == "core.notecore.file")
+            #expect(a.sh("rsync -a --itemize-changes '\(src)/' vault/").out == "", "nothing to send again")
+            #expect(a.sql("SELECT count(*) FROM items") == "3")
+            #expect(a.sql("SELECT count(*) FROM items WHERE file_name LIKE '.%'") == "0", "no temporary name was ever stored")
+            #expect(a.sql("SELECT count(*) FROM mutations WHERE payload LIKE '%.Plan.md.%' OR payload LIKE '%.run.sh.%'") == "0")
+            #expect(MountHarness.eventually { a.sh("ls backlinks/core.note/Other.md/references").out == "Plan.md" }, "the link of the moved file is read")
+            // The other mount: the same names, bits and times, and nothing of the temporary names.
+            #expect(MountHarness.eventually { shown(b) == want }, "\(shown(b))\n\(b.sh("ls -laR vault").out)")
+            #expect(b.sh("find vault -name '.*' | wc -l").out == "0")
+            #expect(b.sh("sh vault/d/run.sh").out == "ran")
+        }
+    }
+
     @Test func FS31_ownerTimesAndCtime() throws {
         try MountHarness.with { h in
             #expect(h.sh("printf 'a\\n' > vault/n.md").status == 0)
