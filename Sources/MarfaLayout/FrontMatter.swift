@@ -42,7 +42,7 @@ public enum FrontMatter {
         var props: [String: JSONValue] = [:]
         if !yaml.allSatisfy({ $0.isWhitespace }) {
             let node: Node?
-            do { node = try Yams.compose(yaml: yaml) } catch {
+            do { node = try compose(yaml) } catch {
                 throw FrontMatterError.invalidYAML(String(describing: error).split(separator: "\n").first.map(String.init) ?? "error")
             }
             if let node {
@@ -74,7 +74,7 @@ public enum FrontMatter {
         }
         for chunk in chunks {
             let whole = chunk.joined(separator: "\n")
-            if let node = try? Yams.compose(yaml: whole), case .mapping(let m) = node {
+            if let node = try? compose(whole), case .mapping(let m) = node {
                 for (k, v) in m { if let key = scalarKey(k) { props[key] = json(v) } }
                 continue
             }
@@ -113,6 +113,31 @@ public enum FrontMatter {
         return nil
     }
 
+    /// YAML text as nodes. Plain scalars are typed by `plainTag` when read (`json`), not by Yams's
+    /// default resolver (seven regular expressions per scalar, and again each time a key is
+    /// hashed); the encoding is named, so Yams does not read the environment for it at each call.
+    static func compose(_ yaml: String) throws -> Node? {
+        try Yams.compose(yaml: yaml, .basic, .default, .utf8)
+    }
+
+    /// The type YAML 1.1 (Yams's default resolver) gives an untagged plain scalar: exactly what
+    /// `Resolver.default` says, with its regular expressions run only for text that starts as a
+    /// number, a date or a float can (the other rules match whole words).
+    static func plainTag(_ v: String) -> Tag.Name {
+        switch v {
+        case "yes", "Yes", "YES", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF":
+            return .bool
+        case "~", "null", "Null", "NULL", "": return .null
+        case "<<": return .merge
+        case "=": return .value
+        default:
+            guard let f = v.utf8.first, f == UInt8(ascii: "+") || f == UInt8(ascii: "-") || f == UInt8(ascii: ".") || (f >= 0x30 && f <= 0x39) else {
+                return .str
+            }
+            return Resolver.default.resolveTag(of: Node(v))
+        }
+    }
+
     static func scalarKey(_ n: Node) -> String? {
         if case .scalar(let s) = n { return s.string }
         return nil
@@ -121,7 +146,9 @@ public enum FrontMatter {
     static func json(_ n: Node) -> JSONValue {
         switch n {
         case .scalar(let s):
-            switch Tag.Name(rawValue: n.tag.rawValue) {
+            // Untagged (read before `n.tag` resolves it in place): typed here; else its own tag.
+            let untagged = s.tag.description.isEmpty
+            switch untagged && s.style == .plain ? plainTag(s.string) : Tag.Name(rawValue: n.tag.rawValue) {
             case .null: return .null
             case .bool: return n.bool.map(JSONValue.bool) ?? .string(s.string)
             case .int: return n.int.map { .int(Int64($0)) } ?? .string(s.string)
@@ -200,7 +227,7 @@ public enum FrontMatter {
             if u.value == 0x2028 || u.value == 0x2029 || u.value == 0x85 { return false }
         }
         if s.contains(": ") || s.contains(" #") || s.hasSuffix(":") || s.contains("\t") { return false }
-        return Resolver.default.resolveTag(of: Node(s)) == .str
+        return plainTag(s) == .str
     }
 }
 

@@ -47,6 +47,14 @@ public struct StoredItem: Sendable {
     /// What the mount showed before a remote change that no local save has followed yet (FS-24).
     public var shownBase: [UInt8]?
 
+    /// An item as a row just written holds it (no read back).
+    init(rowid: Int64, item: Item, raw: [UInt8]?, fileName: String?, size: Int64, mtimeNs: Int64, sync: SyncState,
+         syncError: String?, stem: String, ext: String) {
+        self.rowid = rowid; self.item = item; self.raw = raw; self.fileName = fileName; self.size = size
+        self.mtimeNs = mtimeNs; self.sync = sync; self.syncError = syncError; self.xattrs = [:]; self.mode = 0
+        self.stem = stem; self.ext = ext; self.shownBase = nil
+    }
+
     init(row: Row) {
         rowid = row["rowid"]
         stem = row["stem"]; ext = row["ext"]

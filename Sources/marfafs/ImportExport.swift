@@ -99,12 +99,66 @@ enum Vault {
         _ = utimensat(AT_FDCWD, path, times, AT_SYMLINK_NOFOLLOW)
     }
 
-    /// A file's permission bits and, for a symlink, its target.
-    static func stat(_ path: String) -> (mode: UInt16, link: String?) {
-        let a = try? FileManager.default.attributesOfItem(atPath: path)
-        let mode = UInt16(truncatingIfNeeded: (a?[.posixPermissions] as? Int) ?? 0o644)
-        guard a?[.type] as? FileAttributeType == .typeSymbolicLink else { return (mode, nil) }
-        return (mode, try? FileManager.default.destinationOfSymbolicLink(atPath: path))
+    /// What reading one file of an import gave.
+    enum Outcome {
+        case failed(String)
+        /// Imported before (its `import:<path>` source id): changed in place if it changed.
+        case existing(StoredItem, (bytes: [UInt8], mode: UInt16, mtimeNs: Int64?, link: String?))
+        case symlink(name: String, target: String, tags: [String], mtimeNs: Int64?)
+        /// A new item, parsed: written with its batch.
+        case new(PreparedItem, mode: UInt16, mtimeNs: Int64?, size: Int)
+    }
+
+    /// Reads, looks up and parses `rels` on every core (no store writes); the outcomes in order.
+    static func readAll(_ rels: [String], from root: String, store: Store) -> [Outcome] {
+        if rels.isEmpty { return [] }
+        return Array(unsafeUninitializedCapacity: rels.count) { buffer, count in
+            let base = UInt(bitPattern: buffer.baseAddress)
+            DispatchQueue.concurrentPerform(iterations: rels.count) { i in
+                // Each iteration initializes its own slot only.
+                (UnsafeMutablePointer<Outcome>(bitPattern: base)! + i).initialize(to: read(rels[i], from: root, store: store))
+            }
+            count = rels.count
+        }
+    }
+
+    static func read(_ rel: String, from root: String, store: Store) -> Outcome {
+        let path = root + "/" + rel
+        guard let st = stat(path), let data = st.link.map({ Data($0.utf8) }) ?? FileManager.default.contents(atPath: path) else {
+            return .failed("cannot read it")
+        }
+        let bytes = [UInt8](data)
+        do {
+            if let existing = try store.item(sourceID: "import:" + rel) { return .existing(existing, (bytes, st.mode, st.mtimeNs, st.link)) }
+            let name = (rel as NSString).lastPathComponent
+            let folder = parent(rel)
+            let ext = Names.split(name).ext.lowercased()
+            let type = ext == ".md" ? "core.note" : Names.fileType(forMime: Names.mimeType(forExtension: ext))
+            // A folder of any length (FS-31: a long one travels in a short form).
+            var tags = folder.isEmpty ? [] : [VaultText.folderPrefix + folder]
+            if let t = tags.first, !Store.isLocalTag(t) {
+                FileHandle.standardError.write(Data("\nmarfafs: \(rel): its folder is not kept (a control character)\n".utf8))
+                tags = []
+            }
+            // The file's own time goes with it, so `rsync -a` from the original finds nothing to send (FS-32).
+            if let link = st.link { return .symlink(name: name, target: link, tags: tags, mtimeNs: st.mtimeNs) }
+            let item = try store.prepareItem(NewItem(type: type, fileName: name, content: bytes, tags: tags, sourceID: "import:" + rel),
+                                             createdNs: Int64(Date().timeIntervalSince1970 * 1e9))
+            return .new(item, mode: st.mode, mtimeNs: st.mtimeNs, size: bytes.count)
+        } catch {
+            return .failed("\(error)")
+        }
+    }
+
+    /// A file's permission bits, modification time (ns) and, for a symlink, its target: one
+    /// `lstat(2)` (nil when the file cannot be read).
+    static func stat(_ path: String) -> (mode: UInt16, mtimeNs: Int64, link: String?)? {
+        var st = Glibc.stat()
+        guard lstat(path, &st) == 0 else { return nil }
+        let mode = UInt16(truncatingIfNeeded: st.st_mode & 0o7777)
+        let t = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+        guard st.st_mode & S_IFMT == S_IFLNK else { return (mode, t, nil) }
+        return (mode, t, try? FileManager.default.destinationOfSymbolicLink(atPath: path))
     }
 }
 
@@ -136,59 +190,41 @@ struct ImportCommand: ParsableCommand {
         let listing = try Vault.list(root)
         let files = listing.files
         var progress = Progress(label: "importing", total: files.count)
-        var created = 0, updated = 0, same = 0, failed = 0
-        // New files go in a few hundred at a time, one transaction each (a file that fails makes
+        var updated = 0, same = 0, failed = 0
+        // New files go in a few hundred at a time, one transaction each, written on a thread of
+        // their own while the next batch is read and parsed on every core (a file that fails makes
         // its batch go again one by one, so only it is reported).
-        var batch: [(rel: String, item: NewItem, mode: UInt16, mtimeNs: Int64?)] = [], batchBytes = 0
-        func flush() {
-            defer { batch = []; batchBytes = 0 }
-            if batch.isEmpty { return }
-            if (try? store.createItems(batch.map { ($0.item, $0.mode, $0.mtimeNs) })) != nil { created += batch.count; return }
-            for b in batch {
-                do { _ = try store.createItem(b.item, mode: b.mode, mtimeNs: b.mtimeNs); created += 1 } catch {
-                    FileHandle.standardError.write(Data("\nmarfafs: \(b.rel): \(error)\n".utf8)); failed += 1
+        let writer = ImportWriter(store: store)
+        var batch: [(rel: String, item: PreparedItem, mode: UInt16, mtimeNs: Int64?)] = [], batchBytes = 0
+        var start = 0
+        while start < files.count {
+            let chunk = Array(files[start..<min(start + 256, files.count)])
+            for (rel, outcome) in zip(chunk, Vault.readAll(chunk, from: root, store: store)) {
+                switch outcome {
+                case .failed(let why):
+                    FileHandle.standardError.write(Data("\nmarfafs: \(rel): \(why)\n".utf8)); failed += 1
+                case .existing(let existing, let f):
+                    do {
+                        if try Vault.reimport(existing, bytes: f.bytes, isLink: f.link != nil, mode: f.mode, mtime: f.mtimeNs, in: store) { updated += 1 } else { same += 1 }
+                    } catch { FileHandle.standardError.write(Data("\nmarfafs: \(rel): \(error)\n".utf8)); failed += 1 }
+                case .symlink(let name, let target, let tags, let mtime):
+                    do {
+                        let rowid = try store.createSymlink(name: name, target: target, tags: tags, sourceID: "import:" + rel).rowid
+                        if let t = mtime { _ = try store.setMtime(rowid: rowid, ns: t) }
+                        writer.count(created: 1)
+                    } catch { FileHandle.standardError.write(Data("\nmarfafs: \(rel): \(error)\n".utf8)); failed += 1 }
+                case .new(let item, let mode, let mtime, let size):
+                    batch.append((rel, item, mode, mtime))
+                    batchBytes += size
+                    if batch.count >= 256 || batchBytes >= 64 << 20 { writer.write(batch); batch = []; batchBytes = 0 }
                 }
             }
+            start += chunk.count
+            progress.update(start)
         }
-        for (i, rel) in files.enumerated() {
-            defer { progress.update(i + 1) }
-            let name = (rel as NSString).lastPathComponent
-            let folder = Vault.parent(rel)
-            let (mode, link) = Vault.stat(root + "/" + rel)
-            let mtime = Vault.mtimeNs(root + "/" + rel)
-            guard let data = link.map({ Data($0.utf8) }) ?? FileManager.default.contents(atPath: root + "/" + rel) else {
-                FileHandle.standardError.write(Data("\nmarfafs: cannot read \(rel)\n".utf8)); failed += 1; continue
-            }
-            let bytes = [UInt8](data)
-            let sourceID = "import:" + rel
-            do {
-                if let existing = try store.item(sourceID: sourceID) {
-                    if try Vault.reimport(existing, bytes: bytes, isLink: link != nil, mode: mode, mtime: mtime, in: store) { updated += 1 } else { same += 1 }
-                    continue
-                }
-                let ext = Names.split(name).ext.lowercased()
-                let type = ext == ".md" ? "core.note" : Names.fileType(forMime: Names.mimeType(forExtension: ext))
-                // A folder of any length (FS-31: a long one travels in a short form).
-                var tags = folder.isEmpty ? [] : [VaultText.folderPrefix + folder]
-                if let t = tags.first, !Store.isLocalTag(t) {
-                    FileHandle.standardError.write(Data("\nmarfafs: \(rel): its folder is not kept (a control character)\n".utf8))
-                    tags = []
-                }
-                // The file's own time goes with it, so `rsync -a` from the original finds nothing to send (FS-32).
-                if let link {
-                    let rowid = try store.createSymlink(name: name, target: link, tags: tags, sourceID: sourceID).rowid
-                    if let t = mtime { _ = try store.setMtime(rowid: rowid, ns: t) }
-                    created += 1
-                } else {
-                    batch.append((rel, NewItem(type: type, fileName: name, content: bytes, tags: tags, sourceID: sourceID), mode, mtime))
-                    batchBytes += bytes.count
-                    if batch.count >= 256 || batchBytes >= 64 << 20 { flush() }
-                }
-            } catch {
-                FileHandle.standardError.write(Data("\nmarfafs: \(rel): \(error)\n".utf8)); failed += 1
-            }
-        }
-        flush()
+        writer.write(batch)
+        let (created, writeFailed) = writer.finish()
+        failed += writeFailed
         let emptyFolders = try Vault.keepFolders(listing, from: root, in: store)
         try store.syncDurably()
         var summary = "imported \(files.count) files from \(root): \(created) new, \(updated) changed, \(same) unchanged"
@@ -293,5 +329,42 @@ struct ExportCommand: ParsableCommand {
         }
         print("exported \(items.count - failed) items to \(root)\(failed > 0 ? " (\(failed) failed)" : "")")
         if failed > 0 { throw ExitCode(Exit.failure) }
+    }
+}
+
+/// Writes an import's batches of new items on a thread of its own, one batch behind the reading
+/// (at most two waiting); a batch that fails goes again one item at a time, so only the failing
+/// file is reported.
+final class ImportWriter: @unchecked Sendable {
+    private let store: Store
+    private let queue = DispatchQueue(label: "marfafs.import.write")
+    private let room = DispatchSemaphore(value: 2)
+    private let lock = NSLock()
+    private var created = 0, failed = 0
+
+    init(store: Store) { self.store = store }
+
+    func count(created n: Int) { lock.lock(); created += n; lock.unlock() }
+
+    func write(_ batch: [(rel: String, item: PreparedItem, mode: UInt16, mtimeNs: Int64?)]) {
+        if batch.isEmpty { return }
+        room.wait()
+        queue.async { [self] in
+            defer { room.signal() }
+            if (try? store.createItems(batch.map { ($0.item, $0.mode, $0.mtimeNs) })) != nil { count(created: batch.count); return }
+            for b in batch {
+                do { _ = try store.createItems([(b.item, b.mode, b.mtimeNs)]); count(created: 1) } catch {
+                    FileHandle.standardError.write(Data("\nmarfafs: \(b.rel): \(error)\n".utf8))
+                    lock.lock(); failed += 1; lock.unlock()
+                }
+            }
+        }
+    }
+
+    /// Waits for every batch; (created, failed).
+    func finish() -> (Int, Int) {
+        queue.sync {}
+        lock.lock(); defer { lock.unlock() }
+        return (created, failed)
     }
 }

@@ -32,6 +32,49 @@ import Testing
         #expect(FrontMatter.salvage([0x66, 0, 0x67]) == nil, "not text")
     }
 
+    /// Plain scalars get the types YAML 1.1 gives them (Yams's default resolver), explicit tags
+    /// and quotes win, and a key is a key whatever it looks like.
+    @Test func FS8_plainScalarsAreTypedAsYAMLReadsThem() throws {
+        let text = """
+            ---
+            a: yes
+            b: Off
+            c: ~
+            d:
+            e: 0x1F
+            f: -0o17
+            g: 1_000
+            h: 1:30
+            i: .5
+            j: -.inf
+            k: 6.02e+23
+            l: 2024-01-02 03:04:05
+            m: The title
+            n: "42"
+            o: !!str 42
+            p: '+1'
+            q: =
+            r: Yes please
+            s: [on, 7, x]
+            1: numeric key
+            ---
+            body
+            """
+        let p = try FrontMatter.parse(text).properties
+        #expect(p["a"] == .bool(true) && p["b"] == .bool(false) && p["c"] == .null && p["d"] == .null)
+        #expect(p["e"] == .int(31) && p["f"] == .int(-15) && p["g"] == .int(1000) && p["h"] == .int(90))
+        #expect(p["i"] == .double(0.5) && p["j"] == .double(-.infinity) && p["k"] == .double(6.02e23))
+        #expect(p["l"] == .string("2024-01-02 03:04:05") && p["m"] == .string("The title") && p["r"] == .string("Yes please"))
+        #expect(p["n"] == .string("42") && p["o"] == .string("42") && p["p"] == .string("+1") && p["q"] == .string("="))
+        #expect(p["s"] == .array([.bool(true), .int(7), .string("x")]))
+        #expect(p["1"] == .string("numeric key"))
+        // What renders plain reads back as the same string.
+        for v in ["yes", "1:30", ".5", "~", "<<", "=", "2024-01-02", "The title", "0x1F", "-", "a-b"] {
+            let back = try FrontMatter.parse(FrontMatter.render(["title": .string("t"), "v": .string(v), "body": .string("")], includeTitle: false)).properties["v"]
+            #expect(back == .string(v), "\(v)")
+        }
+    }
+
     @Test func FS8_titleAndBodyOnlyRendersAsBareBody() {
         #expect(FrontMatter.render(["title": "T", "body": "just text\n"]) == "just text\n")
     }
