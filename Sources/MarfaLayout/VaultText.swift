@@ -48,7 +48,7 @@ public enum VaultText {
             body = rest
             if let p = try? FrontMatter.parse(text) { out.tags = frontMatterTags(p.properties) }
         }
-        forEachLine(body) { _, line, inComment in scanLine(line, inComment: &inComment, into: &out, tagAt: nil) }
+        forEachLine(body, skippingPlain: true) { _, line, inComment in scanLine(line, inComment: &inComment, into: &out, tagAt: nil) }
         out.tags = distinctTags(out.tags)
         return out
     }
@@ -89,39 +89,63 @@ public enum VaultText {
 
     /// Calls `body` with each line of the text outside fenced code blocks (its index among all
     /// lines, its scalars without the line end, and whether a `%%comment%%` is open).
-    static func forEachLine(_ text: String, _ body: (Int, [Unicode.Scalar], inout Bool) -> Void) {
-        // Over the text's scalars, not its characters: a split by grapheme is several times
-        // slower, and it never splits a "\r\n" (one character).
-        var fence: (char: Unicode.Scalar, count: Int)?
-        var inComment = false
-        var n = 0
-        var line: [Unicode.Scalar] = []
-        line.reserveCapacity(256)
-        func handle() {
-            var l = line[...]
-            if l.last == "\r" { l = l.dropLast() }
-            let trimmed = l.drop { $0 == " " || $0 == "\t" }
-            if let f = fence {
-                let run = trimmed.prefix { $0 == f.char }.count
-                if run >= f.count && trimmed.dropFirst(run).allSatisfy({ $0 == " " || $0 == "\t" }) { fence = nil }
-                return
-            }
-            if l.prefix(while: { $0 == " " }).count < 4, let c = trimmed.first, c == "`" || c == "~" {
-                let run = trimmed.prefix { $0 == c }.count
-                if run >= 3 && !(c == "`" && trimmed.dropFirst(run).contains("`")) { fence = (c, run); return }
-            }
-            body(n, Array(l), &inComment)
-        }
-        for c in text.unicodeScalars {
-            if c == "\n" {
-                handle()
-                n += 1
+    /// `skippingPlain`: lines holding none of the bytes `scanLine` acts on (`%` `` ` `` `\\` `[`
+    /// `#`) are not handed over, since scanning them finds nothing and changes nothing.
+    static func forEachLine(_ text: String, skippingPlain: Bool = false, _ body: (Int, [Unicode.Scalar], inout Bool) -> Void) {
+        // Over the text's UTF-8 bytes: lines end at "\n" (a "\r" before it is dropped), fences and
+        // the bytes scanning acts on are ASCII; only the lines handed over are decoded.
+        var text = text
+        text.withUTF8 { u in
+            var fence: (char: UInt8, count: Int)?
+            var inComment = false
+            var line: [Unicode.Scalar] = []
+            line.reserveCapacity(256)
+            var n = 0, start = 0
+            let space = UInt8(ascii: " "), tab = UInt8(ascii: "\t")
+            func handle(_ from: Int, _ to: Int) {
+                var end = to
+                if end > from, u[end - 1] == 13 { end -= 1 }
+                var t = from
+                while t < end, u[t] == space || u[t] == tab { t += 1 }
+                func run(of c: UInt8) -> Int { var r = t; while r < end, u[r] == c { r += 1 }; return r - t }
+                if let f = fence {
+                    let r = run(of: f.char)
+                    var k = t + r
+                    while k < end, u[k] == space || u[k] == tab { k += 1 }
+                    if r >= f.count && k == end { fence = nil }
+                    return
+                }
+                var lead = from
+                while lead < end, u[lead] == space { lead += 1 }
+                if lead - from < 4, t < end, u[t] == UInt8(ascii: "`") || u[t] == UInt8(ascii: "~") {
+                    let c = u[t], r = run(of: c)
+                    var tick = false
+                    if c == UInt8(ascii: "`") { var k = t + r; while k < end { if u[k] == c { tick = true; break }; k += 1 } }
+                    if r >= 3 && !tick { fence = (c, r); return }
+                }
+                if skippingPlain {
+                    var acts = false
+                    for k in from..<end {
+                        let b = u[k]
+                        if b == 0x25 || b == 0x60 || b == 0x5c || b == 0x5b || b == 0x23 { acts = true; break }
+                    }
+                    if !acts { return }
+                }
                 line.removeAll(keepingCapacity: true)
-            } else {
-                line.append(c)
+                for sc in String(decoding: UnsafeBufferPointer(rebasing: u[from..<end]), as: UTF8.self).unicodeScalars { line.append(sc) }
+                body(n, line, &inComment)
             }
+            var i = 0
+            while i < u.count {
+                if u[i] == 10 {
+                    handle(start, i)
+                    n += 1
+                    start = i + 1
+                }
+                i += 1
+            }
+            handle(start, u.count)
         }
-        handle()
     }
 
     /// The links and tags of one line; `tagAt` is told where each tag's `#` is.
@@ -248,7 +272,7 @@ extension VaultText {
         var out = Scan()
         out.tags = frontMatterTags(properties)
         if case .string(let body)? = properties[bodyField] {
-            forEachLine(body) { _, line, inComment in scanLine(line, inComment: &inComment, into: &out, tagAt: nil) }
+            forEachLine(body, skippingPlain: true) { _, line, inComment in scanLine(line, inComment: &inComment, into: &out, tagAt: nil) }
         }
         for (k, v) in properties.sorted(by: { $0.key < $1.key }) where k != bodyField {
             let strings: [String]

@@ -99,17 +99,27 @@ public enum JSONCoding {
         if plain { out += s; out += "\""; return }
         if !yamlSafe || !s.utf8.contains(where: { $0 >= 0x7f }) {
             // Byte runs that need no escape are copied whole (notes are mostly such runs).
-            var bytes = [UInt8](); bytes.reserveCapacity(s.utf8.count + 16)
-            for u in s.utf8 {
-                switch u {
-                case 0x22: bytes += [0x5c, 0x22]
-                case 0x5c: bytes += [0x5c, 0x5c]
-                case 0x0a: bytes += [0x5c, UInt8(ascii: "n")]
-                case 0x0d: bytes += [0x5c, UInt8(ascii: "r")]
-                case 0x09: bytes += [0x5c, UInt8(ascii: "t")]
-                case ..<0x20: bytes += Array("\\u00".utf8) + [ItemIDHex.digits[Int(u >> 4)], ItemIDHex.digits[Int(u & 0x0f)]]
-                default: bytes.append(u)
+            var bytes = [UInt8](); bytes.reserveCapacity(s.utf8.count + 64)
+            var copy = s
+            copy.withUTF8 { u in
+                var run = 0
+                for i in 0..<u.count {
+                    let b = u[i]
+                    guard b < 0x20 || b == 0x22 || b == 0x5c else { continue }
+                    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: u[run..<i]))
+                    run = i + 1
+                    bytes.append(0x5c)
+                    switch b {
+                    case 0x22, 0x5c: bytes.append(b)
+                    case 0x0a: bytes.append(UInt8(ascii: "n"))
+                    case 0x0d: bytes.append(UInt8(ascii: "r"))
+                    case 0x09: bytes.append(UInt8(ascii: "t"))
+                    default:
+                        bytes.append(UInt8(ascii: "u")); bytes.append(0x30); bytes.append(0x30)
+                        bytes.append(ItemIDHex.digits[Int(b >> 4)]); bytes.append(ItemIDHex.digits[Int(b & 0x0f)])
+                    }
                 }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: u[run..<u.count]))
             }
             out += String(decoding: bytes, as: UTF8.self)
             out += "\""

@@ -231,6 +231,13 @@ public final class Store: Sendable {
         }
     }
 
+    /// Every source id that starts with `prefix` (what an import looks up, read once).
+    public func sourceIDs(withPrefix prefix: String) throws -> Set<String> {
+        try pool.read { db in
+            Set(try String.fetchAll(db, sql: "SELECT source_id FROM items WHERE source_id >= ? AND source_id < ?", arguments: [prefix, prefix + "\u{10FFFF}"]))
+        }
+    }
+
     public func item(sourceID: String) throws -> StoredItem? {
         try pool.read { db in try db.row("SELECT * FROM items WHERE source_id = ?", [sourceID]).map(StoredItem.init(row:)) }
     }

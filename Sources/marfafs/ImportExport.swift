@@ -24,24 +24,41 @@ enum Vault {
     }
 
     static func list(_ dir: String) throws -> Listing {
-        guard let e = FileManager.default.enumerator(atPath: dir) else { throw CLIError("cannot read \(dir)") }
+        guard let top = opendir(dir) else { throw CLIError("cannot read \(dir)") }
+        closedir(top)
         var out = Listing()
-        while let rel = e.nextObject() as? String {
-            let last = (rel as NSString).lastPathComponent
-            let type = (try? FileManager.default.attributesOfItem(atPath: dir + "/" + rel))?[.type] as? FileAttributeType
-            if type == .typeDirectory {
-                if localOnlyFolders.contains(last) {
-                    e.skipDescendants()
-                    let inside = FileManager.default.enumerator(atPath: dir + "/" + rel)?.allObjects.count ?? 0
-                    out.skipped.append((rel, inside))
-                    continue
+        // readdir(3)'s entry types: no stat(2) per file (a cold tree's inodes are read later, by
+        // the threads that read the files).
+        func walk(_ rel: String) {
+            let path = rel.isEmpty ? dir : dir + "/" + rel
+            guard let d = opendir(path) else { return }
+            defer { closedir(d) }
+            while let e = readdir(d) {
+                let name = withUnsafeBytes(of: e.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+                if name == "." || name == ".." { continue }
+                let child = rel.isEmpty ? name : rel + "/" + name
+                var kind = Int32(e.pointee.d_type)
+                if kind == Int32(DT_UNKNOWN) {
+                    var st = Glibc.stat()
+                    guard lstat(dir + "/" + child, &st) == 0 else { continue }
+                    kind = st.st_mode & S_IFMT == S_IFDIR ? Int32(DT_DIR) : st.st_mode & S_IFMT == S_IFREG ? Int32(DT_REG)
+                        : st.st_mode & S_IFMT == S_IFLNK ? Int32(DT_LNK) : Int32(DT_UNKNOWN)
                 }
-                out.folders.append(rel)
-            } else if type == .typeRegular || type == .typeSymbolicLink {
-                out.files.append(rel)
+                if kind == Int32(DT_DIR) {
+                    if localOnlyFolders.contains(name) {
+                        let inside = FileManager.default.enumerator(atPath: dir + "/" + child)?.allObjects.count ?? 0
+                        out.skipped.append((child, inside))
+                        continue
+                    }
+                    out.folders.append(child)
+                    walk(child)
+                } else if kind == Int32(DT_REG) || kind == Int32(DT_LNK) {
+                    out.files.append(child)
+                }
             }
         }
-        out.files.sort(); out.folders.sort()
+        walk("")
+        out.files.sort(); out.folders.sort(); out.skipped.sort { $0.0 < $1.0 }
         return out
     }
 
@@ -109,27 +126,52 @@ enum Vault {
         case new(PreparedItem, mode: UInt16, mtimeNs: Int64?, size: Int)
     }
 
-    /// Reads, looks up and parses `rels` on every core (no store writes); the outcomes in order.
-    static func readAll(_ rels: [String], from root: String, store: Store) -> [Outcome] {
+    /// Reads, looks up and parses `rels` on eight threads (no store writes: files not in the
+    /// page cache are read several at a time, and parsing takes every core); the outcomes in order.
+    static func readAll(_ rels: [String], from root: String, store: Store, known: Set<String>) -> [Outcome] {
         if rels.isEmpty { return [] }
+        // Ids are minted here, in the files' order: of two files with one name, the first keeps
+        // the plain name (FS-7), whichever thread reads it first.
+        let ids = rels.map { _ in ItemID.make() }
         return Array(unsafeUninitializedCapacity: rels.count) { buffer, count in
             let base = UInt(bitPattern: buffer.baseAddress)
-            DispatchQueue.concurrentPerform(iterations: rels.count) { i in
-                // Each iteration initializes its own slot only.
-                (UnsafeMutablePointer<Outcome>(bitPattern: base)! + i).initialize(to: read(rels[i], from: root, store: store))
+            let next = Ticket()
+            let done = DispatchGroup()
+            for _ in 0..<min(8, rels.count) {
+                done.enter()
+                Thread {
+                    // Each file's slot is initialized by the one thread that took its number.
+                    while let i = next.take(below: rels.count) {
+                        (UnsafeMutablePointer<Outcome>(bitPattern: base)! + i).initialize(to: read(rels[i], id: ids[i], from: root, store: store, known: known))
+                    }
+                    done.leave()
+                }.start()
             }
+            done.wait()
             count = rels.count
         }
     }
 
-    static func read(_ rel: String, from root: String, store: Store) -> Outcome {
+    /// Hands out 0, 1, 2, … once each, to any thread.
+    final class Ticket: @unchecked Sendable {
+        private let lock = NSLock()
+        private var next = 0
+        func take(below n: Int) -> Int? {
+            lock.lock(); defer { lock.unlock() }
+            guard next < n else { return nil }
+            next += 1
+            return next - 1
+        }
+    }
+
+    static func read(_ rel: String, id: String, from root: String, store: Store, known: Set<String>) -> Outcome {
         let path = root + "/" + rel
         guard let st = stat(path), let data = st.link.map({ Data($0.utf8) }) ?? FileManager.default.contents(atPath: path) else {
             return .failed("cannot read it")
         }
         let bytes = [UInt8](data)
         do {
-            if let existing = try store.item(sourceID: "import:" + rel) { return .existing(existing, (bytes, st.mode, st.mtimeNs, st.link)) }
+            if known.contains("import:" + rel), let existing = try store.item(sourceID: "import:" + rel) { return .existing(existing, (bytes, st.mode, st.mtimeNs, st.link)) }
             let name = (rel as NSString).lastPathComponent
             let folder = parent(rel)
             let ext = Names.split(name).ext.lowercased()
@@ -142,7 +184,7 @@ enum Vault {
             }
             // The file's own time goes with it, so `rsync -a` from the original finds nothing to send (FS-32).
             if let link = st.link { return .symlink(name: name, target: link, tags: tags, mtimeNs: st.mtimeNs) }
-            let item = try store.prepareItem(NewItem(type: type, fileName: name, content: bytes, tags: tags, sourceID: "import:" + rel),
+            let item = try store.prepareItem(NewItem(id: id, type: type, fileName: name, content: bytes, tags: tags, sourceID: "import:" + rel),
                                              createdNs: Int64(Date().timeIntervalSince1970 * 1e9))
             return .new(item, mode: st.mode, mtimeNs: st.mtimeNs, size: bytes.count)
         } catch {
@@ -195,11 +237,13 @@ struct ImportCommand: ParsableCommand {
         // their own while the next batch is read and parsed on every core (a file that fails makes
         // its batch go again one by one, so only it is reported).
         let writer = ImportWriter(store: store)
+        // What an earlier import brought in (looked up again only for those files).
+        let known = try store.sourceIDs(withPrefix: "import:")
         var batch: [(rel: String, item: PreparedItem, mode: UInt16, mtimeNs: Int64?)] = [], batchBytes = 0
         var start = 0
         while start < files.count {
             let chunk = Array(files[start..<min(start + 256, files.count)])
-            for (rel, outcome) in zip(chunk, Vault.readAll(chunk, from: root, store: store)) {
+            for (rel, outcome) in zip(chunk, Vault.readAll(chunk, from: root, store: store, known: known)) {
                 switch outcome {
                 case .failed(let why):
                     FileHandle.standardError.write(Data("\nmarfafs: \(rel): \(why)\n".utf8)); failed += 1
