@@ -138,8 +138,7 @@ extension FileSystem {
             return try refreshItem(r, .made(s, tags))
         }
         // Committed meanwhile, not settled yet: the row moves if nothing of it is queued.
-        guard type == catalog.items[r]?.type, store.spool.has(r) == false,
-              let s = try wrap({ try store.moveUnsent(rowid: r, fileName: newName, tags: tags.sorted()) }) else { return nil }
+        guard !store.spool.has(r), let s = try wrap({ try store.moveUnsent(rowid: r, type: type, fileName: newName, tags: tags.sorted()) }) else { return nil }
         return try refreshItem(r, .made(s, tags))
     }
 

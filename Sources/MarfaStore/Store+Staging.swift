@@ -59,21 +59,23 @@ extension Store {
 
     /// Renames or moves a new item that has its row but has never settled (committed from the
     /// staging between `rsync`'s write of its temporary file and the rename): nothing of it is
-    /// queued yet, so its row takes the new name and folder and nothing settles (its create, when
-    /// it settles, carries them). Only folder tags may change. Returns what the mount shows for
+    /// queued yet, so its row takes the new name, folder and type and nothing settles (its create,
+    /// when it settles, carries them). Only folder tags may change. Returns what the mount shows for
     /// it now; nil if it is not such an item (the caller renames the stored item).
-    public func moveUnsent(rowid: Int64, fileName: String, tags: [String]) throws -> ItemSummary? {
+    public func moveUnsent(rowid: Int64, type typeName: String, fileName: String, tags: [String]) throws -> ItemSummary? {
         try write { db -> ItemSummary? in
             guard let row = try db.row("SELECT id, type, unsettled, version FROM items WHERE rowid = ?", [rowid]) else { return nil }
-            let id: String = row[0], typeName: String = row[1], unsettled: Int64 = row[2], version: Int64 = row[3]
+            let id: String = row[0], unsettled: Int64 = row[2], version: Int64 = row[3]
+            // Written bytes not parsed yet (a spooled blob is `unsettled = 2`), nothing sent: a note
+            // may become a file item or the other way.
             guard unsettled == 1, version == 0, try !db.exists("SELECT 1 FROM mutations WHERE item_id = ?", [id]) else { return nil }
             let old = Set(try Self.tags(db, id)), new = Set(tags)
             guard old.symmetricDifference(new).allSatisfy({ $0.hasPrefix(VaultText.folderPrefix) }) else { return nil }
             let t = type(typeName)
             let props = initialProperties(NewItem(id: id, type: typeName, fileName: fileName, tags: tags), t)
             let (stem, ext) = Names.stemAndExt(id: id, type: t, properties: props, fileName: fileName)
-            try db.run("UPDATE items SET file_name = ?, stem = ?, ext = ?, properties = ? WHERE rowid = ?",
-                       [fileName, stem, ext, JSONCoding.encode(props), rowid])
+            try db.run("UPDATE items SET type = ?, file_name = ?, stem = ?, ext = ?, properties = ? WHERE rowid = ?",
+                       [typeName, fileName, stem, ext, JSONCoding.encode(props), rowid])
             for tag in old.subtracting(new) { try db.run("DELETE FROM tags WHERE item_id = ? AND tag = ?", [id, tag]) }
             for tag in new.subtracting(old) { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [id, tag]) }
             return try Self.fetchItem(db, rowid: rowid)?.summary

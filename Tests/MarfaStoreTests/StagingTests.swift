@@ -93,18 +93,27 @@ import Testing
         try s.recoverStaged()
         let k = try Self.note(s, ".a.md.Ab12Cd", "# A\n", tags: ["folder:x"])
         try s.commitStaged()
-        let shown = try #require(try s.moveUnsent(rowid: k.rowid, fileName: "a.md", tags: ["folder:y"]))
+        let shown = try #require(try s.moveUnsent(rowid: k.rowid, type: "core.note", fileName: "a.md", tags: ["folder:y"]))
         #expect(shown.stem == "a" && shown.ext == ".md")
         #expect(try s.mutations().isEmpty)
         // Only folders move so: another tag is the stored item's rename.
-        #expect(try s.moveUnsent(rowid: k.rowid, fileName: "a.md", tags: ["folder:y", "topic"]) == nil)
+        #expect(try s.moveUnsent(rowid: k.rowid, type: "core.note", fileName: "a.md", tags: ["folder:y", "topic"]) == nil)
         _ = try s.settle()
         let item = try #require(try s.item(rowid: k.rowid))
         #expect(item.fileName == "a.md")
         #expect(try s.tags(itemID: item.item.id) == ["folder:y"])
         let created = try s.mutations().filter { $0.kind == .create }
         #expect(created.count == 1 && !"\(created[0].payload)".contains("Ab12Cd"), "\(created)")
-        #expect(try s.moveUnsent(rowid: k.rowid, fileName: "b.md", tags: ["folder:y"]) == nil, "settled: queued, so a rename of the item")
+        #expect(try s.moveUnsent(rowid: k.rowid, type: "core.note", fileName: "b.md", tags: ["folder:y"]) == nil, "settled: queued, so a rename of the item")
+        // A file whose temporary name said another type takes the one its name says.
+        let d = StagedKey(.item, try s.stageItem(NewItem(type: "core.file", fileName: "d.tmp")).rowid)
+        _ = try s.changeStaged(d, .write(offset: 0, data: Array("# D\n".utf8)))
+        try s.commitStaged()
+        #expect(try s.moveUnsent(rowid: d.rowid, type: "core.note", fileName: "d.md", tags: []) != nil)
+        _ = try s.settle()
+        let note = try #require(try s.item(rowid: d.rowid))
+        #expect(note.item.type == "core.note" && note.fileName == "d.md")
+        #expect(try s.textContent(rowid: d.rowid) == Array("# D\n".utf8))
     }
 
     @Test func FS13_aSaveOverAnItemSurvivesAKill() throws {
