@@ -56,6 +56,11 @@ extension Store {
         let left = try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND state != 'rejected'", [a.itemID])
         if !left { try db.run("UPDATE items SET sync = 'synced', sync_error = NULL WHERE id = ? AND sync = 'pending'", [a.itemID]) }
         if let answer = a.answer { try applyRemote(db, answer, blobSizes: [:], mode: .asServerHolds, into: &out) }
+        // A newer server change skipped while ours waited (its event came before this answer) is
+        // taken now, if it is still newer than what the answer left.
+        if !left, let held = heldRemote.withLock({ $0.removeValue(forKey: a.itemID) }) {
+            try applyRemote(db, held, blobSizes: [:], mode: .ifNewer, into: &out)
+        }
         return out
     }
 

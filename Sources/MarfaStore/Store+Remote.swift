@@ -119,6 +119,15 @@ extension Store {
 
     /// Whether an item's local bytes or changes are still to be sent (unsettled, staged new bytes,
     /// or queued mutations): a remote change to it is not applied (`row`: rowid, unsettled).
+    /// Keeps a skipped server frame of an item until its own changes are answered (the newest one).
+    func holdRemote(_ c: RemoteChange, version: Int) {
+        guard case .item(let item, _, _) = c else { return }
+        heldRemote.withLock { held in
+            if case .item(let old, _, _)? = held[item.id], old.version >= version { return }
+            held[item.id] = c
+        }
+    }
+
     func keepsLocal(_ db: Database, _ row: Row, _ id: String) throws -> Bool {
         try (row[1] as Int) != 0 || staging.hasOverlay(row[0]) || Self.hasUnsent(db, id)
     }
@@ -183,7 +192,10 @@ extension Store {
         }
         let force = mode == .asServerHolds
         let rowid: Int64 = cur[0]
-        if try keepsLocal(db, cur, remote.id) { out.skipped += 1; return }
+        if try keepsLocal(db, cur, remote.id) {
+            if mode == .ifNewer { holdRemote(.item(remote, tags: tags, extensions: extensions), version: remote.version) }
+            out.skipped += 1; return
+        }
         guard let stored = try Self.fetchItem(db, rowid: rowid) else { return }
         let local = stored.item
         // Older than the local copy: never taken, not even by a re-seed or an answer (a sweep's page

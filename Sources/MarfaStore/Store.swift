@@ -53,6 +53,10 @@ public final class Store: Sendable {
     public let device = Mutex(ProcessInfo.processInfo.hostName)
     /// Who makes the changes of the transaction under way, for history (`Store+History`).
     let versionOrigin = Mutex(VersionOrigin.local)
+    /// The newest server frame of each item skipped while the item had changes of its own to send
+    /// (`applyItem`), taken once they are all answered (`acknowledge`): its event may have come
+    /// while our last write was on its way, so the answer to that write is older than it.
+    let heldRemote = Mutex<[String: RemoteChange]>([:])
     /// Versions kept since the history's size cap was last checked.
     let historyChecks = Mutex(0)
     /// Whether the writing connection has its history trigger.

@@ -50,6 +50,31 @@ import Testing
         #expect(after.item.version == 3 && after.item.properties["title"] == "server title" && after.sync == .synced)
     }
 
+    /// FS-20: the event of another device's change comes while our own update is on its way (the
+    /// server took ours first, then theirs): it is skipped then, and the answer to our update is
+    /// older than it; once the answer is in, the held change is taken, so the mounts converge.
+    @Test func FS20_aChangeWhoseEventCameWhileOurWriteWaitedIsTakenAfterTheAnswer() throws {
+        let t = try TempStore()
+        _ = try t.store.applyRemote([.item(remote("i1", version: 1, body: "l1\nl2\n"), tags: nil, extensions: nil)])
+        let r = try #require(try t.store.item(id: "i1"))
+        _ = try t.store.writeContent(rowid: r.rowid, bytes: Array("L1 by a\nl2\n".utf8))
+        let m = try #require(try t.store.nextMutations().first)
+        // Theirs (version 3, merged on their side) arrives first; an older frame after it does not replace it.
+        let theirs = remote("i1", version: 3, body: "L1 by a\nL2 by b\n", updatedAt: "2026-01-03T00:00:00Z")
+        var c = try t.store.applyRemote([.item(theirs, tags: nil, extensions: nil)])
+        #expect(c.skipped == 1)
+        c = try t.store.applyRemote([.item(remote("i1", version: 2, body: "stale\n"), tags: nil, extensions: nil)])
+        #expect(String(decoding: try t.store.textContent(rowid: r.rowid), as: UTF8.self) == "L1 by a\nl2\n")
+        // The answer to ours: version 2.
+        let ours = remote("i1", version: 2, body: "L1 by a\nl2\n", updatedAt: "2026-01-02T00:00:00Z")
+        _ = try t.store.acknowledge([Acknowledgement(seq: m.seq, itemID: "i1", serverVersion: 2, answer: .item(ours, tags: [], extensions: nil))])
+        let after = try #require(try t.store.item(id: "i1"))
+        #expect(after.item.version == 3)
+        #expect(String(decoding: try t.store.textContent(rowid: r.rowid), as: UTF8.self).hasSuffix("L1 by a\nL2 by b\n"))
+        // Nothing is held any more.
+        #expect(t.store.heldRemote.withLock { $0.isEmpty })
+    }
+
     /// FS-13 + FS-18: an editor's save staged over a synced item (not yet in the store) keeps the
     /// item's local bytes against the server's change, as unsettled bytes do.
     @Test func FS18_aSaveStillStagedKeepsItsBytesAgainstARemoteChange() throws {
