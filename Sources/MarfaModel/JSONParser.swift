@@ -99,12 +99,16 @@ public struct JSONParser {
     mutating func string() throws -> String {
         i += 1
         var out = [UInt8]()
+        var run = i
         while true {
             guard i < b.count else { throw fail("unterminated string") }
             let c = b[i]
+            // Bytes that need no decoding are copied a run at a time.
+            if c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") && c >= 0x20 { i += 1; continue }
+            if i > run { out.append(contentsOf: b[run..<i]) }
             if c == UInt8(ascii: "\"") { i += 1; break }
             if c < 0x20 { throw fail("control character in a string") }
-            if c != UInt8(ascii: "\\") { out.append(c); i += 1; continue }
+            defer { run = i }
             i += 1
             guard i < b.count else { throw fail("unterminated escape") }
             let e = b[i]; i += 1
@@ -130,6 +134,61 @@ public struct JSONParser {
         }
         guard let s = String(validating: out, as: UTF8.self) else { throw fail("string is not UTF-8") }
         return s
+    }
+
+    /// The string value of top-level `key` in JSON object `text`, read without building the other
+    /// values (they are skipped): a note's body from its properties. nil when the text is not a
+    /// well-formed object, has no such key, or its value is not a string (the last of duplicates wins,
+    /// as in `parse`).
+    public static func stringField(_ key: String, in text: String) -> String? {
+        var p = JSONParser(b: Array(text.utf8))
+        p.skipSpace()
+        guard p.i < p.b.count, p.b[p.i] == UInt8(ascii: "{") else { return nil }
+        p.i += 1
+        var found: String?
+        p.skipSpace()
+        if p.i < p.b.count, p.b[p.i] == UInt8(ascii: "}") { return nil }
+        while true {
+            p.skipSpace()
+            guard p.i < p.b.count, p.b[p.i] == UInt8(ascii: "\""), let k = try? p.string() else { return nil }
+            p.skipSpace()
+            guard p.i < p.b.count, p.b[p.i] == UInt8(ascii: ":") else { return nil }
+            p.i += 1
+            p.skipSpace()
+            guard p.i < p.b.count else { return nil }
+            if k == key {
+                if p.b[p.i] == UInt8(ascii: "\"") { guard let v = try? p.string() else { return nil }; found = v } else {
+                    guard (try? p.value()) != nil else { return nil }
+                    found = nil
+                }
+            } else {
+                guard (try? p.skip()) != nil else { return nil }
+            }
+            p.skipSpace()
+            guard p.i < p.b.count else { return nil }
+            if p.b[p.i] == UInt8(ascii: ",") { p.i += 1; continue }
+            guard p.b[p.i] == UInt8(ascii: "}") else { return nil }
+            return found
+        }
+    }
+
+    /// Moves past one value: a string without building it (only its end and escapes are looked at),
+    /// anything else parsed.
+    mutating func skip() throws {
+        guard i < b.count else { throw fail("unexpected end") }
+        switch b[i] {
+        case UInt8(ascii: "\""):
+            i += 1
+            while true {
+                guard i < b.count else { throw fail("unterminated string") }
+                let c = b[i]
+                if c == UInt8(ascii: "\"") { i += 1; return }
+                if c < 0x20 { throw fail("control character in a string") }
+                i += c == UInt8(ascii: "\\") ? 2 : 1
+            }
+        default:
+            _ = try value()
+        }
     }
 
     mutating func number() throws -> JSONValue {

@@ -140,6 +140,15 @@ enum RawText {
     }
 
     /// The file's bytes from a head and the properties; nil without a head.
+    /// The file from its columns without parsing the properties: the body alone is read out of
+    /// their JSON (`JSONParser.stringField`). nil when `join` would be.
+    static func join(head: Data?, propertiesJSON: String) -> [UInt8]? {
+        guard let head, let nul = head.firstIndex(of: 0) else { return nil }
+        let field = String(decoding: head[head.startIndex..<nul], as: UTF8.self)
+        guard let body = JSONParser.stringField(field, in: propertiesJSON) else { return nil }
+        return [UInt8](head[(nul + 1)...]) + Array(body.utf8)
+    }
+
     static func join(head: Data?, properties: [String: JSONValue]) -> [UInt8]? {
         guard let head, let nul = head.firstIndex(of: 0) else { return nil }
         let field = String(decoding: head[head.startIndex..<nul], as: UTF8.self)

@@ -106,9 +106,8 @@ extension Store {
     /// A text item's bytes from its row: what was written, else the rendering of its properties.
     func textBytes(_ row: Row) -> [UInt8] {
         if let d: Data = row["raw"] { return [UInt8](d.prefix(row["size"] as Int)) }
-        let props = JSONCoding.object(from: row["properties"])
-        if let joined = RawText.join(head: row["raw_head"], properties: props) { return joined }
-        return Array(render(type: type(row["type"]), properties: props).utf8)
+        if let joined = RawText.join(head: row["raw_head"], propertiesJSON: row["properties"]) { return joined }
+        return Array(render(type: type(row["type"]), properties: JSONCoding.object(from: row["properties"])).utf8)
     }
 
     /// Retention (see the type's comment); blobs no version names any more may be dropped.

@@ -211,9 +211,8 @@ public final class Store: Sendable {
                 guard let h: String = row["blob_ref"] else { return [] }
                 return blobs.read(hash: h, offset: 0, count: row["size"] as Int) ?? []
             }
-            let props = JSONCoding.object(from: row["properties"])
-            if let joined = RawText.join(head: row["raw_head"], properties: props) { return joined }
-            return Array(render(type: type(row["type"]), properties: props).utf8)
+            if let joined = RawText.join(head: row["raw_head"], propertiesJSON: row["properties"]) { return joined }
+            return Array(render(type: type(row["type"]), properties: JSONCoding.object(from: row["properties"])).utf8)
         }
     }
 

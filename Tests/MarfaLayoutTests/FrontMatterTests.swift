@@ -135,6 +135,23 @@ import Testing
             #expect(JSONCoding.object(from: text) == v, "\(text)")
         }
     }
+
+    /// A note's body is read out of its properties' JSON without parsing the rest: the same string
+    /// a full parse gives, for any key and any text around it.
+    @Test func oneStringFieldIsWhatAFullParseGives() async {
+        await propertyCheck(count: 300, input: trickyString, trickyString, trickyString) { body, key, other in
+            let v: [String: JSONValue] = ["title": .string(other), "body": .string(body), key: .string(other), "n": .array([.string(body), .int(3)])]
+            let text = JSONCoding.encode(v)
+            for k in ["body", key, "title"] {
+                #expect(JSONParser.stringField(k, in: text) == v[k]?.stringValue, "\(k) in \(text)")
+            }
+            #expect(JSONParser.stringField("n", in: text) == nil, "not a string")
+            #expect(JSONParser.stringField("missing", in: text) == (v["missing"]?.stringValue))
+        }
+        #expect(JSONParser.stringField("b", in: "{\"b\": \"1\", \"b\": \"2\"}") == "2", "the last of duplicates, as parse")
+        #expect(JSONParser.stringField("b", in: "{\"b\": \"x\"") == nil, "not a whole object")
+        #expect(JSONParser.stringField("b", in: "[\"b\"]") == nil)
+    }
 }
 
 @Suite struct JSONParserTests {
