@@ -133,12 +133,13 @@ extension FileSystem {
         default:
             return nil
         }
-        if staged {
-            guard let s = try wrap({ try store.moveStaged(rowid: r, type: type, fileName: newName, tags: tags.sorted()) }) else { return nil }
-            return try refreshItem(r, .made(s, tags))
+        // Still staged: the journal records the move. Committed meanwhile but not settled: its row
+        // moves, if nothing of it is queued (a blob being spooled is not moved so).
+        let moved = try wrap {
+            staged ? try store.moveStaged(rowid: r, type: type, fileName: newName, tags: tags.sorted())
+                : try store.moveUnsent(rowid: r, type: type, fileName: newName, tags: tags.sorted())
         }
-        // Committed meanwhile, not settled yet: the row moves if nothing of it is queued.
-        guard !store.spool.has(r), let s = try wrap({ try store.moveUnsent(rowid: r, type: type, fileName: newName, tags: tags.sorted()) }) else { return nil }
+        guard let s = moved else { return nil }
         return try refreshItem(r, .made(s, tags))
     }
 

@@ -157,10 +157,8 @@ public struct JSONParser {
             p.skipSpace()
             guard p.i < p.b.count else { return nil }
             if k == key {
-                if p.b[p.i] == UInt8(ascii: "\"") { guard let v = try? p.string() else { return nil }; found = v } else {
-                    guard (try? p.value()) != nil else { return nil }
-                    found = nil
-                }
+                guard let v = try? p.value() else { return nil }
+                found = v.stringValue
             } else {
                 guard (try? p.skip()) != nil else { return nil }
             }

@@ -140,19 +140,20 @@ enum RawText {
     }
 
     /// The file's bytes from a head and the properties; nil without a head.
-    /// The file from its columns without parsing the properties: the body alone is read out of
-    /// their JSON (`JSONParser.stringField`). nil when `join` would be.
-    static func join(head: Data?, propertiesJSON: String) -> [UInt8]? {
-        guard let head, let nul = head.firstIndex(of: 0) else { return nil }
-        let field = String(decoding: head[head.startIndex..<nul], as: UTF8.self)
-        guard let body = JSONParser.stringField(field, in: propertiesJSON) else { return nil }
-        return [UInt8](head[(nul + 1)...]) + Array(body.utf8)
+    static func join(head: Data?, properties: [String: JSONValue]) -> [UInt8]? {
+        join(head: head) { properties[$0]?.stringValue }
     }
 
-    static func join(head: Data?, properties: [String: JSONValue]) -> [UInt8]? {
+    /// The same from the properties' JSON without parsing it: the body alone is read out of it
+    /// (`JSONParser.stringField`).
+    static func join(head: Data?, propertiesJSON: String) -> [UInt8]? {
+        join(head: head) { JSONParser.stringField($0, in: propertiesJSON) }
+    }
+
+    /// The head's bytes after its body field's name, then the body `body(field)` gives.
+    private static func join(head: Data?, body: (String) -> String?) -> [UInt8]? {
         guard let head, let nul = head.firstIndex(of: 0) else { return nil }
-        let field = String(decoding: head[head.startIndex..<nul], as: UTF8.self)
-        guard case .string(let body)? = properties[field] else { return nil }
-        return [UInt8](head[(nul + 1)...]) + Array(body.utf8)
+        guard let text = body(String(decoding: head[head.startIndex..<nul], as: UTF8.self)) else { return nil }
+        return [UInt8](head[(nul + 1)...]) + Array(text.utf8)
     }
 }

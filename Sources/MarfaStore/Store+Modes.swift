@@ -103,11 +103,11 @@ extension Store {
     /// sends them (`enqueueFileTime`). Bits that are the default change nothing. Any other file
     /// goes through `setMode`.
     public func setStagedModes(_ modes: [(rowid: Int64, mode: UInt16)]) throws {
-        let unsent = modes.filter { Self.storedMode($0.mode & 0o7777, default: Self.defaultFileMode) != nil }
-        if unsent.isEmpty { return }
+        let own = modes.filter { Self.storedMode($0.mode & 0o7777, default: Self.defaultFileMode) != nil }
+        if own.isEmpty { return }
         var rest: [(rowid: Int64, mode: UInt16)] = []
         try write { db in
-            for (r, bits) in unsent {
+            for (r, bits) in own {
                 guard let row = try db.row("SELECT id, unsettled, mode FROM items WHERE rowid = ?", [r]) else { continue }
                 let id: String = row[0], unsettled: Int64 = row[1], before: Int64? = row[2]
                 guard unsettled == 1, before == nil, try !db.exists("SELECT 1 FROM mutations WHERE item_id = ?", [id]) else {

@@ -22,6 +22,8 @@ public struct PreparedItem: Sendable {
     let tags: [String]
     let links: [VaultLink]?
     let unsettled: Bool
+    /// The file's bytes.
+    public var size: Int { new.content.count }
 }
 
 extension Store {

@@ -117,17 +117,16 @@ extension Store {
         try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind IN \(itemKinds) AND state IN ('pending', 'sending', 'conflict', 'rejected') LIMIT 1", [itemID])
     }
 
-    /// Whether an item's local bytes or changes are still to be sent (unsettled, staged new bytes,
-    /// or queued mutations): a remote change to it is not applied (`row`: rowid, unsettled).
     /// Keeps a skipped server frame of an item until its own changes are answered (the newest one).
-    func holdRemote(_ c: RemoteChange, version: Int) {
-        guard case .item(let item, _, _) = c else { return }
+    func holdRemote(_ item: Item, tags: [String]?, extensions: [String: JSONValue]?) {
         heldRemote.withLock { held in
-            if case .item(let old, _, _)? = held[item.id], old.version >= version { return }
-            held[item.id] = c
+            if case .item(let old, _, _)? = held[item.id], old.version >= item.version { return }
+            held[item.id] = .item(item, tags: tags, extensions: extensions)
         }
     }
 
+    /// Whether an item's local bytes or changes are still to be sent (unsettled, staged new bytes,
+    /// or queued mutations): a remote change to it is not applied (`row`: rowid, unsettled).
     func keepsLocal(_ db: Database, _ row: Row, _ id: String) throws -> Bool {
         try (row[1] as Int) != 0 || staging.hasOverlay(row[0]) || Self.hasUnsent(db, id)
     }
@@ -193,7 +192,7 @@ extension Store {
         let force = mode == .asServerHolds
         let rowid: Int64 = cur[0]
         if try keepsLocal(db, cur, remote.id) {
-            if mode == .ifNewer { holdRemote(.item(remote, tags: tags, extensions: extensions), version: remote.version) }
+            if mode == .ifNewer { holdRemote(remote, tags: tags, extensions: extensions) }
             out.skipped += 1; return
         }
         guard let stored = try Self.fetchItem(db, rowid: rowid) else { return }

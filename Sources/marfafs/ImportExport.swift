@@ -103,11 +103,7 @@ enum Vault {
     }
 
     /// A path's modification time in nanoseconds (of a symlink itself, not what it names).
-    static func mtimeNs(_ path: String) -> Int64? {
-        var st = Glibc.stat()
-        guard lstat(path, &st) == 0 else { return nil }
-        return Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
-    }
+    static func mtimeNs(_ path: String) -> Int64? { stat(path)?.mtimeNs }
 
     /// Sets a path's modification time (and access time) to `ns`, not following a symlink.
     static func setMtime(_ path: String, _ ns: Int64) {
@@ -123,7 +119,7 @@ enum Vault {
         case existing(StoredItem, (bytes: [UInt8], mode: UInt16, mtimeNs: Int64?, link: String?))
         case symlink(name: String, target: String, tags: [String], mtimeNs: Int64?)
         /// A new item, parsed: written with its batch.
-        case new(PreparedItem, mode: UInt16, mtimeNs: Int64?, size: Int)
+        case new(PreparedItem, mode: UInt16, mtimeNs: Int64?)
     }
 
     /// Reads, looks up and parses `rels` on eight threads (no store writes: files not in the
@@ -186,7 +182,7 @@ enum Vault {
             if let link = st.link { return .symlink(name: name, target: link, tags: tags, mtimeNs: st.mtimeNs) }
             let item = try store.prepareItem(NewItem(id: id, type: type, fileName: name, content: bytes, tags: tags, sourceID: "import:" + rel),
                                              createdNs: Int64(Date().timeIntervalSince1970 * 1e9))
-            return .new(item, mode: st.mode, mtimeNs: st.mtimeNs, size: bytes.count)
+            return .new(item, mode: st.mode, mtimeNs: st.mtimeNs)
         } catch {
             return .failed("\(error)")
         }
@@ -257,9 +253,9 @@ struct ImportCommand: ParsableCommand {
                         if let t = mtime { _ = try store.setMtime(rowid: rowid, ns: t) }
                         writer.count(created: 1)
                     } catch { FileHandle.standardError.write(Data("\nmarfafs: \(rel): \(error)\n".utf8)); failed += 1 }
-                case .new(let item, let mode, let mtime, let size):
+                case .new(let item, let mode, let mtime):
                     batch.append((rel, item, mode, mtime))
-                    batchBytes += size
+                    batchBytes += item.size
                     if batch.count >= 256 || batchBytes >= 64 << 20 { writer.write(batch); batch = []; batchBytes = 0 }
                 }
             }
