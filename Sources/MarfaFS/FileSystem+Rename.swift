@@ -24,11 +24,12 @@ extension FileSystem {
             let dst = try childNode(np, newName)
             if dst != nil && noReplace { throw FSError(.exists, newName) }
             // A save over an item stays lean (the target settles later); any other rename queues
-            // a mutation, which must follow the creates and updates of written files.
+            // a mutation, which must follow the create or update of the file it moves (of every
+            // file in a folder it moves).
             let savedOver = Self.isItemFile(dst) && (Self.isItemFile(src) || stagedKey(src) != nil)
             if dst == nil, let moved = try moveStaged(p, name, src, np, newName) { return moved }
             // A folder's rename changes the folder of every file in it, those being written too.
-            if !savedOver { try settleNow(spools: src.kind == .directory ? .all : .of([src, dst])) }
+            if !savedOver { if src.kind == .directory { try settleNow(spools: .all) } else { try settleOnly([src, dst]) } }
             if let local = try renameLocal(p, name, src, np, newName, dst) { return local }
             if src == dst { return [] }
             switch (p, src, np) {

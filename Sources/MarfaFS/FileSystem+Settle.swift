@@ -55,6 +55,31 @@ extension FileSystem {
         notify(inv)
     }
 
+    /// Settles what an operation on `nodes` needs settled before it queues a mutation about them
+    /// (a file's rename): their staged bytes committed, their own rows settled (their create or
+    /// update goes first) and their blob files taken into the cache. Other written files settle
+    /// in their own time: a rename in the middle of `rsync -a` does not wait for every file
+    /// written before it. Call with the lock held.
+    func settleOnly(_ nodes: [Node?]) throws {
+        let present = nodes.compactMap { $0 }
+        let keys = present.compactMap(stagedKey)
+        if !keys.isEmpty { try wrap { try store.commitStaged(ifAnyOf: keys) } }
+        let rows = present.compactMap { n -> Int64? in
+            switch n {
+            case .item(let r), .tagEntry(_, let r): return r
+            default: return nil
+            }
+        }
+        guard !rows.isEmpty else { return }
+        let settled = try wrap { try store.settle(rowids: rows) }
+        let spooled = try wrap { try store.settleSpools(rows.filter { store.spool.has($0) }) }
+        applyStagedModes()
+        var inv: [Invalidation] = []
+        for r in settled + spooled { inv += try refreshItem(r) }
+        inv += followStore(store.takeAnnouncements())
+        notify(inv)
+    }
+
     /// Starts the background settler; `stop` (at unmount) settles what is left.
     public func startSettling() {
         settler.start { [weak self] in self?.settleQuietFiles() ?? false }
@@ -106,8 +131,12 @@ extension FileSystem {
         let before = Int64((Date().timeIntervalSince1970 - settler.window) * 1e9)
         let batch = 32
         do {
-            // Staged files first: one transaction for all of them (the lock is held, briefly).
-            try locked { try store.commitStaged() }
+            // Staged files first: one transaction for all of them (the lock is held, briefly). A
+            // new file still being written stays staged (`rsync`'s temporary file until its
+            // rename: a pause of a tenth of a second between its writes and its rename, on a
+            // busy machine, must not commit it); one staged for `maxDelay` is committed anyway.
+            let now = Date().timeIntervalSince1970
+            try locked { try store.commitStaged(quiet: (Int64((now - settler.stagedWindow) * 1e9), Int64((now - settler.maxDelay) * 1e9))) }
             let rows = try store.settle(writtenBefore: before, limit: batch)
             let inv: [Invalidation] = try locked {
                 applyStagedModes()
@@ -117,6 +146,9 @@ extension FileSystem {
                 if rows.count < batch, store.stagingIsEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty {
                     settler.settledAll()
                     saveDirTimes()
+                } else if rows.count < batch, !store.stagingIsEmpty {
+                    // New files waiting for their own quiet window: looked at again in a while.
+                    settler.retryAfter(settler.window)
                 }
                 return inv
             }
@@ -140,6 +172,8 @@ final class Settler: @unchecked Sendable {
     /// Seconds a blob being written (a spool file) must be left alone: longer, since settling
     /// one copies it whole into the cache.
     let spoolWindow: Double = 1
+    /// Seconds a new file still staged (no row yet) must be left alone before it is committed.
+    let stagedWindow: Double = 0.1
     let maxDelay: Double
     private let cond = NSCondition()
     private var dirty = true

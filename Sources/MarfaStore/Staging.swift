@@ -40,10 +40,17 @@ final class Staging: @unchecked Sendable {
     /// The journal's length (only this object writes it, always at the end).
     private var end: off_t = 0
     private var generationValue: Int64 = 0
+    /// Whether an `fsync` made records of this generation durable: files that stay through a
+    /// partial commit are then made durable again in the next one.
+    private var syncedThisGeneration = false
     private var ready = false
     /// The generation a failed reset still owes.
     private var resetTo: Int64?
     private var files: [Key: File] = [:]
+    /// When each staged file was first staged and last changed (wall clock, nanoseconds; not
+    /// journaled: a file's mtime may be anything `touch -d` set). A partial commit takes the files
+    /// quiet since a time, or staged for long enough.
+    private var changedNs: [Key: (first: Int64, last: Int64)] = [:]
     private var totalBytesValue = 0
     /// Items with staged new bytes, for the sync engine's reads inside a transaction (own lock).
     private let overlayLock = NSLock()
@@ -150,7 +157,7 @@ final class Staging: @unchecked Sendable {
     /// Makes every appended record durable (FS-15 `fsync` of a staged file). The lock is not held
     /// through the sync: writes go on meanwhile.
     func sync() throws {
-        let fd = try locked { try openIfNeeded(); return self.fd }
+        let fd = try locked { try openIfNeeded(); syncedThisGeneration = true; return self.fd }
         guard fdatasync(fd) == 0 else { throw StoreError.io("cannot sync \(path): \(String(cString: strerror(errno)))") }
     }
 
@@ -168,6 +175,8 @@ final class Staging: @unchecked Sendable {
         totalBytesValue -= touched.reduce(0) { $0 + (files[$1]?.bytes.count ?? 0) }
         Self.apply(rec, to: &files)
         totalBytesValue += touched.reduce(0) { $0 + (files[$1]?.bytes.count ?? 0) }
+        let now = Store.ns(Date())
+        for k in touched { changedNs[k] = files[k] == nil ? nil : (changedNs[k]?.first ?? now, now) }
         // What a drop leaves is nothing; its caller does not look.
         return touched.last.flatMap { files[$0] } ?? File(key: rec.key ?? Key(.item, 0), origin: .overlay, bytes: [], mtimeNs: 0)
     }
@@ -207,13 +216,35 @@ final class Staging: @unchecked Sendable {
     /// starts generation `g + 1`. The lock is held throughout, so no change falls between what
     /// was written and what is forgotten. `durable` makes the store's commit durable, called when
     /// the journal starts over (its records are gone then).
-    func commit(_ write: (_ files: [File], _ g: Int64) throws -> Void, durable: () throws -> Void) throws {
+    ///
+    /// With `quiet`, only the files that have not changed since `quiet.since`, or were staged
+    /// before `quiet.stagedBefore`, are committed, and new bytes of stored items (overlays)
+    /// whatever their time: a file being written (rsync's temporary file between its create and
+    /// its rename) stays staged, so its next change, its mode and its rename cost no transaction,
+    /// while one written on and on is committed all the same. The files that stay are written
+    /// again in generation `g + 1` before the store names `g + 1`; a journal due to start over is
+    /// then replaced by one holding only them (written aside, then renamed over it).
+    func commit(quiet: (since: Int64, stagedBefore: Int64)? = nil, _ write: (_ files: [File], _ g: Int64) throws -> Void,
+                durable: () throws -> Void) throws {
         try locked {
             let list = all
             if list.isEmpty { return }
             let g = generationValue
+            if let quiet {
+                let stays = list.filter { f in
+                    if case .overlay = f.origin { return false }
+                    guard let t = changedNs[f.key] else { return false }
+                    return t.last > quiet.since && t.first > quiet.stagedBefore
+                }
+                if !stays.isEmpty {
+                    if stays.count == list.count { return }
+                    return try commitPartly(list, staying: stays, g, write, durable: durable)
+                }
+            }
             try write(list, g)
             files.removeAll()
+            changedNs.removeAll()
+            syncedThisGeneration = false
             totalBytesValue = 0
             overlayLock.lock(); overlays.removeAll(); overlayLock.unlock()
             // Starting the journal over drops records an fsync may have made durable: the commit
@@ -221,6 +252,68 @@ final class Staging: @unchecked Sendable {
             if end > Self.compactBytes { try durable() }
             try startGenerationLocked(g + 1)
         }
+    }
+
+    /// A partial commit (the lock held): the files in `stays` are recorded whole at the head of
+    /// generation `g + 1`, then the others are committed naming `g + 1`. A crash before the
+    /// store's commit replays both generations (the same files); after it, `g + 1` alone, which
+    /// holds every file that stayed. If an `fsync` made this generation's records durable, the
+    /// new records are made durable before the store's commit (which may become durable first).
+    /// Else nothing was promised: a kill loses nothing either way (both are written), and no sync
+    /// is spent on `rsync`'s files.
+    private func commitPartly(_ list: [File], staying stays: [File], _ g: Int64, _ write: (_ files: [File], _ g: Int64) throws -> Void,
+                              durable: () throws -> Void) throws {
+        try append(.begin(g + 1))
+        generationValue = g + 1
+        // The records that stay are durable again, if they were: later partial commits sync too.
+        let mustSync = syncedThisGeneration
+        for rec in Self.records(of: stays) { try append(rec) }
+        if mustSync {
+            guard fdatasync(fd) == 0 else { throw StoreError.io("cannot sync \(path): \(String(cString: strerror(errno)))") }
+        }
+        let staying = Set(stays.map(\.key))
+        let committed = list.filter { !staying.contains($0.key) }
+        try write(committed, g)
+        for f in committed { files.removeValue(forKey: f.key); changedNs.removeValue(forKey: f.key) }
+        totalBytesValue = files.values.reduce(0) { $0 + $1.bytes.count }
+        let done = committed.compactMap { f -> Int64? in if case .overlay = f.origin { return f.key.rowid }; return nil }
+        overlayLock.lock(); overlays.subtract(done); overlayLock.unlock()
+        if end > Self.compactBytes {
+            // The records of generation `g` go only once the store's commit is durable. Failing
+            // that (a full disk), the journal stays as it is, whole, for a later commit to compact.
+            do { try durable(); try rewrite(generation: g + 1, stays) } catch {}
+        }
+    }
+
+    /// The records that make `files` again, as they are.
+    private static func records(of files: [File]) -> [Record] {
+        files.flatMap { f -> [Record] in
+            [.create(f), f.bytes.isEmpty ? .truncate(f.key, size: 0, mtimeNs: f.mtimeNs) : .write(f.key, offset: 0, data: f.bytes, mtimeNs: f.mtimeNs)]
+        }
+    }
+
+    /// Replaces the journal by one that holds generation `g` with `files` only (the lock held):
+    /// written beside it, made durable, renamed over it. A crash leaves one or the other, whole.
+    private func rewrite(generation g: Int64, _ files: [File]) throws {
+        let aside = path + ".new"
+        let newFD = open(aside, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0o600)
+        guard newFD >= 0 else { throw StoreError.io("cannot open \(aside): \(String(cString: strerror(errno)))") }
+        let oldFD = fd, oldEnd = end
+        fd = newFD; end = 0
+        do {
+            var header = Array("MFSJ".utf8)
+            Record.putU32(&header, 1)
+            try writeAll(header)
+            try append(.begin(g))
+            for rec in Self.records(of: files) { try append(rec) }
+            guard fdatasync(fd) == 0, rename(aside, path) == 0 else { throw Spool.error("cannot replace \(path)") }
+        } catch {
+            close(newFD); unlink(aside)
+            fd = oldFD; end = oldEnd
+            throw error
+        }
+        close(oldFD)
+        syncedThisGeneration = true
     }
 
     /// Puts recovered files back in memory (their records are in the journal already).

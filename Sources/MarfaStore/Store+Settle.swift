@@ -105,6 +105,25 @@ extension Store {
     func settle(_ db: Database, writtenBefore: Int64? = nil, limit: Int = .max) throws -> [Int64] {
         let rows = try Int64.fetchAll(db.cachedStatement(sql: "SELECT rowid FROM items INDEXED BY items_unsettled WHERE unsettled = 1 AND mtime_ns <= ? ORDER BY mtime_ns, rowid LIMIT ?"),
                                       arguments: [writtenBefore ?? .max, limit])
+        try settle(db, rows: rows)
+        return rows
+    }
+
+    /// Settles those of items `rowids` that are unsettled, in one transaction; returns them.
+    @discardableResult
+    public func settle(rowids: [Int64]) throws -> [Int64] {
+        guard try hasUnsettled() else { return [] }
+        return try write { db in
+            var rows: [Int64] = []
+            for r in rowids where try Bool.fetchOne(db.cachedStatement(sql: "SELECT unsettled = 1 FROM items WHERE rowid = ?"), arguments: [r]) == true {
+                rows.append(r)
+            }
+            try settle(db, rows: rows)
+            return rows
+        }
+    }
+
+    private func settle(_ db: Database, rows: [Int64]) throws {
         for r in rows {
             guard let cur = try Self.fetchItem(db, rowid: r) else { continue }
             let written = try currentBytes(db, cur)
@@ -116,7 +135,6 @@ extension Store {
             try db.run("UPDATE items SET mtime_ns = ? WHERE rowid = ?", [merged ? max(Self.ns(Date()), cur.mtimeNs + 1) : cur.mtimeNs, r])
         }
         if !rows.isEmpty { try recheckBlobs(db) }
-        return rows
     }
 
     public func hasUnsettled() throws -> Bool {

@@ -107,8 +107,11 @@ extension Store {
     /// (they settle as any written file does), scratch files as scratch rows, an item's new bytes
     /// (a save over it) as its unsettled file; then starts a new journal generation. Nothing can
     /// be staged meanwhile (the staging lock is held throughout).
-    public func commitStaged() throws {
-        try staging.commit({ files, g in
+    /// With `quiet` (nanoseconds, wall clock), only the files that have not changed since
+    /// `quiet.since` or were staged before `quiet.stagedBefore` (and new bytes of stored items)
+    /// are committed; the others stay staged.
+    public func commitStaged(quiet: (since: Int64, stagedBefore: Int64)? = nil) throws {
+        try staging.commit(quiet: quiet, { files, g in
             try write { db in
                 for f in files {
                     switch f.origin {
@@ -152,6 +155,10 @@ extension Store {
 
     /// Commits everything staged if one of `keys` is staged (its row is needed now).
     public func commitStaged(ifAnyOf keys: StagedKey...) throws {
+        try commitStaged(ifAnyOf: keys)
+    }
+
+    public func commitStaged(ifAnyOf keys: [StagedKey]) throws {
         if keys.contains(where: staging.contains) { try commitStaged() }
     }
 
@@ -203,9 +210,10 @@ extension Store {
     /// `fsync` of a file (FS-15): returns once its bytes are durable, by the journal while it is
     /// staged, else (committed meanwhile, or never staged) by the store.
     public func syncFile(_ k: StagedKey) throws {
-        if let g = staging.generation(ifStaged: k) {
+        while let g = staging.generation(ifStaged: k) {
             try staging.sync()
-            // Still the same generation: the file's records are durable. Else it was committed.
+            // Still the same generation: the file's records are durable. Else it was committed,
+            // or it stayed staged and was written again in the new generation (a partial commit).
             if staging.generation == g { return }
         }
         try syncDurably()

@@ -60,6 +60,86 @@ import Testing
         #expect(try Store(path: t.store.path).recoverStaged() == 0)
     }
 
+    /// The settler commits only the files quiet since a time (FS-14): a file still being written
+    /// (`rsync`'s temporary file between its writes and its rename) stays staged, written again
+    /// at the head of the journal's next generation. After a kill the journal gives back exactly
+    /// the files that stayed, with what changed after the commit; the committed ones are the
+    /// store's and are not made twice. A file staged for too long commits however busy it is.
+    @Test func FS15_aFileStillBeingWrittenStaysStagedThroughACommitAndAKill() throws {
+        let t = try TempStore()
+        var quiet: Int64 = 0, busy: Int64 = 0, empty: Int64 = 0, scratch: Int64 = 0
+        let after = try Self.killed(t) { s in
+            quiet = try Self.note(s, "quiet.md", "# Quiet\n").rowid
+            Thread.sleep(forTimeInterval: 0.02)
+            let cut = Store.ns(Date())
+            Thread.sleep(forTimeInterval: 0.02)
+            let b = try Self.note(s, ".busy.md.Ab12Cd", "# Busy\n", tags: ["folder:x"])
+            busy = b.rowid
+            // An old mtime (`rsync -a` sets it before the rename) does not make it quiet.
+            _ = try s.changeStaged(b, .mtime(ns: 1_500_000_000_000_000_000))
+            empty = try s.stageItem(NewItem(type: "core.note", fileName: "empty.md")).rowid
+            let sc = try Self.scratch(s, ".busy.md.swp")
+            scratch = sc.rowid
+            _ = try s.changeStaged(sc, .write(offset: 0, data: [1, 2, 3]))
+            try s.commitStaged(quiet: (since: cut, stagedBefore: cut - 1_000_000_000))
+            #expect(try s.item(rowid: quiet) != nil, "the quiet file is committed")
+            #expect(s.isNewlyStaged(b) && s.stagedFileCount == 3, "the busy ones stay staged")
+            #expect(try s.item(rowid: busy) == nil)
+            // What happens after the commit lands in the new generation.
+            _ = try s.changeStaged(b, .write(offset: 7, data: Array("more\n".utf8)))
+            _ = try s.changeStaged(b, .mtime(ns: 1_600_000_000_000_000_000))
+            #expect(try s.moveStaged(rowid: busy, type: "core.note", fileName: "busy.md", tags: ["folder:y"]) != nil)
+        }
+        #expect(try after.recoverStaged() == 3, "the three files that stayed, not the committed one")
+        let item = try #require(try after.item(rowid: busy))
+        #expect(item.fileName == "busy.md")
+        #expect(item.mtimeNs == 1_600_000_000_000_000_000)
+        #expect(try after.tags(itemID: item.item.id) == ["folder:y"])
+        #expect(try after.textContent(rowid: busy) == Array("# Busy\nmore\n".utf8))
+        #expect(try after.item(rowid: empty)?.fileName == "empty.md")
+        #expect(try after.scratchData(scratch) == [1, 2, 3])
+        #expect(try after.textContent(rowid: quiet) == Array("# Quiet\n".utf8))
+        #expect(try after.allSummaries().filter { $0.stem == "quiet" }.count == 1)
+
+        // Staged for longer than the settler lets a file wait: committed, busy or not.
+        let s = after
+        let late = try Self.note(s, "late.md", "# Late\n")
+        let now = Store.ns(Date())
+        try s.commitStaged(quiet: (since: now - 60_000_000_000, stagedBefore: now + 1_000_000_000))
+        #expect(s.stagingIsEmpty)
+        #expect(try s.item(rowid: late.rowid) != nil)
+    }
+
+    /// A journal grown past its bound while a file stays staged is replaced, not truncated, by one
+    /// that holds that file alone (written aside, renamed over it): it shrinks, and a kill after
+    /// it still gives the file back.
+    @Test func FS15_aJournalStartsOverAroundTheFileThatStays() throws {
+        let t = try TempStore()
+        let journal = t.store.path + "-staged"
+        var busy: Int64 = 0
+        let after = try Self.killed(t) { s in
+            let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 900_000)
+            for i in 0..<10 {
+                let k = StagedKey(.item, try s.stageItem(NewItem(type: "core.file", fileName: "big\(i).bin")).rowid)
+                _ = try s.changeStaged(k, .write(offset: 0, data: chunk))
+            }
+            Thread.sleep(forTimeInterval: 0.02)
+            let cut = Store.ns(Date())
+            Thread.sleep(forTimeInterval: 0.02)
+            busy = try Self.note(s, ".busy.md.Xy12Zw", "# Busy\n").rowid
+            let size = { (try? FileManager.default.attributesOfItem(atPath: journal)[.size] as? Int) ?? 0 }
+            #expect(size() > 9_000_000)
+            try s.commitStaged(quiet: (since: cut, stagedBefore: cut - 1_000_000_000))
+            #expect(size() < 10_000, "started over around the one file that stayed: \(size()) bytes")
+            #expect(!FileManager.default.fileExists(atPath: journal + ".new"))
+            #expect(s.stagedFileCount == 1)
+            _ = try s.changeStaged(StagedKey(.item, busy), .write(offset: 7, data: Array("more\n".utf8)))
+        }
+        #expect(try after.recoverStaged() == 1)
+        #expect(try after.textContent(rowid: busy) == Array("# Busy\nmore\n".utf8))
+        #expect(try after.allSummaries().filter { $0.type == "core.file" }.count == 10)
+    }
+
     /// `rsync`'s temporary file renamed to its name and folder before it was ever committed: the
     /// move is one journal record, so a kill after it recovers the file under its final name,
     /// folder and type, and nothing was queued for the temporary name.
