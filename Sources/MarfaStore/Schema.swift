@@ -208,6 +208,19 @@ enum Schema {
             ALTER TABLE remote_files ADD COLUMN seen INTEGER NOT NULL DEFAULT 0;
             CREATE INDEX remote_files_by_seen ON remote_files(seen);
             """),
+        ("v16-links-written", """
+            -- FS-26: the store writes a text item's links in the same statement as its properties,
+            -- turning `links_stale` between 0 and 2 (both: fresh) or from 1 to 0; the triggers mark
+            -- the links stale only when a change did not (another program's, or one of the store's
+            -- own that leaves them to be read again), so a settled note is not written three times.
+            DROP TRIGGER items_links_insert;
+            DROP TRIGGER items_links_update;
+            CREATE TRIGGER items_links_insert AFTER INSERT ON items WHEN NEW.type NOT LIKE 'core.file%' AND NEW.links_stale = 0
+            BEGIN UPDATE items SET links_stale = 1 WHERE rowid = NEW.rowid; END;
+            CREATE TRIGGER items_links_update AFTER UPDATE OF properties ON items
+            WHEN NEW.type NOT LIKE 'core.file%' AND NEW.links_stale = OLD.links_stale AND NEW.links_stale != 1
+            BEGIN UPDATE items SET links_stale = 1 WHERE rowid = NEW.rowid; END;
+            """),
     ]
 
     static func insertBuiltInTypes(_ db: Database) throws {

@@ -127,10 +127,11 @@ extension Store {
         let row = try rowid ?? rowids.next(.items, db)
         try db.run("""
             INSERT INTO items(rowid, id, type, properties, raw, raw_head, file_name, stem, ext, size, version, source, source_id,
-              timestamp, created_at, updated_at, mtime_ns, state, tier, sync, sync_error, unsettled)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'library', ?, ?, ?)
+              timestamp, created_at, updated_at, mtime_ns, state, tier, sync, sync_error, unsettled, links, links_stale)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'marfafs', ?, ?, ?, ?, ?, ?, 'library', ?, ?, ?, ?, ?)
             """, [row, id, n.type, p.propertiesJSON, p.raw, p.head, n.fileName, p.stem, p.ext,
-                  n.content.count, n.sourceID, ts, ts, ts, mtimeNs, n.state.rawValue, p.sync.rawValue, p.syncError, p.unsettled])
+                  n.content.count, n.sourceID, ts, ts, ts, mtimeNs, n.state.rawValue, p.sync.rawValue, p.syncError, p.unsettled,
+                  p.links.flatMap(Self.linksColumn), TypeSchema.isBlobType(n.type) ? 0 : p.links == nil ? 1 : 2])
         for tag in p.tags { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [id, tag]) }
         if let hash = p.blobHash {
             _ = try putBlob(db, n.content, hash: hash)
@@ -139,7 +140,6 @@ extension Store {
             ], coalesce: false)
         }
         if p.sync != .invalid && !p.unsettled { try enqueueCreate(db, p.item, tags: p.tags) }
-        if let links = p.links { try storeLinks(db, row, links) }
         var made = StoredItem(rowid: row, item: p.item, raw: p.blobHash == nil ? n.content : nil, fileName: n.fileName,
                               size: Int64(n.content.count), mtimeNs: mtimeNs, sync: p.sync, syncError: p.syncError, stem: p.stem, ext: p.ext)
         // What the insert's trigger gives a symlink (Schema: items_symlink_insert).

@@ -127,12 +127,14 @@ extension Store {
         for r in rows {
             guard let cur = try Self.fetchItem(db, rowid: r) else { continue }
             let written = try currentBytes(db, cur)
-            let now = try applyContent(db, cur, bytes: written, now: Date(timeIntervalSince1970: Double(cur.mtimeNs) / 1e9))
+            let now = try applyContent(db, cur, bytes: written, now: Date(timeIntervalSince1970: Double(cur.mtimeNs) / 1e9), mtimeNs: cur.mtimeNs)
             // The file's time stays what the kernel and editors saw at the write, unless the save
             // was merged (FS-29): the file then holds what its writer has not seen, and a newer
             // time tells editors to reload.
             let merged = now.raw.map { $0 != written } ?? false
-            try db.run("UPDATE items SET mtime_ns = ? WHERE rowid = ?", [merged ? max(Self.ns(Date()), cur.mtimeNs + 1) : cur.mtimeNs, r])
+            if merged || now.mtimeNs != cur.mtimeNs {
+                try db.run("UPDATE items SET mtime_ns = ? WHERE rowid = ?", [merged ? max(Self.ns(Date()), cur.mtimeNs + 1) : cur.mtimeNs, r])
+            }
         }
         if !rows.isEmpty { try recheckBlobs(db) }
     }
@@ -236,7 +238,10 @@ extension Store {
     }
 
     /// Stores new bytes for `cur` and queues the change; returns the item as now stored.
-    func applyContent(_ db: Database, _ cur: StoredItem, bytes: [UInt8], now: Date, origin: ContentOrigin = .save) throws -> StoredItem {
+    /// `mtimeNs`: the file's time, exactly, when it is not `now` (a settle keeps the time of the
+    /// write; a `Date` holds nanoseconds only roughly).
+    func applyContent(_ db: Database, _ cur: StoredItem, bytes: [UInt8], now: Date, mtimeNs: Int64? = nil,
+                      origin: ContentOrigin = .save) throws -> StoredItem {
         let stored = cur.item
         // What the previous text said, for the tags it gave: its properties, or what could be
         // read of it when it did not parse.
@@ -245,7 +250,7 @@ extension Store {
         let t = type(cur.item.type)
         let ts = Timestamp.format(now)
         cur.item.updatedAt = ts
-        cur.mtimeNs = Self.ns(now)
+        cur.mtimeNs = mtimeNs ?? Self.ns(now)
         cur.size = Int64(bytes.count)
         if TypeSchema.isBlobType(t.id) {
             guard Int64(bytes.count) <= Self.maxBlobBytes else { throw StoreError.tooLarge("blob of \(bytes.count) bytes") }
@@ -280,11 +285,13 @@ extension Store {
             let (stem, ext) = Names.stemAndExt(id: cur.item.id, type: t, properties: cur.item.properties, fileName: cur.fileName)
             cur.stem = stem; cur.ext = ext
             let (raw, head) = RawText.columns(bytes, properties: cur.item.properties, bodyField: t.bodyField)
-            try db.run("UPDATE items SET properties = ?, raw = ?, raw_head = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0 WHERE rowid = ?",
-                           [JSONCoding.encode(cur.item.properties), raw, head, bytes.count, stem, ext, ts, cur.mtimeNs, cur.rowid])
+            let said = VaultText.read(properties: cur.item.properties, bodyField: t.bodyField)
+            // The links go with the properties, in one write of the row.
+            try db.run("UPDATE items SET properties = ?, raw = ?, raw_head = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0, links = ?, \(Self.linksWritten) WHERE rowid = ?",
+                           [JSONCoding.encode(cur.item.properties), raw, head, bytes.count, stem, ext, ts, cur.mtimeNs, Self.linksColumn(said.links), cur.rowid])
             try enqueueItemChange(db, cur.item)
             try enqueueFileTime(db, cur)
-            try followText(db, cur, before: saidBefore, said: VaultText.read(properties: cur.item.properties, bodyField: t.bodyField))
+            try followText(db, cur, before: saidBefore, said: said, linksStored: true)
         } catch let e as FrontMatterError {
             // FS-10: kept byte for byte, marked invalid, not queued until it parses again.
             cur.sync = .invalid; cur.syncError = e.description

@@ -27,8 +27,9 @@ extension Store {
     /// for a note, the tags its old text (`before`) gave are replaced by those its new text
     /// gives, the others staying; for every text item, its links are stored (the trigger marked
     /// them stale; a local write has read them already, so the mount need not).
-    func followText(_ db: Database, _ cur: StoredItem, before: [String: JSONValue]?, said: VaultText.Scan) throws {
-        try storeLinks(db, cur.rowid, said.links)
+    /// `linksStored`: the statement that wrote the properties wrote the links too.
+    func followText(_ db: Database, _ cur: StoredItem, before: [String: JSONValue]?, said: VaultText.Scan, linksStored: Bool = false) throws {
+        if !linksStored { try storeLinks(db, cur.rowid, said.links) }
         let t = type(cur.item.type)
         guard Self.tagsFollowText(t.id), let before else { return }
         let old = Set(VaultText.read(properties: before, bodyField: t.bodyField).tags.map { $0.lowercased() })
@@ -61,8 +62,17 @@ extension Store {
     /// Stores a text item's links, read from the properties just written.
     func storeLinks(_ db: Database, _ rowid: Int64, _ links: [VaultLink]) throws {
         try db.execute(sql: "UPDATE items SET links = ?, links_stale = 0 WHERE rowid = ?",
-                       arguments: [links.isEmpty ? nil : VaultLinks.encode(links), rowid])
+                       arguments: [Self.linksColumn(links), rowid])
     }
+
+    /// The `links` column for a text's links (NULL for none).
+    static func linksColumn(_ links: [VaultLink]) -> String? {
+        links.isEmpty ? nil : VaultLinks.encode(links)
+    }
+
+    /// What an `UPDATE` that writes `links` with the properties sets `links_stale` to: fresh, and
+    /// changed, so the trigger knows the links were written (Schema: v16-links-written).
+    static let linksWritten = "links_stale = CASE links_stale WHEN 0 THEN 2 ELSE 0 END"
 
     /// Sets an item's tags; for a note, the tags added are written into its front matter (in its
     /// style) and the tags removed are taken out of its text, then the set is stored.

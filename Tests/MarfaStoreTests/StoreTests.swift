@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import MarfaLayout
 import MarfaModel
 import MarfaTestSupport
 @testable import MarfaStore
@@ -27,6 +28,43 @@ final class TempStore {
         #expect(q.count == 1)
         #expect(q[0].kind == .create && q[0].itemID == item.item.id)
         #expect(q[0].payload["properties"]?.objectValue?["body"] == "hello\n")
+    }
+
+    /// FS-26: a text's links are written with its properties, in one statement; a change of the
+    /// properties that does not write them (another program's, with the sqlite3 shell) still
+    /// marks them stale, and they are read again from the text.
+    @Test func FS26_linksAreWrittenWithTheTextAndMarkedStaleByAnyOtherChange() throws {
+        let t = try TempStore()
+        let s = t.store
+        func stale(_ r: Int64) throws -> Int64 {
+            try s.pool.read { db in try Int64.fetchOne(db, sql: "SELECT links_stale FROM items WHERE rowid = ?", arguments: [r]) } ?? -1
+        }
+        let a = try s.createItem(NewItem(type: "core.note", fileName: "a.md", content: Array("see [[b]]\n".utf8)))
+        #expect(try stale(a.rowid) != 1, "written with the row")
+        #expect(try s.links(rowid: a.rowid).map(VaultLinks.decode)?.map(\.target) == ["b"])
+        _ = try s.writeContent(rowid: a.rowid, bytes: Array("see [[c]] and [[b]]\n".utf8))
+        #expect(try stale(a.rowid) != 1)
+        #expect(try s.links(rowid: a.rowid).map(VaultLinks.decode)?.map(\.target) == ["c", "b"])
+        // The same links again: still written, still fresh.
+        _ = try s.writeContent(rowid: a.rowid, bytes: Array("see [[c]] and [[b]]!\n".utf8))
+        #expect(try stale(a.rowid) != 1)
+        // Another program changes the properties: stale, and read again from them.
+        try s.write { db in
+            try db.execute(sql: "UPDATE items SET properties = json_set(properties, '$.body', 'now [[d]]') WHERE rowid = ?", arguments: [a.rowid])
+        }
+        #expect(try stale(a.rowid) == 1)
+        #expect(try s.links(rowid: a.rowid).map(VaultLinks.decode)?.map(\.target) == ["d"])
+        #expect(try stale(a.rowid) == 0)
+        // A row another program inserts is stale until it is read.
+        try s.write { db in
+            try db.execute(sql: """
+                INSERT INTO items(id, type, properties, file_name, stem, ext, size, version, source, timestamp, created_at, updated_at, mtime_ns, state, tier, sync, unsettled)
+                VALUES ('x1', 'core.note', '{"title":"x","body":"[[a]]"}', 'x.md', 'x', '.md', 5, 0, 'sqlite3', '', '', '', 0, 'active', 'library', 'pending', 0)
+                """)
+        }
+        let x = try #require(try s.pool.read { db in try Int64.fetchOne(db, sql: "SELECT rowid FROM items WHERE id = 'x1'") })
+        #expect(try stale(x) == 1)
+        #expect(try s.links(rowid: x).map(VaultLinks.decode)?.map(\.target) == ["a"])
     }
 
     @Test func FS15_changeAndMutationCommitInOneTransaction() throws {
