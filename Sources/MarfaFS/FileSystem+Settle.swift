@@ -131,12 +131,12 @@ extension FileSystem {
         let before = Int64((Date().timeIntervalSince1970 - settler.window) * 1e9)
         let batch = 32
         do {
-            // Staged files first: one transaction for all of them (the lock is held, briefly). A
-            // new file still being written stays staged (`rsync`'s temporary file until its
-            // rename: a pause of a tenth of a second between its writes and its rename, on a
-            // busy machine, must not commit it); one staged for `maxDelay` is committed anyway.
-            let now = Date().timeIntervalSince1970
-            try locked { try store.commitStaged(quiet: (Int64((now - settler.stagedWindow) * 1e9), Int64((now - settler.maxDelay) * 1e9))) }
+            // Staged files quiet for the window first (by their last change, not their mtime,
+            // which `rsync -a` sets to the source's): one transaction for all of them (the lock
+            // is held, briefly). A new file still being written stays staged (`rsync`'s temporary
+            // file until its rename); one staged for `maxDelay` is committed anyway.
+            let staleBefore = Int64((Date().timeIntervalSince1970 - settler.maxDelay) * 1e9)
+            try locked { try store.commitStaged(quiet: (before, staleBefore)) }
             let rows = try store.settle(writtenBefore: before, limit: batch)
             let inv: [Invalidation] = try locked {
                 applyStagedModes()
@@ -172,8 +172,6 @@ final class Settler: @unchecked Sendable {
     /// Seconds a blob being written (a spool file) must be left alone: longer, since settling
     /// one copies it whole into the cache.
     let spoolWindow: Double = 1
-    /// Seconds a new file still staged (no row yet) must be left alone before it is committed.
-    let stagedWindow: Double = 0.1
     let maxDelay: Double
     private let cond = NSCondition()
     private var dirty = true

@@ -205,19 +205,30 @@ extension Store {
     }
 
     func setTags(_ db: Database, _ cur: StoredItem, _ tags: Set<String>) throws {
-        let old = Set(try Self.tags(db, cur.item.id))
-        if old == tags { return }
-        for t in old.subtracting(tags) { try db.run("DELETE FROM tags WHERE item_id = ? AND tag = ?", [cur.item.id, t]) }
-        for t in tags.subtracting(old) { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [cur.item.id, t]) }
+        guard let old = try storeTags(db, cur, tags) else { return }
         try db.run("UPDATE items SET updated_at = ? WHERE rowid = ?", [Timestamp.now(), cur.rowid])
         if cur.item.version == 0, try Self.pendingCreate(db, cur.item.id) {
             try enqueueItemChange(db, cur.item)
         } else {
-            // A long folder's whole path travels first, so the tags it stands for never arrive alone.
-            try enqueueFolderExtension(db, itemID: cur.item.id, tags: Array(tags), before: Array(old), version: Int64(cur.item.version))
-            try enqueue(db, kind: .setTags, itemID: cur.item.id,
-                             payload: ["tags": .array(Self.wireTags(tags.sorted()).tags.map(JSONValue.string))], coalesce: true)
+            try enqueueTags(db, cur, tags, before: old)
         }
+    }
+
+    /// Writes item `cur`'s tags (the table only); returns those it had, nil if they are the same.
+    func storeTags(_ db: Database, _ cur: StoredItem, _ tags: Set<String>) throws -> Set<String>? {
+        let old = Set(try Self.tags(db, cur.item.id))
+        if old == tags { return nil }
+        for t in old.subtracting(tags) { try db.run("DELETE FROM tags WHERE item_id = ? AND tag = ?", [cur.item.id, t]) }
+        for t in tags.subtracting(old) { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [cur.item.id, t]) }
+        return old
+    }
+
+    /// Queues new tags of an item the server knows (or whose create is on its way) as their own change.
+    func enqueueTags(_ db: Database, _ cur: StoredItem, _ tags: Set<String>, before old: Set<String>) throws {
+        // A long folder's whole path travels first, so the tags it stands for never arrive alone.
+        try enqueueFolderExtension(db, itemID: cur.item.id, tags: Array(tags), before: Array(old), version: Int64(cur.item.version))
+        try enqueue(db, kind: .setTags, itemID: cur.item.id,
+                         payload: ["tags": .array(Self.wireTags(tags.sorted()).tags.map(JSONValue.string))], coalesce: true)
     }
 
     public func addLocalTag(_ tag: String) throws {

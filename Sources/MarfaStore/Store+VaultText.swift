@@ -27,15 +27,21 @@ extension Store {
     /// for a note, the tags its old text (`before`) gave are replaced by those its new text
     /// gives, the others staying; for every text item, its links are stored (the trigger marked
     /// them stale; a local write has read them already, so the mount need not).
-    /// `linksStored`: the statement that wrote the properties wrote the links too.
-    func followText(_ db: Database, _ cur: StoredItem, before: [String: JSONValue]?, said: VaultText.Scan, linksStored: Bool = false) throws {
-        if !linksStored { try storeLinks(db, cur.rowid, said.links) }
+    func followText(_ db: Database, _ cur: StoredItem, before: [String: JSONValue]?, said: VaultText.Scan) throws {
+        try storeLinks(db, cur.rowid, said.links)
+        if let next = try tagsAfterText(db, cur, before: before, said: said) { try setTags(db, cur, next) }
+    }
+
+    /// The tags an item has once its text says `said` (FS-26): those the text gives, the
+    /// metadata tags, and the ones it had that the text before (`before`) did not give; nil when
+    /// they stay as they are.
+    func tagsAfterText(_ db: Database, _ cur: StoredItem, before: [String: JSONValue]?, said: VaultText.Scan) throws -> Set<String>? {
         let t = type(cur.item.type)
-        guard Self.tagsFollowText(t.id), let before else { return }
+        guard Self.tagsFollowText(t.id), let before else { return nil }
         let old = Set(VaultText.read(properties: before, bodyField: t.bodyField).tags.map { $0.lowercased() })
         let current = Set(try Self.tags(db, cur.item.id))
         let next = Self.adding(said.tags, to: current.filter { Self.tagStaysMetadata($0) || !old.contains($0.lowercased()) })
-        if next != current { try setTags(db, cur, next) }
+        return next == current ? nil : next
     }
 
     /// After a local write of text whose front matter does not parse (FS-10, FS-32): what can be
