@@ -135,13 +135,18 @@ extension FileSystem {
             // which `rsync -a` sets to the source's): one transaction for all of them (the lock
             // is held, briefly). A new file still being written stays staged (`rsync`'s temporary
             // file until its rename); one staged for `maxDelay` is committed anyway.
-            let staleBefore = Int64((Date().timeIntervalSince1970 - settler.maxDelay) * 1e9)
-            try locked { try store.commitStaged(quiet: (before, staleBefore)) }
+            // A new file quiet for the window is worked out here, off every lock, and goes into
+            // the store settled: one write of its row, no second pass (a file with permission
+            // bits of its own goes in unsettled, to settle with them).
+            let quiet = (since: before, stagedBefore: Int64((Date().timeIntervalSince1970 - settler.maxDelay) * 1e9))
+            let ownModes = locked { Set(catalog.stagedModes.filter { Store.storedMode($0.value, default: Store.defaultFileMode) != nil }.keys) }
+            let prepared = store.prepareQuietItems(quiet, except: ownModes)
+            let direct = try locked { try store.commitStaged(quiet: quiet, settled: prepared) }
             let rows = try store.settle(writtenBefore: before, limit: batch)
             let inv: [Invalidation] = try locked {
                 applyStagedModes()
                 var inv: [Invalidation] = []
-                for r in rows { inv += try refreshItem(r) }
+                for r in direct + rows { inv += try refreshItem(r) }
                 inv += followStore(store.takeAnnouncements())
                 if rows.count < batch, store.stagingIsEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty {
                     settler.settledAll()

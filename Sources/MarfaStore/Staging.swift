@@ -231,11 +231,7 @@ final class Staging: @unchecked Sendable {
             if list.isEmpty { return }
             let g = generationValue
             if let quiet {
-                let stays = list.filter { f in
-                    if case .overlay = f.origin { return false }
-                    guard let t = changedNs[f.key] else { return false }
-                    return t.last > quiet.since && t.first > quiet.stagedBefore
-                }
+                let stays = list.filter { staysStaged($0, quiet) }
                 if !stays.isEmpty {
                     if stays.count == list.count { return }
                     return try commitPartly(list, staying: stays, g, write, durable: durable)
@@ -251,6 +247,24 @@ final class Staging: @unchecked Sendable {
             // that holds their files is made durable first.
             if end > Self.compactBytes { try durable() }
             try startGenerationLocked(g + 1)
+        }
+    }
+
+    /// Whether a commit with `quiet` leaves `f` staged (the lock held): a new file changed since
+    /// `quiet.since` and staged after `quiet.stagedBefore`.
+    private func staysStaged(_ f: File, _ quiet: (since: Int64, stagedBefore: Int64)) -> Bool {
+        if case .overlay = f.origin { return false }
+        guard let t = changedNs[f.key] else { return false }
+        return t.last > quiet.since && t.first > quiet.stagedBefore
+    }
+
+    /// The new items a commit with `quiet` would take now (their bytes and names as they are).
+    func quietItems(_ quiet: (since: Int64, stagedBefore: Int64)) -> [File] {
+        locked {
+            files.values.filter { f in
+                guard case .item = f.origin else { return false }
+                return !staysStaged(f, quiet)
+            }
         }
     }
 

@@ -110,12 +110,29 @@ extension Store {
     /// With `quiet` (nanoseconds, wall clock), only the files that have not changed since
     /// `quiet.since` or were staged before `quiet.stagedBefore` (and new bytes of stored items)
     /// are committed; the others stay staged.
-    public func commitStaged(quiet: (since: Int64, stagedBefore: Int64)? = nil) throws {
+    ///
+    /// `settled`: new items already worked out (`prepareItem`, off every lock) from the bytes and
+    /// names they have now, by rowid; each goes in settled, its create queued, if it is still
+    /// what was prepared (else it goes in unsettled, as any other). Returns the rows that did.
+    public func commitStaged() throws {
+        _ = try commitStaged(quiet: nil, settled: [:])
+    }
+
+    @discardableResult
+    public func commitStaged(quiet: (since: Int64, stagedBefore: Int64)?, settled: [Int64: PreparedItem] = [:]) throws -> [Int64] {
+        var direct: [Int64] = []
         try staging.commit(quiet: quiet, { files, g in
+            direct = []
             try write { db in
                 for f in files {
                     switch f.origin {
                     case .item(var n, let created):
+                        if let p = settled[f.key.rowid], p.new.content == f.bytes, p.new.fileName == n.fileName, p.new.type == n.type,
+                           p.new.tags == n.tags, p.new.id == n.id, p.new.state == n.state, p.new.mimeType == n.mimeType {
+                            _ = try insertPrepared(db, p, rowid: f.key.rowid, mtimeNs: f.mtimeNs)
+                            direct.append(f.key.rowid)
+                            continue
+                        }
                         n.content = f.bytes
                         _ = try insertItem(db, n, rowid: f.key.rowid, unsettled: true, createdNs: created, mtimeNs: f.mtimeNs)
                     case .scratch(let dir, let name):
@@ -127,6 +144,20 @@ extension Store {
                 try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('staging_generation', ?)", [String(g + 1)])
             }
         }, durable: { try syncDurably() })
+        return direct
+    }
+
+    /// The new items a commit with `quiet` would take now, worked out as settled items (their
+    /// text parsed, a blob's hash): for `commitStaged(quiet:settled:)`. Safe from any thread, off
+    /// every lock; a file that does not prepare (too large) is left out, to settle as usual.
+    public func prepareQuietItems(_ quiet: (since: Int64, stagedBefore: Int64), except: Set<Int64> = []) -> [Int64: PreparedItem] {
+        var out: [Int64: PreparedItem] = [:]
+        for f in staging.quietItems(quiet) where !except.contains(f.key.rowid) {
+            guard case .item(var n, let created) = f.origin else { continue }
+            n.content = f.bytes
+            if let p = try? prepareItem(n, createdNs: created) { out[f.key.rowid] = p }
+        }
+        return out
     }
 
     /// Commits what a killed mount left staged (its journal), before the store is used for
