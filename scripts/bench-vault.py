@@ -13,6 +13,8 @@ each with wikilinks and relative Markdown links):
   rsync       `rsync -a` of the notes into `vault/copy/` and into a native directory, then the
               same again (nothing to transfer), side by side.
   cp -r       `cp -r` of the notes into `vault/cp/` and into a native directory.
+              After each write into the tree, the time the daemon still took to settle what it
+              wrote (a read of `.marfafs/status` waits for it) is measured apart.
   git         `git init` + `git add -A` + `git commit` of the rsynced copy in `vault/copy/` (its
               `.git` is local-only, FS-32) and of the native copy.
   grep        the first `grep -r` of the vault after a fresh mount, beside a cold native `grep -r`.
@@ -63,6 +65,16 @@ def timed(*cmd, ok=(0,)):
     return time.monotonic() - t0
 
 
+def settling():
+    """Seconds until the mount has settled what the last command wrote (a read of `.marfafs/status`
+    settles everything first): work left to run after the command returned, timed apart, so it is
+    not billed to the next command."""
+    t0 = time.monotonic()
+    with open(os.path.join(mnt, ".marfafs", "status")) as f:
+        f.read()
+    return time.monotonic() - t0
+
+
 notes = sum(len(fs) for _, _, fs in os.walk(corpus))
 native_copy = os.path.join(base, "native-copy")
 cp_s = timed("cp", "-r", corpus, native_copy)
@@ -104,13 +116,17 @@ try:
     # rsync -a into the tree, twice, beside a native directory.
     native_rs = os.path.join(base, "native-rsync")
     rs = {}
-    for name, dst in (("native", native_rs + "/"), ("marfafs", os.path.join(mnt, "vault", "copy") + "/")):
-        rs[name] = [timed("rsync", "-a", corpus + "/", dst), timed("rsync", "-a", corpus + "/", dst)]
+    rs["native"] = [timed("rsync", "-a", corpus + "/", native_rs + "/"), timed("rsync", "-a", corpus + "/", native_rs + "/")]
+    copy = os.path.join(mnt, "vault", "copy") + "/"
+    rs["marfafs"] = [timed("rsync", "-a", corpus + "/", copy)]
+    rsync_settle_s = settling()
+    rs["marfafs"].append(timed("rsync", "-a", corpus + "/", copy))
     diff = subprocess.run(["diff", "-r", corpus, os.path.join(mnt, "vault", "copy")], capture_output=True).returncode == 0
 
     # cp -r into the tree beside a native directory.
     cp_tree = {"native": timed("cp", "-r", corpus, os.path.join(base, "native-cp")),
                "marfafs": timed("cp", "-r", corpus, os.path.join(mnt, "vault", "cp"))}
+    cp_settle_s = settling()
 
     # git add -A + commit of the copy, in the tree and natively (identity from the command line).
     git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com", "-c", "gc.auto=0"]
@@ -140,21 +156,23 @@ finally:
 row = {"notes": notes, "cp_s": cp_s, "import_s": import_s, "first_backlinks_s": first_backlinks_s, "links": links,
        "index_ms": index_ms, "read_ms": read_ms, "unresolved": unresolved, "targets_with_backlinks": listed,
        "new_link_p50_s": latencies[len(latencies) // 2], "new_link_max_s": latencies[-1], "rsync": rs, "rsync_same": diff,
-       "cp_tree": cp_tree, "git": gits, "grep": {"native": grep_native, "marfafs": grep_mount}}
+       "cp_tree": cp_tree, "git": gits, "grep": {"native": grep_native, "marfafs": grep_mount},
+       "settling_after_s": {"rsync": rsync_settle_s, "cp": cp_settle_s}}
 json.dump(row, open(os.path.join(outdir, "vault.json"), "w"), indent=1)
 
 md = [
     "## The vault: import, links, the tree (FS-26, FS-27)",
     "",
     f"`scripts/bench vault`: the bench corpus's {notes:,} notes (in {len(next(os.walk(corpus))[1])} folders of folders, with wikilinks and relative links),",
-    "page cache dropped before each timed command.",
+    "page cache dropped before each timed command. A write into the tree returns before the daemon has settled what it wrote",
+    "(parsed it, queued it); what was left is timed apart, once the command returned (\"+ settling\"), so it is not billed to the next row.",
     "",
     "| what | native | marfafs | ratio | goal |",
     "|---|---|---|---|---|",
     f"| import (`cp -r` natively) | {cp_s:.2f} s | {import_s:.2f} s ({notes / import_s:,.0f} notes/s) | {import_s / cp_s:.1f}× | ≤ 2× |",
-    f"| `rsync -a` into the tree | {rs['native'][0]:.2f} s | {rs['marfafs'][0]:.2f} s | {rs['marfafs'][0] / rs['native'][0]:.1f}× | ≤ 3× |",
+    f"| `rsync -a` into the tree | {rs['native'][0]:.2f} s | {rs['marfafs'][0]:.2f} s (+ {rsync_settle_s:.2f} s settling) | {rs['marfafs'][0] / rs['native'][0]:.1f}× | ≤ 3× |",
     f"| the same `rsync -a` again (nothing to send) | {rs['native'][1]:.2f} s | {rs['marfafs'][1]:.2f} s | {rs['marfafs'][1] / rs['native'][1]:.1f}× | |",
-    f"| `cp -r` into the tree | {cp_tree['native']:.2f} s | {cp_tree['marfafs']:.2f} s | {cp_tree['marfafs'] / cp_tree['native']:.1f}× | ≤ 3× |",
+    f"| `cp -r` into the tree | {cp_tree['native']:.2f} s | {cp_tree['marfafs']:.2f} s (+ {cp_settle_s:.2f} s settling) | {cp_tree['marfafs'] / cp_tree['native']:.1f}× | ≤ 3× |",
     f"| `git add -A` + `git commit` of the vault | {gits['native']:.2f} s | {gits['marfafs']:.2f} s | {gits['marfafs'] / gits['native']:.1f}× | ≤ 2× |",
     f"| first `grep -r` after a mount (cold natively) | {grep_native:.2f} s | {grep_mount:.2f} s | {grep_mount / grep_native:.1f}× | ≤ 2× |",
     "",
