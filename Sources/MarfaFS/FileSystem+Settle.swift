@@ -48,11 +48,17 @@ extension FileSystem {
         // Spool files left waiting keep the background thread awake for them.
         if spoolsToSettle().isEmpty { settler.settledAll() }
         saveDirTimes()
+        notify(try settled(rows + spooled))
+    }
+
+    /// After rows settled (with the lock held): the permission bits new files were given are
+    /// stored, the catalog takes the rows as they are now, and what the store announced is
+    /// followed; returns what the kernel must forget.
+    func settled(_ rows: [Int64]) throws -> [Invalidation] {
         applyStagedModes()
         var inv: [Invalidation] = []
-        for r in rows + spooled { inv += try refreshItem(r) }
-        inv += followStore(store.takeAnnouncements())
-        notify(inv)
+        for r in rows { inv += try refreshItem(r) }
+        return inv + followStore(store.takeAnnouncements())
     }
 
     /// Settles what an operation on `nodes` needs settled before it queues a mutation about them
@@ -71,13 +77,9 @@ extension FileSystem {
             }
         }
         guard !rows.isEmpty else { return }
-        let settled = try wrap { try store.settle(rowids: rows) }
+        let done = try wrap { try store.settle(rowids: rows) }
         let spooled = try wrap { try store.settleSpools(rows.filter { store.spool.has($0) }) }
-        applyStagedModes()
-        var inv: [Invalidation] = []
-        for r in settled + spooled { inv += try refreshItem(r) }
-        inv += followStore(store.takeAnnouncements())
-        notify(inv)
+        notify(try settled(done + spooled))
     }
 
     /// Starts the background settler; `stop` (at unmount) settles what is left.
@@ -132,22 +134,18 @@ extension FileSystem {
         let batch = 32
         do {
             // Staged files quiet for the window first (by their last change, not their mtime,
-            // which `rsync -a` sets to the source's): one transaction for all of them (the lock
-            // is held, briefly). A new file still being written stays staged (`rsync`'s temporary
-            // file until its rename); one staged for `maxDelay` is committed anyway.
-            // A new file quiet for the window is worked out here, off every lock, and goes into
-            // the store settled: one write of its row, no second pass (a file with permission
-            // bits of its own goes in unsettled, to settle with them).
+            // which `rsync -a` sets to the source's), in one transaction under the lock; a new
+            // file still being written stays staged (`rsync`'s temporary file until its rename),
+            // one staged for `maxDelay` is committed anyway. A new quiet file is worked out here,
+            // off every lock, and goes in settled: one write of its row (one with permission bits
+            // of its own goes in unsettled, to settle with them).
             let quiet = (since: before, stagedBefore: Int64((Date().timeIntervalSince1970 - settler.maxDelay) * 1e9))
             let ownModes = locked { Set(catalog.stagedModes.filter { Store.storedMode($0.value, default: Store.defaultFileMode) != nil }.keys) }
             let prepared = store.prepareQuietItems(quiet, except: ownModes)
             let direct = try locked { try store.commitStaged(quiet: quiet, settled: prepared) }
             let rows = try store.settle(writtenBefore: before, limit: batch)
             let inv: [Invalidation] = try locked {
-                applyStagedModes()
-                var inv: [Invalidation] = []
-                for r in direct + rows { inv += try refreshItem(r) }
-                inv += followStore(store.takeAnnouncements())
+                let inv = try settled(direct + rows)
                 if rows.count < batch, store.stagingIsEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty {
                     settler.settledAll()
                     saveDirTimes()

@@ -4,7 +4,7 @@ import MarfaLayout
 import MarfaModel
 
 /// A new item as the filesystem or an import makes it.
-public struct NewItem: Sendable {
+public struct NewItem: Sendable, Equatable {
     public var id: String?
     public var type: String
     public var fileName: String
@@ -205,7 +205,9 @@ extension Store {
     }
 
     func setTags(_ db: Database, _ cur: StoredItem, _ tags: Set<String>) throws {
-        guard let old = try storeTags(db, cur, tags) else { return }
+        let old = Set(try Self.tags(db, cur.item.id))
+        if old == tags { return }
+        try storeTags(db, cur, tags, replacing: old)
         try db.run("UPDATE items SET updated_at = ? WHERE rowid = ?", [Timestamp.now(), cur.rowid])
         if cur.item.version == 0, try Self.pendingCreate(db, cur.item.id) {
             try enqueueItemChange(db, cur.item)
@@ -214,13 +216,10 @@ extension Store {
         }
     }
 
-    /// Writes item `cur`'s tags (the table only); returns those it had, nil if they are the same.
-    func storeTags(_ db: Database, _ cur: StoredItem, _ tags: Set<String>) throws -> Set<String>? {
-        let old = Set(try Self.tags(db, cur.item.id))
-        if old == tags { return nil }
+    /// Writes item `cur`'s tags in the table, `old` being those it has there.
+    func storeTags(_ db: Database, _ cur: StoredItem, _ tags: Set<String>, replacing old: Set<String>) throws {
         for t in old.subtracting(tags) { try db.run("DELETE FROM tags WHERE item_id = ? AND tag = ?", [cur.item.id, t]) }
         for t in tags.subtracting(old) { try db.run("INSERT INTO tags(item_id, tag) VALUES (?, ?)", [cur.item.id, t]) }
-        return old
     }
 
     /// Queues new tags of an item the server knows (or whose create is on its way) as their own change.

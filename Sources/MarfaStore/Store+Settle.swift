@@ -288,15 +288,15 @@ extension Store {
             // What the text says (FS-26): its links go with the properties, in one write of the
             // row; its tags are written first, so a queued create takes them with the properties.
             let said = VaultText.read(properties: cur.item.properties, bodyField: t.bodyField)
-            let newTags = try tagsAfterText(db, cur, before: saidBefore, said: said)
-            let oldTags = try newTags.flatMap { try storeTags(db, cur, $0) }
+            let retagged = try tagsAfterText(db, cur, before: saidBefore, said: said)
+            if let retagged { try storeTags(db, cur, retagged.new, replacing: retagged.old) }
             try db.run("UPDATE items SET properties = ?, raw = ?, raw_head = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0, links = ?, \(Self.linksWritten) WHERE rowid = ?",
                            [JSONCoding.encode(cur.item.properties), raw, head, bytes.count, stem, ext, ts, cur.mtimeNs, Self.linksColumn(said.links), cur.rowid])
             try enqueueItemChange(db, cur.item)
             try enqueueFileTime(db, cur)
             // An item whose create is not waiting in the queue gets its new tags as their own change.
-            if let newTags, let oldTags, try cur.item.version > 0 || !Self.pendingCreate(db, cur.item.id) {
-                try enqueueTags(db, cur, newTags, before: oldTags)
+            if let retagged, try cur.item.version > 0 || !Self.pendingCreate(db, cur.item.id) {
+                try enqueueTags(db, cur, retagged.new, before: retagged.old)
             }
         } catch let e as FrontMatterError {
             // FS-10: kept byte for byte, marked invalid, not queued until it parses again.

@@ -107,17 +107,16 @@ extension Store {
     /// (they settle as any written file does), scratch files as scratch rows, an item's new bytes
     /// (a save over it) as its unsettled file; then starts a new journal generation. Nothing can
     /// be staged meanwhile (the staging lock is held throughout).
-    /// With `quiet` (nanoseconds, wall clock), only the files that have not changed since
-    /// `quiet.since` or were staged before `quiet.stagedBefore` (and new bytes of stored items)
-    /// are committed; the others stay staged.
-    ///
-    /// `settled`: new items already worked out (`prepareItem`, off every lock) from the bytes and
-    /// names they have now, by rowid; each goes in settled, its create queued, if it is still
-    /// what was prepared (else it goes in unsettled, as any other). Returns the rows that did.
     public func commitStaged() throws {
         _ = try commitStaged(quiet: nil, settled: [:])
     }
 
+    /// The settler's commit. With `quiet` (nanoseconds, wall clock), only the files that have not
+    /// changed since `quiet.since` or were staged before `quiet.stagedBefore` (and new bytes of
+    /// stored items) are committed; the others stay staged. `settled`: new items already worked
+    /// out (`prepareQuietItems`, off every lock), by rowid; each goes in settled, its create
+    /// queued, if it is still what was prepared (else it goes in unsettled, as any other).
+    /// Returns the rows that went in settled.
     @discardableResult
     public func commitStaged(quiet: (since: Int64, stagedBefore: Int64)?, settled: [Int64: PreparedItem] = [:]) throws -> [Int64] {
         var direct: [Int64] = []
@@ -127,13 +126,12 @@ extension Store {
                 for f in files {
                     switch f.origin {
                     case .item(var n, let created):
-                        if let p = settled[f.key.rowid], p.new.content == f.bytes, p.new.fileName == n.fileName, p.new.type == n.type,
-                           p.new.tags == n.tags, p.new.id == n.id, p.new.state == n.state, p.new.mimeType == n.mimeType {
+                        n.content = f.bytes
+                        if let p = settled[f.key.rowid], p.new == n {
                             _ = try insertPrepared(db, p, rowid: f.key.rowid, mtimeNs: f.mtimeNs)
                             direct.append(f.key.rowid)
                             continue
                         }
-                        n.content = f.bytes
                         _ = try insertItem(db, n, rowid: f.key.rowid, unsettled: true, createdNs: created, mtimeNs: f.mtimeNs)
                     case .scratch(let dir, let name):
                         _ = try putScratch(db, dir: dir, name: name, data: f.bytes, rowid: f.key.rowid, mtimeNs: f.mtimeNs)

@@ -29,19 +29,19 @@ extension Store {
     /// them stale; a local write has read them already, so the mount need not).
     func followText(_ db: Database, _ cur: StoredItem, before: [String: JSONValue]?, said: VaultText.Scan) throws {
         try storeLinks(db, cur.rowid, said.links)
-        if let next = try tagsAfterText(db, cur, before: before, said: said) { try setTags(db, cur, next) }
+        if let change = try tagsAfterText(db, cur, before: before, said: said) { try setTags(db, cur, change.new) }
     }
 
     /// The tags an item has once its text says `said` (FS-26): those the text gives, the
-    /// metadata tags, and the ones it had that the text before (`before`) did not give; nil when
-    /// they stay as they are.
-    func tagsAfterText(_ db: Database, _ cur: StoredItem, before: [String: JSONValue]?, said: VaultText.Scan) throws -> Set<String>? {
+    /// metadata tags, and the ones it had that the text before (`before`) did not give, with the
+    /// ones it has now; nil when they stay as they are.
+    func tagsAfterText(_ db: Database, _ cur: StoredItem, before: [String: JSONValue]?, said: VaultText.Scan) throws -> (old: Set<String>, new: Set<String>)? {
         let t = type(cur.item.type)
         guard Self.tagsFollowText(t.id), let before else { return nil }
         let old = Set(VaultText.read(properties: before, bodyField: t.bodyField).tags.map { $0.lowercased() })
         let current = Set(try Self.tags(db, cur.item.id))
         let next = Self.adding(said.tags, to: current.filter { Self.tagStaysMetadata($0) || !old.contains($0.lowercased()) })
-        return next == current ? nil : next
+        return next == current ? nil : (current, next)
     }
 
     /// After a local write of text whose front matter does not parse (FS-10, FS-32): what can be

@@ -93,6 +93,30 @@ final class Core {
         #expect(try c.store.item(id: id)?.mtimeNs == before)
     }
 
+    /// A settled file's rename settles that file (its update goes before the rename), not every
+    /// file written before it: a new file being written meanwhile stays staged, nothing of it
+    /// queued (a rename in the middle of `rsync -a` once settled the whole copy under the lock).
+    @Test func FS14_aRenameSettlesTheFileItMovesAlone() throws {
+        let c = try Core()
+        try c.write("types/core.note/a.md", "# A\n")
+        try c.fs.settleNow()
+        try c.write("types/core.note/a.md", "# A again\n")
+        try c.write("types/core.note/b.md", "# B\n")
+        #expect(c.store.stagedFileCount == 1, "b staged")
+        #expect(try c.store.hasUnsettled(), "a's new bytes unsettled")
+        let dir = try c.ino("types/core.note")
+        try c.fs.rename(parent: dir, name: "a.md", newParent: dir, newName: "c.md")
+        #expect(c.store.stagedFileCount == 1, "b is still being written")
+        #expect(try !c.store.hasUnsettled(), "a settled before its rename")
+        let queued = try c.store.mutations()
+        let a = String(decoding: try c.fs.getxattr(try c.ino("types/core.note/c.md"), name: "user.marfa.id"), as: UTF8.self)
+        #expect(Set(queued.map(\.itemID)) == [a], "nothing of b: \(queued.map(\.kind))")
+        #expect(queued.first?.payload["properties"]?.objectValue?["body"]?.stringValue == "# A again\n")
+        try c.fs.settleNow()
+        #expect(try c.names("types/core.note") == ["b.md", "c.md"])
+        #expect(try c.read("types/core.note/c.md") == "# A again\n")
+    }
+
     @Test func FS9_sequentialWritesOfALargeFileAreExact() throws {
         let c = try Core()
         let f = try c.fs.create(parent: try c.ino("types/core.note"), name: "big.md").ino
