@@ -136,16 +136,12 @@ extension FileSystem {
             // Staged files quiet for the window first (by their last change, not their mtime,
             // which `rsync -a` sets to the source's), in one transaction under the lock; a new
             // file still being written stays staged (`rsync`'s temporary file until its rename),
-            // one staged for `maxDelay` is committed anyway. A new quiet file is worked out here,
-            // off every lock, and goes in settled: one write of its row (one with permission bits
-            // of its own goes in unsettled, to settle with them).
+            // one staged for `maxDelay` is committed anyway.
             let quiet = (since: before, stagedBefore: Int64((Date().timeIntervalSince1970 - settler.maxDelay) * 1e9))
-            let ownModes = locked { Set(catalog.stagedModes.filter { Store.storedMode($0.value, default: Store.defaultFileMode) != nil }.keys) }
-            let prepared = store.prepareQuietItems(quiet, except: ownModes)
-            let direct = try locked { try store.commitStaged(quiet: quiet, settled: prepared) }
+            try locked { try store.commitStaged(quiet: quiet) }
             let rows = try store.settle(writtenBefore: before, limit: batch)
             let inv: [Invalidation] = try locked {
-                let inv = try settled(direct + rows)
+                let inv = try settled(rows)
                 if rows.count < batch, store.stagingIsEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty {
                     settler.settledAll()
                     saveDirTimes()

@@ -258,16 +258,6 @@ final class Staging: @unchecked Sendable {
         return t.last > quiet.since && t.first > quiet.stagedBefore
     }
 
-    /// The new items a commit with `quiet` would take now (their bytes and names as they are).
-    func quietItems(_ quiet: (since: Int64, stagedBefore: Int64)) -> [File] {
-        locked {
-            files.values.filter { f in
-                guard case .item = f.origin else { return false }
-                return !staysStaged(f, quiet)
-            }
-        }
-    }
-
     /// A partial commit (the lock held): the files in `stays` are recorded whole at the head of
     /// generation `g + 1`, then the others are committed naming `g + 1`. A crash before the
     /// store's commit replays both generations (the same files); after it, `g + 1` alone, which

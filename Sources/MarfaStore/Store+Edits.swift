@@ -4,7 +4,7 @@ import MarfaLayout
 import MarfaModel
 
 /// A new item as the filesystem or an import makes it.
-public struct NewItem: Sendable, Equatable {
+public struct NewItem: Sendable {
     public var id: String?
     public var type: String
     public var fileName: String

@@ -108,30 +108,19 @@ extension Store {
     /// (a save over it) as its unsettled file; then starts a new journal generation. Nothing can
     /// be staged meanwhile (the staging lock is held throughout).
     public func commitStaged() throws {
-        _ = try commitStaged(quiet: nil, settled: [:])
+        try commitStaged(quiet: nil)
     }
 
     /// The settler's commit. With `quiet` (nanoseconds, wall clock), only the files that have not
     /// changed since `quiet.since` or were staged before `quiet.stagedBefore` (and new bytes of
-    /// stored items) are committed; the others stay staged. `settled`: new items already worked
-    /// out (`prepareQuietItems`, off every lock), by rowid; each goes in settled, its create
-    /// queued, if it is still what was prepared (else it goes in unsettled, as any other).
-    /// Returns the rows that went in settled.
-    @discardableResult
-    public func commitStaged(quiet: (since: Int64, stagedBefore: Int64)?, settled: [Int64: PreparedItem] = [:]) throws -> [Int64] {
-        var direct: [Int64] = []
+    /// stored items) are committed; the others stay staged.
+    public func commitStaged(quiet: (since: Int64, stagedBefore: Int64)?) throws {
         try staging.commit(quiet: quiet, { files, g in
-            direct = []
             try write { db in
                 for f in files {
                     switch f.origin {
                     case .item(var n, let created):
                         n.content = f.bytes
-                        if let p = settled[f.key.rowid], p.new == n {
-                            _ = try insertPrepared(db, p, rowid: f.key.rowid, mtimeNs: f.mtimeNs)
-                            direct.append(f.key.rowid)
-                            continue
-                        }
                         _ = try insertItem(db, n, rowid: f.key.rowid, unsettled: true, createdNs: created, mtimeNs: f.mtimeNs)
                     case .scratch(let dir, let name):
                         _ = try putScratch(db, dir: dir, name: name, data: f.bytes, rowid: f.key.rowid, mtimeNs: f.mtimeNs)
@@ -142,20 +131,6 @@ extension Store {
                 try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('staging_generation', ?)", [String(g + 1)])
             }
         }, durable: { try syncDurably() })
-        return direct
-    }
-
-    /// The new items a commit with `quiet` would take now, worked out as settled items (their
-    /// text parsed, a blob's hash): for `commitStaged(quiet:settled:)`. Safe from any thread, off
-    /// every lock; a file that does not prepare (too large) is left out, to settle as usual.
-    public func prepareQuietItems(_ quiet: (since: Int64, stagedBefore: Int64), except: Set<Int64> = []) -> [Int64: PreparedItem] {
-        var out: [Int64: PreparedItem] = [:]
-        for f in staging.quietItems(quiet) where !except.contains(f.key.rowid) {
-            guard case .item(var n, let created) = f.origin else { continue }
-            n.content = f.bytes
-            if let p = try? prepareItem(n, createdNs: created) { out[f.key.rowid] = p }
-        }
-        return out
     }
 
     /// Commits what a killed mount left staged (its journal), before the store is used for

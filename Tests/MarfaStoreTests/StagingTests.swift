@@ -111,38 +111,6 @@ import Testing
         #expect(try s.item(rowid: late.rowid) != nil)
     }
 
-    /// A new file quiet for the window, worked out off every lock (`prepareQuietItems`), goes
-    /// into the store settled: its row written once, its create queued with the tags its text
-    /// gives, its links read. One that changed after it was worked out goes in unsettled and
-    /// settles as any written file does.
-    @Test func FS14_aQuietNewFileIsCommittedSettled() throws {
-        let t = try TempStore()
-        let s = t.store
-        try s.recoverStaged()
-        let a = try Self.note(s, "a.md", "---\ntags: [x]\n---\nsee [[b]]\n", tags: ["folder:n"])
-        let b = try Self.note(s, "b.md", "# B\n")
-        Thread.sleep(forTimeInterval: 0.01)
-        let quiet = (since: Store.ns(Date()), stagedBefore: Store.ns(Date()) - 60_000_000_000)
-        let prepared = s.prepareQuietItems(quiet)
-        #expect(Set(prepared.keys) == [a.rowid, b.rowid])
-        #expect(s.prepareQuietItems(quiet, except: [a.rowid]).keys.sorted() == [b.rowid])
-        // b is written again after it was worked out; the commit still takes it (it is quiet by then).
-        _ = try s.changeStaged(b, .write(offset: 4, data: Array("more\n".utf8)))
-        Thread.sleep(forTimeInterval: 0.01)
-        let direct = try s.commitStaged(quiet: (since: Store.ns(Date()), stagedBefore: quiet.stagedBefore), settled: prepared)
-        #expect(direct == [a.rowid])
-        #expect(s.stagingIsEmpty)
-        let item = try #require(try s.item(rowid: a.rowid))
-        #expect(try s.tags(itemID: item.item.id) == ["folder:n", "x"])
-        #expect(try s.links(rowid: a.rowid).map(VaultLinks.decode)?.map(\.target) == ["b"])
-        let creates = try s.mutations().filter { $0.kind == .create }
-        #expect(creates.map(\.itemID) == [item.item.id], "b has none until it settles")
-        #expect(creates.first?.payload["tags"]?.arrayValue?.contains("x") == true)
-        #expect(try s.settle() == [b.rowid], "only b was left to settle")
-        #expect(try s.textContent(rowid: b.rowid) == Array("# B\nmore\n".utf8))
-        #expect(try s.mutations().filter { $0.kind == .create }.count == 2)
-    }
-
     /// A journal grown past its bound while a file stays staged is replaced, not truncated, by one
     /// that holds that file alone (written aside, renamed over it): it shrinks, and a kill after
     /// it still gives the file back.
