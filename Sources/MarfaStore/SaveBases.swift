@@ -47,20 +47,43 @@ final class SaveBases: @unchecked Sendable {
     static let maxRecords = 4096
     static let maxBytes = 64 << 20
 
-    /// A writer read `b`, the item's bytes (`shown` too: the mount showed them).
-    func noteRead(_ rowid: Int64, by w: Writer, _ b: [UInt8]) {
+    /// Where a read of `rowid` from the store begins: pass it to `noteRead` with the bytes read.
+    func readBegins(_ rowid: Int64) -> UInt64 {
+        lock.lock(); defer { lock.unlock() }
+        return shown[rowid]?.tick ?? 0
+    }
+
+    /// A writer read `b`, the item's bytes. They become what the mount showed unless something
+    /// else was recorded as shown since the read began (`since`, from `readBegins`): a read of the
+    /// store's snapshot that ends after a save settled must not make its older bytes the base of
+    /// the next save. nil: read under the lock that orders every change (a staged file).
+    func noteRead(_ rowid: Int64, by w: Writer, _ b: [UInt8], since: UInt64? = nil) {
         lock.lock(); defer { lock.unlock() }
         if w != .unknown { put(&seen, Key(rowid: rowid, writer: w), b) }
-        put(&shown, rowid, b)
+        if since == nil || since == (shown[rowid]?.tick ?? 0) { put(&shown, rowid, b) }
         bound()
     }
 
-    /// A writer's save settled: its own bytes `b` are what it saw last. The mount showed them too
-    /// (a merge result nobody has read yet was shown to no one).
-    func noteWrote(_ rowid: Int64, by w: Writer, _ b: [UInt8]) {
+    /// The save under way on `rowid` settles with bytes `b`, which the file shows from now on (its
+    /// row held them unsettled) and which its writer saw: taken and recorded as both in one step,
+    /// so a save that begins meanwhile never gets an older base than the bytes it replaces.
+    /// Returns the save (nil: none was recorded) and a mark for `settled(_:shows:mark:)`.
+    func settles(_ rowid: Int64, wrote b: [UInt8]) -> (save: Save?, mark: UInt64) {
         lock.lock(); defer { lock.unlock() }
-        if w != .unknown { put(&seen, Key(rowid: rowid, writer: w), b) }
+        let save = saves.removeValue(forKey: rowid)
+        if let w = save?.writer, w != .unknown { put(&seen, Key(rowid: rowid, writer: w), b) }
         put(&shown, rowid, b)
+        let mark = tick
+        bound()
+        return (save, mark)
+    }
+
+    /// The settle left the item other bytes than the save's (the save conflicted: the item keeps
+    /// its text): they are what the mount shows, unless something newer was recorded since `mark`.
+    /// (A merge result nobody has read yet was shown to no one: not recorded.)
+    func settled(_ rowid: Int64, shows b: [UInt8], mark: UInt64) {
+        lock.lock(); defer { lock.unlock() }
+        if shown[rowid]?.tick == mark { put(&shown, rowid, b) }
         bound()
     }
 
@@ -87,12 +110,6 @@ final class SaveBases: @unchecked Sendable {
     }
 
     func isSaving(_ rowid: Int64) -> Bool { lock.lock(); defer { lock.unlock() }; return saves[rowid] != nil }
-
-    /// The save under way on `rowid`, taken (it is settling).
-    func take(_ rowid: Int64) -> Save? {
-        lock.lock(); defer { lock.unlock() }
-        return saves.removeValue(forKey: rowid)
-    }
 
     /// Forgets what concerns an item that is gone.
     func forget(_ rowid: Int64) {

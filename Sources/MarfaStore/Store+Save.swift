@@ -122,8 +122,9 @@ extension Store {
 
     /// A text item's bytes, as a read by `writer` gets them; the store notes that it saw them.
     public func readText(rowid: Int64, by writer: Writer) throws -> [UInt8] {
+        let since = saveBases.readBegins(rowid)
         let b = try textContent(rowid: rowid)
-        saveBases.noteRead(rowid, by: writer, b)
+        saveBases.noteRead(rowid, by: writer, b, since: since)
         return b
     }
 
@@ -137,6 +138,10 @@ extension Store {
     /// Call before the item's bytes change.
     func beginSave(_ db: Database, _ rowid: Int64, by writer: Writer, patch: Bool) throws {
         if saveBases.isSaving(rowid) { return }
+        // Bytes not settled yet with no save under way are a file still being made (a new file
+        // committed from the staging before it settled): what follows continues it, with no base
+        // of its own, as more writes to a staged file do.
+        if try Bool.fetchOne(db.cachedStatement(sql: "SELECT unsettled <> 0 FROM items WHERE rowid = ?"), arguments: [rowid]) == true { return }
         guard let cur = try Self.fetchItem(db, rowid: rowid), !TypeSchema.isBlobType(cur.item.type) else { return }
         let before = try currentBytes(db, cur)
         // A read served from the kernel's page cache never reaches the mount, so a writer may hold
@@ -151,11 +156,10 @@ extension Store {
     /// a conflicted copy. A save with no recorded beginning (settled after a remount) has the
     /// stored ancestor for base and the item's rendering for theirs.
     func mergeStaleSave(_ db: Database, _ cur: StoredItem, _ bytes: [UInt8], type t: TypeSchema, now: Date) throws -> [UInt8] {
-        let save = saveBases.take(cur.rowid)
+        // The writer has seen its own bytes, whatever the item becomes.
+        let (save, mark) = saveBases.settles(cur.rowid, wrote: bytes)
         if cur.shownBase != nil { try db.run("UPDATE items SET shown_base = NULL WHERE rowid = ?", [cur.rowid]) }
         let writer = save?.writer ?? .unknown
-        // The writer has seen its own bytes, whatever the item becomes.
-        defer { saveBases.noteWrote(cur.rowid, by: writer, bytes) }
         guard let base = save?.base ?? cur.shownBase else { return bytes }
         let theirsBytes = save?.before ?? Array(render(type: t, properties: cur.item.properties).utf8)
         // Text that is not UTF-8 is taken as written (it is kept byte for byte and marked invalid).
@@ -186,6 +190,7 @@ extension Store {
             c.staleSaveCopies.append((copy: copyID, original: cur.item.id))
         }
         announce(c)
+        saveBases.settled(cur.rowid, shows: theirsBytes, mark: mark)
         return theirsBytes
     }
 }

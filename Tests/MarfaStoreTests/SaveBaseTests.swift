@@ -93,4 +93,88 @@ import Testing
         try save(t, r, "replaced\n", by: Writer(process: 100))
         #expect(try t.store.item(id: "i1")?.item.properties["body"] == "replaced\n")
     }
+
+    /// After a save conflicted, the file shows the item's text again: the next program with no
+    /// record (`mv` of a temporary file, a new process each save) overwrites that, and is taken as
+    /// written, not merged against the conflicted bytes into a copy of its own.
+    @Test func FS29_afterAConflictAnOverwriteByAnotherProgramIsTakenAsWritten() throws {
+        let t = try TempStore()
+        let editor = Writer(process: 4242)
+        let (r, buffer) = try staleBuffer(t, editor: editor)
+        try save(t, r, buffer.replacingOccurrences(of: "l1\n", with: "l1 from B\n"), by: editor)
+        #expect(try t.store.allSummaries().filter { $0.stem.contains("conflicted copy") }.count == 1)
+        try save(t, r, "mine 1\n", by: Writer(process: 99))
+        try save(t, r, "mine 2\n", by: Writer(process: 100))
+        #expect(try t.store.item(id: "i1")?.item.properties["body"] == "mine 2\n")
+        let copies = try t.store.allSummaries().filter { $0.stem.contains("conflicted copy") }
+        #expect(copies.count == 1, "one copy, of the editor's save: \(copies.map(\.stem))")
+    }
+
+    /// The settler runs beside requests: a read of the store's snapshot can end after a save
+    /// settled, and a save can begin while one settles. Neither may give the next save a base
+    /// older than the bytes it replaces (a writer's own quick saves conflicted with each other).
+    @Test func FS29_aReadEndingAfterASaveSettledDoesNotBecomeTheNextSavesBase() {
+        let b = SaveBases(), r: Int64 = 1
+        let old = Array("mine 70\n".utf8), new = Array("mine 75\n".utf8)
+        b.noteRead(r, by: Writer(process: 7), old)
+        let since = b.readBegins(r)
+        #expect(b.begin(r, SaveBases.Save(writer: Writer(process: 99), base: old, before: old)))
+        let (save, _) = b.settles(r, wrote: new)
+        #expect(save?.base == old)
+        #expect(!b.isSaving(r) && b.shown(r) == new, "taken and shown in one step")
+        // `grep` read "mine 70" from a snapshot taken before the settle; it ends now.
+        b.noteRead(r, by: Writer(process: 8), old, since: since)
+        #expect(b.shown(r) == new, "what the mount shows is still the settled save")
+        #expect(b.seen(r, by: Writer(process: 8)) == old, "that reader did see the old bytes")
+        #expect(b.seen(r, by: Writer(process: 99)) == new, "the saving program saw its own")
+        // A conflicted settle: the file shows the item's text, unless something newer was noted.
+        let theirs = Array("theirs\n".utf8)
+        b.begin(r, SaveBases.Save(writer: Writer(process: 100), base: old, before: theirs))
+        let (_, mark) = b.settles(r, wrote: Array("mine 76\n".utf8))
+        b.settled(r, shows: theirs, mark: mark)
+        #expect(b.shown(r) == theirs)
+        b.begin(r, SaveBases.Save(writer: Writer(process: 101), base: theirs, before: theirs))
+        let (_, mark2) = b.settles(r, wrote: Array("mine 77\n".utf8))
+        b.noteRead(r, by: Writer(process: 9), Array("mine 77\n".utf8))
+        b.settled(r, shows: theirs, mark: mark2)
+        #expect(b.shown(r) == Array("mine 77\n".utf8), "a read after the settle began is newer")
+    }
+
+    /// A note made by `printf > .tmp && mv .tmp note.md` and saved so again and again: the first
+    /// saves replace a file still staged; once it is committed (not settled yet) the next save
+    /// replaces a stored row. Each `mv` is a new program with no record, and someone (`grep -r`)
+    /// reads the file between saves: the saves are taken as written, never a copy.
+    @Test func FS29_savesOverANoteStillBeingMadeAreTakenAsWritten() throws {
+        let t = try TempStore()
+        try t.store.recoverStaged()
+        func tmp(_ text: String) throws -> StagedKey {
+            let k = StagedKey(.item, try t.store.stageItem(NewItem(type: "core.note", fileName: ".mine.tmp")).rowid)
+            _ = try t.store.changeStaged(k, .write(offset: 0, data: Array(text.utf8)))
+            return k
+        }
+        let note = try tmp("mine 1\n")
+        #expect(try t.store.moveStaged(rowid: note.rowid, type: "core.note", fileName: "mine.md", tags: []) != nil)
+        var pid: Int32 = 100
+        for k in 2...5 {
+            // `grep -r` reads the staged file, then the next save replaces it.
+            if let f = t.store.stagedFile(note) { t.store.noteRead(note.rowid, by: Writer(process: pid), f.bytes) }
+            pid += 1
+            try t.store.saveOver(note.rowid, from: .item(try tmp("mine \(k)\n").rowid), by: Writer(process: pid))
+            pid += 1
+        }
+        // The settler commits it (a new row, unsettled); saves go on before it settles.
+        try t.store.commitStaged()
+        for k in 6...7 {
+            try t.store.saveOver(note.rowid, from: .item(try tmp("mine \(k)\n").rowid), by: Writer(process: pid))
+            pid += 1
+            try t.store.commitStaged()
+        }
+        try t.store.settle()
+        try t.store.saveOver(note.rowid, from: .item(try tmp("mine 8\n").rowid), by: Writer(process: pid))
+        try t.store.commitStaged()
+        try t.store.settle()
+        #expect(try text(t, note.rowid) == "mine 8\n")
+        let stems = try t.store.allSummaries().map(\.stem)
+        #expect(!stems.contains { $0.contains("conflicted copy") }, "\(stems)")
+    }
 }
