@@ -25,6 +25,9 @@ struct VaultIndex {
     var nextRowid: Int64 = -1
     /// Source → the targets of its links that resolve to nothing.
     var unresolved: [Int64: [String]] = [:]
+    /// Source → what each of its links (as in `linksOf`, in order) resolved to when last looked
+    /// at: a change to items of one name re-resolves only the links naming it.
+    var targetsOf: [Int64: [Int64?]] = [:]
 
     struct Derived: Hashable { var target: Int64; var edgeType: String }
     struct DerivedKey: Hashable { var source: Int64; var target: Int64; var edgeType: String }
@@ -41,6 +44,12 @@ struct VaultIndex {
 
     /// `a/./b/../c` → `a/c`; nil when it climbs above the top.
     static func normalize(_ path: String) -> String? {
+        // Most links are plain already: no `.` component, no empty one.
+        let u = path.utf8
+        if u.first != UInt8(ascii: "/"), u.last != UInt8(ascii: "/"), u.first != UInt8(ascii: "."),
+           !Self.hasDotOrEmptyComponent(u) {
+            return path
+        }
         var out: [Substring] = []
         for c in path.split(separator: "/", omittingEmptySubsequences: true) {
             if c == "." { continue }
@@ -48,6 +57,28 @@ struct VaultIndex {
             out.append(c)
         }
         return out.joined(separator: "/")
+    }
+
+    /// Whether a path has a component that starts with `.` after a `/`, or two `/` in a row.
+    private static func hasDotOrEmptyComponent(_ u: String.UTF8View) -> Bool {
+        var previous: UInt8 = 0
+        for b in u {
+            if previous == UInt8(ascii: "/"), b == UInt8(ascii: ".") || b == UInt8(ascii: "/") { return true }
+            previous = b
+        }
+        return false
+    }
+
+    /// `s` without the spaces and tabs at either end (`CharacterSet.whitespaces`: tab and the
+    /// Unicode space separators); `s` itself when it has none there.
+    static func trimmedSpaces(_ s: String) -> String {
+        func isSpace(_ c: Unicode.Scalar) -> Bool { c == "\t" || c.properties.generalCategory == .spaceSeparator }
+        let scalars = s.unicodeScalars
+        guard let first = scalars.first, let last = scalars.last, isSpace(first) || isSpace(last) else { return s }
+        var a = scalars.startIndex, b = scalars.endIndex
+        while a < b, isSpace(scalars[a]) { a = scalars.index(after: a) }
+        while b > a, isSpace(scalars[scalars.index(before: b)]) { b = scalars.index(before: b) }
+        return String(scalars[a..<b])
     }
 
     static func join(_ folder: String, _ name: String) -> String { folder.isEmpty ? name : folder + "/" + name }
@@ -108,7 +139,7 @@ extension Catalog {
     /// string (then alphabetically) — `getFirstLinkpathDest`'s order.
     func resolve(_ link: VaultLink, from source: Int64) -> Int64? {
         guard let v = vault else { return nil }
-        let target = link.target.trimmingCharacters(in: .whitespaces)
+        let target = VaultIndex.trimmedSpaces(link.target)
         let folder = v.folderOf[source] ?? ""
         let explicit = target.hasPrefix("./") || target.hasPrefix("../")
         if target.hasPrefix("/") {
@@ -152,7 +183,10 @@ extension Catalog {
     /// Resolves the links of `source` again and makes its derived edges match; returns the edges
     /// added and removed (for invalidations: a removed edge is still in `edges` until the caller
     /// drops it with `removeEdge`).
-    mutating func resolveLinks(of source: Int64) -> (added: [EdgeRecord], removed: [EdgeRecord]) {
+    /// `keys`: only the links whose last component has one of these name keys may resolve
+    /// differently (items of those names came, went or moved); the others keep what they
+    /// resolved to. nil: all of them (the source's own links or folder changed).
+    mutating func resolveLinks(of source: Int64, only keys: Set<String>? = nil) -> (added: [EdgeRecord], removed: [EdgeRecord]) {
         // No copy of the index is held here: it is changed in place below, and a second reference
         // would make each change copy a whole table (copy on write), at every rename.
         guard let links = vault.map({ $0.linksOf[source] ?? [] }) else { return ([], []) }
@@ -164,8 +198,18 @@ extension Catalog {
             if let rec = edges[e], let t = byID[rec.edge.targetID] { real.insert(VaultIndex.Derived(target: t, edgeType: rec.edge.edgeType)) }
         }
         if items[source]?.state == .active {
-            for link in links {
-                guard let t = resolve(link, from: source) else { missing.append(link.target); continue }
+            var targets: [Int64?]
+            if let keys, let known = vault!.targetsOf[source], known.count == links.count {
+                targets = known
+                for (i, link) in links.enumerated() where keys.contains(VaultIndex.nameKey(VaultIndex.lastComponent(link.target))) {
+                    targets[i] = resolve(link, from: source)
+                }
+            } else {
+                targets = links.map { resolve($0, from: source) }
+            }
+            vault!.targetsOf[source] = targets.isEmpty ? nil : targets
+            for (link, target) in zip(links, targets) {
+                guard let t = target else { missing.append(link.target); continue }
                 let d = VaultIndex.Derived(target: t, edgeType: link.edgeType)
                 if want[d] != nil || real.contains(d) { continue }
                 let key = VaultIndex.DerivedKey(source: source, target: t, edgeType: link.edgeType)
@@ -174,6 +218,8 @@ extension Catalog {
                     want[d] = id; vault!.derivedRowids[key] = id; vault!.nextRowid -= 1
                 }
             }
+        } else {
+            vault!.targetsOf[source] = nil
         }
         // Changed in place: a copy of the index would copy every table (copy on write).
         vault!.unresolved[source] = missing.isEmpty ? nil : missing
@@ -267,16 +313,20 @@ extension FileSystem {
             for l in after { v.linkers[VaultIndex.nameKey(VaultIndex.lastComponent(l.target)), default: []].insert(r) }
             v.linksOf[r] = after.isEmpty ? nil : after
         }
-        var sources: Set<Int64> = [r]
+        // The links naming this item's old and new name may resolve differently now: re-resolved
+        // in the notes that have them (only those links); its own, all of them.
+        var sources: Set<Int64> = []
+        let keys = Set([oldKey, newKey].compactMap { $0 })
         if oldKey != newKey || old != newFolder {
-            for k in [oldKey, newKey].compactMap({ $0 }) { sources.formUnion(v.linkers[k] ?? []) }
+            for k in keys { sources.formUnion(v.linkers[k] ?? []) }
         }
+        sources.remove(r)
         // Handed back, not copied: `v` must not outlive this line, or each change `resolveLinks`
         // makes below would copy a whole table of the index (copy on write).
         catalog.vault = consume v
         var inv = invalidations(dirs)
-        for src in sources.sorted() {
-            let (added, gone) = catalog.resolveLinks(of: src)
+        for src in [r] + sources.sorted() {
+            let (added, gone) = catalog.resolveLinks(of: src, only: src == r ? nil : keys)
             for rec in gone { inv += edgeInvalidations(rec); noteEdge(rec, added: false); catalog.removeEdge(rec.rowid) }
             for rec in added { inv += edgeInvalidations(rec); noteEdge(rec, added: true) }
         }

@@ -297,3 +297,88 @@ struct CoreVFS {
         return out
     }
 }
+
+/// FS-26 under random changes: the link index is kept current in place — a note's own links
+/// resolved again when its text or place changes, and in the notes that link to a name only
+/// the links naming it, when a file of that name comes, goes or moves. After any sequence of
+/// writes, renames, moves and removals in the vault's tree, what every link resolves to (and
+/// which resolve to nothing) is what an index built afresh from the same notes says.
+@Suite(.shrinking) struct LinkIndexModelTests {
+    static let paths = ["a.md", "b.md", "c.md", "d/a.md", "d/b.md", "d/f/a.md", "h/a.md", "h/c.md"]
+    static let links = ["[[a]]", "[[b]]", "[[c]]", "[[d/a]]", "[[f/a]]", "[[A]]", "[x](a.md)", "[y](../b.md)", "[z](./f/a.md)", "[[/h/c]]", "[[ c ]]"]
+
+    struct Op: Sendable, CustomStringConvertible {
+        enum Kind: Int, CaseIterable { case write, rename, unlink, settle }
+        var kind: Kind, a: Int, b: Int, text: [Int]
+        var description: String {
+            switch kind {
+            case .write: "write(\(paths[a]), \(text.map { links[$0] }.joined(separator: " ")))"
+            case .rename: "rename(\(paths[a]), \(paths[b]))"
+            case .unlink: "unlink(\(paths[a]))"
+            case .settle: "settle"
+            }
+        }
+    }
+
+    static let ops = zip(Gen<Int>.int(in: 0...(Op.Kind.allCases.count - 1)), Gen<Int>.int(in: 0...(paths.count - 1)),
+                         Gen<Int>.int(in: 0...(paths.count - 1)), Gen<Int>.int(in: 0...(links.count - 1)).array(of: 0...3))
+        .map { k, a, b, t in Op(kind: Op.Kind(rawValue: k)!, a: a, b: b, text: t) }
+        .array(of: 1...24)
+
+    @Test func FS26_theLiveLinkIndexAgreesWithOneBuiltAfresh() async throws {
+        await propertyCheck(count: 300, input: Self.ops) { ops in
+            let mismatch = try Self.run(ops)
+            #expect(mismatch == nil, "\(mismatch ?? "")\nsequence: \(ops)")
+        }
+    }
+
+    /// What each link resolves to, by source: (target, edge type) pairs, and the links that name
+    /// nothing.
+    struct Resolution: Equatable, CustomStringConvertible {
+        var edges: [Int64: Set<String>] = [:]
+        var missing: [Int64: [String]] = [:]
+        init(_ v: VaultIndex) {
+            for (s, out) in v.derivedOut { edges[s] = Set(out.keys.map { "\($0.target)/\($0.edgeType)" }) }
+            missing = v.unresolved
+        }
+        var description: String { "edges \(edges.sorted { $0.key < $1.key }), missing \(missing.sorted { $0.key < $1.key })" }
+    }
+
+    static func run(_ ops: [Op]) throws -> String? {
+        let c = try Core()
+        let vfs = try CoreVFS(c)
+        for (i, op) in ops.enumerated() {
+            let a = paths[op.a]
+            switch op.kind {
+            case .write:
+                let dir = Model.parent(a)
+                if !dir.isEmpty, try vfs.lookup(dir) == nil { _ = try c.fs.mkdir(parent: vfs.top, name: String(dir.split(separator: "/")[0])) }
+                if dir.contains("/"), try vfs.lookup(dir) == nil { let (p, n) = try vfs.parent(dir); _ = try c.fs.mkdir(parent: p, name: n) }
+                let text = op.text.map { links[$0] }.joined(separator: " ") + "\n"
+                let (p, n) = try vfs.parent(a)
+                let f = try vfs.lookup(a)?.ino ?? c.fs.create(parent: p, name: n).ino
+                _ = try c.fs.setattr(f, size: 0)
+                _ = try c.fs.write(f, offset: 0, data: Array(text.utf8))
+            case .rename:
+                let b = paths[op.b]
+                guard try vfs.lookup(a) != nil, a != b, try vfs.lookup(Model.parent(b).isEmpty ? "." : Model.parent(b)) != nil || Model.parent(b).isEmpty else { continue }
+                let (p, n) = try vfs.parent(a), (q, m) = try vfs.parent(b)
+                try c.fs.rename(parent: p, name: n, newParent: q, newName: m)
+            case .unlink:
+                guard try vfs.lookup(a) != nil else { continue }
+                let (p, n) = try vfs.parent(a)
+                try c.fs.unlink(parent: p, name: n)
+            case .settle:
+                try c.fs.locked { try c.fs.settleNow() }
+            }
+            try c.fs.locked { try c.fs.settleNow() }
+            let live = try c.fs.locked { try c.fs.ensureVault(); return Resolution(c.fs.catalog.vault!) }
+            var fresh = c.fs.catalog
+            fresh.vault = nil
+            fresh.buildVault(links: try c.store.allLinks())
+            let built = Resolution(fresh.vault!)
+            if live != built { return "after step \(i) \(op): the live index has \(live), one built afresh \(built)" }
+        }
+        return nil
+    }
+}
