@@ -84,7 +84,7 @@ extension FileSystem {
 
     /// Starts the background settler; `stop` (at unmount) settles what is left.
     public func startSettling() {
-        settler.start { [weak self] in self?.settleQuietFiles() ?? false }
+        settler.start { [weak self] first in self?.settleQuietFiles(committing: first) ?? false }
     }
 
     public func stopSettling() {
@@ -129,7 +129,9 @@ extension FileSystem {
 
     /// One batch of files quiet for the settle window; true if more may be waiting. The store
     /// work runs outside the lock (requests go on); only the catalog update takes it.
-    func settleQuietFiles() -> Bool {
+    /// `committing`: the first pass of a round (the staged files are committed first; later
+    /// passes of the round commit when `Settler.commitDue`).
+    func settleQuietFiles(committing: Bool = true) -> Bool {
         let before = Int64((Date().timeIntervalSince1970 - settler.window) * 1e9)
         let batch = 32
         do {
@@ -138,7 +140,10 @@ extension FileSystem {
             // file still being written stays staged (`rsync`'s temporary file until its rename),
             // one staged for `maxDelay` is committed anyway.
             let quiet = (since: before, stagedBefore: Int64((Date().timeIntervalSince1970 - settler.maxDelay) * 1e9))
-            try locked { try store.commitStaged(quiet: quiet) }
+            if committing || settler.commitDue() {
+                try locked { try store.commitStaged(quiet: quiet) }
+                settler.committed()
+            }
             let rows = try store.settle(writtenBefore: before, limit: batch)
             let inv: [Invalidation] = try locked {
                 let inv = try settled(rows)
@@ -206,7 +211,14 @@ final class Settler: @unchecked Sendable {
         cond.lock(); dirty = false; firstPending = nil; cond.unlock()
     }
 
-    func start(_ pass: @escaping @Sendable () -> Bool) {
+    /// When the settler last committed the staged files. A pass commits first in a round of
+    /// passes, then once this is half of `maxDelay` old: files that stay staged through a commit
+    /// are written again, and a long copy keeps the passes coming back to back.
+    private var lastCommit: Double = 0
+    func commitDue() -> Bool { cond.lock(); defer { cond.unlock() }; return Date().timeIntervalSince1970 - lastCommit >= maxDelay / 2 }
+    func committed() { cond.lock(); lastCommit = Date().timeIntervalSince1970; cond.unlock() }
+
+    func start(_ pass: @escaping @Sendable (Bool) -> Bool) {
         cond.lock(); running = true; cond.unlock()
         let t = Thread { [self] in
             while true {
@@ -223,7 +235,8 @@ final class Settler: @unchecked Sendable {
                 // Quiet, or a file has waited too long: settle what has been quiet for the window.
                 if let f = firstPending, now - f >= maxDelay { firstPending = now }
                 cond.unlock()
-                while pass() {}
+                var first = true
+                while pass(first) { first = false }
             }
         }
         t.name = "marfafs-settle"
