@@ -84,7 +84,7 @@ extension FileSystem {
 
     /// Starts the background settler; `stop` (at unmount) settles what is left.
     public func startSettling() {
-        settler.start { [weak self] first in self?.settleQuietFiles(committing: first) ?? false }
+        settler.start { [weak self] first in self?.settleQuietFiles(firstOfRound: first) ?? false }
     }
 
     public func stopSettling() {
@@ -129,9 +129,8 @@ extension FileSystem {
 
     /// One batch of files quiet for the settle window; true if more may be waiting. The store
     /// work runs outside the lock (requests go on); only the catalog update takes it.
-    /// `committing`: the first pass of a round (the staged files are committed first; later
-    /// passes of the round commit when `Settler.commitDue`).
-    func settleQuietFiles(committing: Bool = true) -> Bool {
+    /// `firstOfRound`: the first pass of a round of passes (`Settler.commitTurn`).
+    func settleQuietFiles(firstOfRound: Bool) -> Bool {
         let before = Int64((Date().timeIntervalSince1970 - settler.window) * 1e9)
         let batch = 32
         do {
@@ -140,10 +139,7 @@ extension FileSystem {
             // file still being written stays staged (`rsync`'s temporary file until its rename),
             // one staged for `maxDelay` is committed anyway.
             let quiet = (since: before, stagedBefore: Int64((Date().timeIntervalSince1970 - settler.maxDelay) * 1e9))
-            if committing || settler.commitDue() {
-                try locked { try store.commitStaged(quiet: quiet) }
-                settler.committed()
-            }
+            if settler.commitTurn(firstOfRound: firstOfRound) { try locked { try store.commitStaged(quiet: quiet) } }
             let rows = try store.settle(writtenBefore: before, limit: batch)
             let inv: [Invalidation] = try locked {
                 let inv = try settled(rows)
@@ -211,12 +207,20 @@ final class Settler: @unchecked Sendable {
         cond.lock(); dirty = false; firstPending = nil; cond.unlock()
     }
 
-    /// When the settler last committed the staged files. A pass commits first in a round of
-    /// passes, then once this is half of `maxDelay` old: files that stay staged through a commit
-    /// are written again, and a long copy keeps the passes coming back to back.
+    /// When a pass last committed the staged files.
     private var lastCommit: Double = 0
-    func commitDue() -> Bool { cond.lock(); defer { cond.unlock() }; return Date().timeIntervalSince1970 - lastCommit >= maxDelay / 2 }
-    func committed() { cond.lock(); lastCommit = Date().timeIntervalSince1970; cond.unlock() }
+
+    /// Whether this pass commits the staged files first (a yes counts as the commit): the first
+    /// pass of a round, then once the last commit is half of `maxDelay` old. Files that stay
+    /// staged through a commit are written again, and a long copy keeps the passes coming back
+    /// to back: committing before each of them wrote those files again every 20–30 ms.
+    func commitTurn(firstOfRound: Bool) -> Bool {
+        cond.lock(); defer { cond.unlock() }
+        let now = Date().timeIntervalSince1970
+        guard firstOfRound || now - lastCommit >= maxDelay / 2 else { return false }
+        lastCommit = now
+        return true
+    }
 
     func start(_ pass: @escaping @Sendable (Bool) -> Bool) {
         cond.lock(); running = true; cond.unlock()

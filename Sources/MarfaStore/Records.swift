@@ -46,13 +46,15 @@ public struct StoredItem: Sendable {
     public var ext: String
     /// What the mount showed before a remote change that no local save has followed yet (FS-24).
     public var shownBase: [UInt8]?
+    /// Written bytes not parsed yet (`unsettled` 1, or 2 for a blob's spool file).
+    public var unsettled: Bool
 
     /// An item as a row just written holds it (no read back).
     init(rowid: Int64, item: Item, raw: [UInt8]?, fileName: String?, size: Int64, mtimeNs: Int64, sync: SyncState,
-         syncError: String?, stem: String, ext: String) {
+         syncError: String?, stem: String, ext: String, unsettled: Bool) {
         self.rowid = rowid; self.item = item; self.raw = raw; self.fileName = fileName; self.size = size
         self.mtimeNs = mtimeNs; self.sync = sync; self.syncError = syncError; self.xattrs = [:]; self.mode = 0
-        self.stem = stem; self.ext = ext; self.shownBase = nil
+        self.stem = stem; self.ext = ext; self.shownBase = nil; self.unsettled = unsettled
     }
 
     init(row: Row) {
@@ -69,6 +71,7 @@ public struct StoredItem: Sendable {
         xattrs = Xattrs.decode(row["xattrs"])
         mode = UInt16(truncatingIfNeeded: (row["mode"] as Int64?) ?? 0)
         shownBase = (row["shown_base"] as Data?).map { [UInt8]($0) }
+        unsettled = ((row["unsettled"] as Int64?) ?? 0) != 0
     }
 
     public var summary: ItemSummary {

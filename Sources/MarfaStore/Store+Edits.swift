@@ -204,8 +204,9 @@ extension Store {
         }
     }
 
-    func setTags(_ db: Database, _ cur: StoredItem, _ tags: Set<String>) throws {
-        let old = Set(try Self.tags(db, cur.item.id))
+    /// `known`: the tags it has now, when the caller has just read them.
+    func setTags(_ db: Database, _ cur: StoredItem, _ tags: Set<String>, known: Set<String>? = nil) throws {
+        let old = try known ?? Set(Self.tags(db, cur.item.id))
         if old == tags { return }
         try storeTags(db, cur, tags, replacing: old)
         try db.run("UPDATE items SET updated_at = ? WHERE rowid = ?", [Timestamp.now(), cur.rowid])

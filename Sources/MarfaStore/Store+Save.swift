@@ -141,8 +141,7 @@ extension Store {
         // Bytes not settled yet with no save under way are a file still being made (a new file
         // committed from the staging before it settled): what follows continues it, with no base
         // of its own, as more writes to a staged file do.
-        if try Bool.fetchOne(db.cachedStatement(sql: "SELECT unsettled <> 0 FROM items WHERE rowid = ?"), arguments: [rowid]) == true { return }
-        guard let cur = try Self.fetchItem(db, rowid: rowid), !TypeSchema.isBlobType(cur.item.type) else { return }
+        guard let cur = try Self.fetchItem(db, rowid: rowid), !cur.unsettled, !TypeSchema.isBlobType(cur.item.type) else { return }
         let before = try currentBytes(db, cur)
         // A read served from the kernel's page cache never reaches the mount, so a writer may hold
         // what the cache held before the last remote change without any record of it: with no

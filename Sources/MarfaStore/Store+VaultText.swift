@@ -29,7 +29,7 @@ extension Store {
     /// them stale; a local write has read them already, so the mount need not).
     func followText(_ db: Database, _ cur: StoredItem, before: [String: JSONValue]?, said: VaultText.Scan) throws {
         try storeLinks(db, cur.rowid, said.links)
-        if let change = try tagsAfterText(db, cur, before: before, said: said) { try setTags(db, cur, change.new) }
+        if let change = try tagsAfterText(db, cur, before: before, said: said) { try setTags(db, cur, change.new, known: change.old) }
     }
 
     /// The tags an item has once its text says `said` (FS-26): those the text gives, the

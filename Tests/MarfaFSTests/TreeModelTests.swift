@@ -308,14 +308,13 @@ struct CoreVFS {
     static let links = ["[[a]]", "[[b]]", "[[c]]", "[[d/a]]", "[[f/a]]", "[[A]]", "[x](a.md)", "[y](../b.md)", "[z](./f/a.md)", "[[/h/c]]", "[[ c ]]"]
 
     struct Op: Sendable, CustomStringConvertible {
-        enum Kind: Int, CaseIterable { case write, rename, unlink, settle }
+        enum Kind: Int, CaseIterable { case write, rename, unlink }
         var kind: Kind, a: Int, b: Int, text: [Int]
         var description: String {
             switch kind {
             case .write: "write(\(paths[a]), \(text.map { links[$0] }.joined(separator: " ")))"
             case .rename: "rename(\(paths[a]), \(paths[b]))"
             case .unlink: "unlink(\(paths[a]))"
-            case .settle: "settle"
             }
         }
     }
@@ -351,26 +350,28 @@ struct CoreVFS {
             let a = paths[op.a]
             switch op.kind {
             case .write:
-                let dir = Model.parent(a)
-                if !dir.isEmpty, try vfs.lookup(dir) == nil { _ = try c.fs.mkdir(parent: vfs.top, name: String(dir.split(separator: "/")[0])) }
-                if dir.contains("/"), try vfs.lookup(dir) == nil { let (p, n) = try vfs.parent(dir); _ = try c.fs.mkdir(parent: p, name: n) }
+                // Its folders first, each made if missing.
+                var dir = ""
+                for part in Model.parent(a).split(separator: "/") {
+                    dir = dir.isEmpty ? String(part) : dir + "/" + part
+                    if try vfs.lookup(dir) == nil { let (p, n) = try vfs.parent(dir); _ = try c.fs.mkdir(parent: p, name: n) }
+                }
                 let text = op.text.map { links[$0] }.joined(separator: " ") + "\n"
                 let (p, n) = try vfs.parent(a)
                 let f = try vfs.lookup(a)?.ino ?? c.fs.create(parent: p, name: n).ino
                 _ = try c.fs.setattr(f, size: 0)
                 _ = try c.fs.write(f, offset: 0, data: Array(text.utf8))
             case .rename:
-                let b = paths[op.b]
-                guard try vfs.lookup(a) != nil, a != b, try vfs.lookup(Model.parent(b).isEmpty ? "." : Model.parent(b)) != nil || Model.parent(b).isEmpty else { continue }
+                let b = paths[op.b], into = Model.parent(b)
+                guard a != b, try vfs.lookup(a) != nil, try into.isEmpty || vfs.lookup(into) != nil else { continue }
                 let (p, n) = try vfs.parent(a), (q, m) = try vfs.parent(b)
                 try c.fs.rename(parent: p, name: n, newParent: q, newName: m)
             case .unlink:
                 guard try vfs.lookup(a) != nil else { continue }
                 let (p, n) = try vfs.parent(a)
                 try c.fs.unlink(parent: p, name: n)
-            case .settle:
-                try c.fs.locked { try c.fs.settleNow() }
             }
+            // Settled, so the text's links are read (a staged file has none yet).
             try c.fs.locked { try c.fs.settleNow() }
             let live = try c.fs.locked { try c.fs.ensureVault(); return Resolution(c.fs.catalog.vault!) }
             var fresh = c.fs.catalog
