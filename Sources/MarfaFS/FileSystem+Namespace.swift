@@ -221,6 +221,7 @@ extension FileSystem {
                 try wrap { _ = try store.purge(rowid: r) }
                 return try refreshItem(r, .removed)
             case (.typeDir, .item(let r)), (.treeDir, .item(let r)):
+                try keepFolder(p)
                 _ = try wrap { try store.setState(rowid: r, .trashed) }   // FS §4: unlink moves to trash
                 if let key = dirKey(p) { catalog.unlinked[key, default: [:]][name] = (r, Date()) }
                 return try refreshItem(r)
@@ -259,6 +260,19 @@ extension FileSystem {
         }
     }
 
+    /// A folder of the tree that a file or folder leaves (an unlink, an rmdir, a move elsewhere)
+    /// stays until it is removed, as a disk's does (FS-31): one that exists only through its
+    /// files' `folder:` tags or its sub-folders (an import, a remote's files) is kept from then on
+    /// as if made with `mkdir`, so `rm -r`'s last `rmdir` and a shell inside it still find it.
+    /// Call with the lock held.
+    func keepFolder(_ p: Node) throws {
+        guard case .treeDir(let f) = p, !f.isEmpty else { return }
+        let tag = VaultText.folderPrefix + f
+        if catalog.localTags.contains(tag) { return }
+        try wrap { try store.addLocalTag(tag) }
+        catalog.localTags.insert(tag)
+    }
+
     public func rmdir(parent: UInt64, name: String, reader: Int32 = 0) throws {
         if isReplay(reader) { return try replayedRemove(parent: parent, name: name) }
         if let rel = try localTarget(parent: parent, name: name) {
@@ -290,6 +304,7 @@ extension FileSystem {
                 if !catalog.subfolders(f).isEmpty || files > 0 || (catalog.tagActive[tag] ?? 0) > 0 {
                     throw FSError(.notEmpty, "folder \(f) is not empty")
                 }
+                try keepFolder(p)
                 try wrap { try store.removeLocalTag(tag) }
                 catalog.localTags.remove(tag)
                 retireDir(child)

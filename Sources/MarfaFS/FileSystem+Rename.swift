@@ -27,6 +27,7 @@ extension FileSystem {
             // a mutation, which must follow the create or update of the file it moves (of every
             // file in a folder it moves).
             let savedOver = Self.isItemFile(dst) && (Self.isItemFile(src) || stagedKey(src) != nil)
+            if p != np { try keepFolder(p) }
             if dst == nil, let moved = try moveStaged(p, name, src, np, newName) { return moved }
             // A folder's rename changes the folder of every file in it, those being written too.
             if !savedOver { if src.kind == .directory { try settleNow(spools: .all) } else { try settleOnly([src, dst]) } }

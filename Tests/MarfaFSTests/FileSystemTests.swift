@@ -236,3 +236,31 @@ struct SplitMix {
         }
     }
 }
+
+extension FileSystemTests {
+    /// FS-31: a folder of the tree that holds files only through their `folder:` tags (an import,
+    /// a remote's files) stays when its last file is removed or moved out, as a disk's folder
+    /// does: `rm -r`'s final `rmdir` finds it (it failed with ENOENT, and `rm` exited 1), and a
+    /// shell inside it keeps its working directory; so does a folder its last sub-folder leaves.
+    /// `rmdir` then removes them.
+    @Test func FS31_aFolderStaysWhenItsLastFileGoesUntilItIsRemoved() throws {
+        let c = try Core()
+        _ = try c.store.createItem(NewItem(type: "core.note", fileName: "n.md", content: Array("n\n".utf8), tags: ["folder:a/x"]))
+        _ = try c.store.createItem(NewItem(type: "core.note", fileName: "m.md", content: Array("m\n".utf8), tags: ["folder:a/y"]))
+        try c.remount()
+        let x = try c.ino(".marfafs/vault/a/x"), y = try c.ino(".marfafs/vault/a/y"), top = try c.ino(".marfafs/vault")
+        try c.fs.unlink(parent: x, name: "n.md")
+        try c.fs.rename(parent: y, name: "m.md", newParent: top, newName: "m.md")
+        try c.fs.locked { try c.fs.settleNow() }
+        #expect(try c.names(".marfafs/vault/a").sorted() == ["x", "y"])
+        #expect(try c.names(".marfafs/vault/a/x").isEmpty && c.names(".marfafs/vault/a/y").isEmpty)
+        let a = try c.ino(".marfafs/vault/a")
+        try c.fs.rmdir(parent: a, name: "x")
+        try c.fs.rmdir(parent: a, name: "y")
+        #expect(try c.names(".marfafs/vault/a").isEmpty, "a folder left by its sub-folders stays too")
+        try c.fs.rmdir(parent: top, name: "a")
+        #expect(try c.names(".marfafs/vault") == ["m.md"])
+        try c.remount()
+        #expect(try c.names(".marfafs/vault") == ["m.md"])
+    }
+}
