@@ -277,9 +277,12 @@ extension Store {
 
     /// The server's answer to our own write, with our properties: the file stays as it is (its
     /// mtime too: an editor would think it changed on disk); only a state, tier, tags or
-    /// attributes the server holds otherwise are taken.
+    /// attributes the server holds otherwise are taken. The item takes the server's time of the
+    /// change: a frame the stream brings later from before it (the echo of an earlier change of
+    /// ours) is older, and changes nothing.
     func takeServerMetadata(_ db: Database, _ remote: Item, local: Item, rowid: Int64, tags: [String]?, extensions: [String: JSONValue]?,
                             into out: inout StoreChanges) throws {
+        try db.run("UPDATE items SET updated_at = ? WHERE rowid = ?", [remote.updatedAt, rowid])
         if remote.state != local.state || remote.tier != local.tier {
             try db.run("UPDATE items SET state = ?, tier = ? WHERE rowid = ?", [remote.state.rawValue, remote.tier.rawValue, rowid])
             out.items.insert(remote.id)

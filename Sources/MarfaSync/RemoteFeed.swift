@@ -164,12 +164,16 @@ public actor RemoteFeed {
         var changes: [RemoteChange] = []
         for e in run {
             guard var change = RemoteWire.change(event: e.event, data: e.data) else { continue }
-            // `metadata.changed` does not carry extensions (W-15): they are read from the item.
-            if case let .metadata(id, tags, tier, state, nil) = change {
+            // `metadata.changed` carries neither extensions nor a time (W-15), and its tags, tier and
+            // state are as they were when it was made: the stream may bring it after the answer to
+            // a later change of this mount's (a move, then a removal), and taken as it is it would
+            // undo that change until the next event. The item is read as the server holds it now,
+            // and that is applied as an item frame (by version and time, like any other).
+            if case let .metadata(id, _, _, _, nil) = change {
                 let resp = try await client.send(WireRequest(method: "GET", path: "/items/\(WireRequest.segment(id))"))
                 if resp.status == 401 { throw WireFailure.of(resp) }
-                let ext = resp.status == 200 ? resp.json["metadata"]?.objectValue?["extensions"]?.objectValue : nil
-                change = .metadata(itemID: id, tags: tags, tier: tier, state: state, extensions: ext)
+                if resp.status == 404 { continue }  // gone there: the stream brings its removal
+                if resp.status == 200, let now = RemoteWire.envelope(resp.json) { change = now }
             }
             changes.append(change)
         }
@@ -183,7 +187,7 @@ public actor RemoteFeed {
         // Every event is logged (whether it changed anything: an echo, or an item with changes of
         // its own to send, changes nothing).
         for e in run {
-            status.record("remote.event", ["event": .string(e.event), "id": e.id.map(JSONValue.string) ?? .null])
+            status.record("remote.event", ["name": .string(e.event), "id": e.id.map(JSONValue.string) ?? .null])
         }
         if c.applied > 0 {
             status.record("remote.applied", ["events": .int(Int64(run.count)), "applied": .int(Int64(c.applied)),

@@ -75,6 +75,27 @@ import Testing
         #expect(t.store.heldRemote.withLock { $0.isEmpty })
     }
 
+    /// W-15: the stream may bring an item's frame after the answer to a later change of ours (a
+    /// removal). The answer gives the item the server's time of that change, so the older frame
+    /// changes nothing, whatever this machine's clock says (here, a year behind the server's).
+    @Test func W15_aFrameFromBeforeTheAnswerToOurChangeDoesNotUndoIt() throws {
+        let t = try TempStore()
+        _ = try t.store.applyRemote([.item(remote("i1", version: 1, body: "b\n", updatedAt: "2099-01-01T00:00:00Z"), tags: nil, extensions: nil)])
+        let r = try #require(try t.store.item(id: "i1"))
+        _ = try t.store.setState(rowid: r.rowid, .trashed)
+        let m = try #require(try t.store.nextMutations().first)
+        var answer = remote("i1", version: 1, body: "b\n", updatedAt: "2099-01-01T00:00:02Z")
+        answer.state = .trashed
+        _ = try t.store.acknowledge([Acknowledgement(seq: m.seq, itemID: "i1", serverVersion: 1, answer: .item(answer, tags: [], extensions: nil))])
+        #expect(try t.store.item(id: "i1")?.item.state == .trashed)
+        // The echo of a tag change made a second before the removal.
+        let echo = remote("i1", version: 1, body: "b\n", updatedAt: "2099-01-01T00:00:01Z")
+        let c = try t.store.applyRemote([.item(echo, tags: ["x"], extensions: nil)])
+        #expect(c.items.isEmpty && c.skipped == 1)
+        #expect(try t.store.item(id: "i1")?.item.state == .trashed)
+        #expect(try t.store.tags(itemID: "i1") == [])
+    }
+
     /// FS-13 + FS-18: an editor's save staged over a synced item (not yet in the store) keeps the
     /// item's local bytes against the server's change, as unsettled bytes do.
     @Test func FS18_aSaveStillStagedKeepsItsBytesAgainstARemoteChange() throws {

@@ -283,3 +283,47 @@ extension SyncDrainTests {
         }
     }
 }
+
+/// The event stream can lag behind the answers to the mount's own changes: the echo of one change
+/// may come after the next change was sent and answered. What such an echo says of the item is
+/// older than what the mount holds, and must not undo it (W-15: `metadata.changed` carries the
+/// item's tags, tier and state as they were when it was made).
+extension SyncDrainTests {
+    @Test func W15_anEchoHeardAfterTheNextChangeWasAnsweredDoesNotUndoIt() throws {
+        let (s, _, file, _) = try setUp()
+        let proxy = try FaultProxy(in: s)
+        try MountHarness.with(options: ["--server", proxy.url, "--key-file", file]) { m in
+            func read(_ f: String) -> String { (try? String(contentsOfFile: f, encoding: .utf8)) ?? "" }
+            func sent() -> Bool { m.syncStatus["queue_depth"] == .int(0) }
+            #expect(m.sh("mkdir vault/n2 && printf 'a\\n' > vault/n2/a.md && printf 'b\\n' > vault/n2/b.md").status == 0)
+            #expect(MountHarness.eventually { sent() && m.sql("SELECT count(*) FROM items WHERE sync = 'synced'") == "2" })
+            let log = m.root + "/inotify.log", err = m.root + "/inotify.err"
+            guard let pid = Shell.spawn(["inotifywait", "-m", "-r", "-e", "create,delete,modify,attrib,move,delete_self,move_self", "--format", "%e %w%f",
+                                         m.path("vault/")], stdout: log, stderr: err) else {
+                Issue.record("inotifywait did not start"); return
+            }
+            defer { Shell.killAndReap(pid) }
+            #expect(MountHarness.eventually { read(err).contains("Watches established") })
+            // Each change answered while the stream holds the echoes of the ones before.
+            proxy.mode("hold-stream")
+            #expect(m.sh("mv vault/n2 vault/n3").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) { sent() })
+            #expect(m.sh("mv vault/n3 vault/n4").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) { sent() })
+            #expect(m.sh("printf 'more\\n' >> vault/n4/a.md").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) { sent() && m.sql("SELECT sync FROM items WHERE file_name = 'a.md'") == "synced" })
+            #expect(m.sh("rm vault/n4/a.md").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) { sent() })
+            let before = read(log)
+            proxy.mode("pass")
+            // Every echo heard: the last is the removal's.
+            #expect(MountHarness.eventually(timeout: 20) { m.sh("grep -c '\"name\":\"item.deleted\"' .marfafs/events").out == "1" }, "\(m.sh("tail -5 .marfafs/events").out)")
+            sleep(1)
+            #expect(m.sh("ls -A vault vault/n4").out == "vault:\nn4\n\nvault/n4:\nb.md", "\(m.sh("ls -AR vault").out)")
+            #expect(m.sql("SELECT group_concat(state || ' ' || tag, ', ') FROM items JOIN tags ON item_id = id ORDER BY file_name") == "trashed folder:n4, active folder:n4",
+                    "\(m.sql("SELECT file_name, state, tag FROM items JOIN tags ON item_id = id"))")
+            let after = String(read(log).dropFirst(before.count))
+            #expect(after == "", "the echoes changed nothing on the mount: \(after)")
+        }
+    }
+}

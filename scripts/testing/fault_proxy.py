@@ -7,8 +7,10 @@
 It listens on a free port and writes it to PORT_FILE. CONTROL_FILE holds one word, read at each
 request: `pass` (forward), `503` or `400` (answer that status to every POST, PATCH, PUT and
 DELETE without forwarding it; reads and the stream still go through), `hang` (hold such
-requests until the word changes, then forward them), or `throttle=N` (read request bodies at
-N bytes a second, as a slow uplink does, then forward them).
+requests until the word changes, then forward them), `throttle=N` (read request bodies at
+N bytes a second, as a slow uplink does, then forward them), or `hold-stream` (changes go through,
+but what the event stream brings is held, in order, until the word changes: a stream that lags
+behind the answers, as over a slow or busy network).
 """
 import http.client, http.server, json, socketserver, sys, time
 
@@ -79,6 +81,8 @@ class Proxy(http.server.BaseHTTPRequestHandler):
                 chunk = resp.read1(65536) if streaming else resp.read(65536)
                 if not chunk:
                     break
+                while streaming and mode() == "hold-stream":
+                    time.sleep(0.05)
                 if streaming:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 else:
