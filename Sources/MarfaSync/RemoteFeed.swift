@@ -169,11 +169,20 @@ public actor RemoteFeed {
             // a later change of this mount's (a move, then a removal), and taken as it is it would
             // undo that change until the next event. The item is read as the server holds it now,
             // and that is applied as an item frame (by version and time, like any other).
-            if case let .metadata(id, _, _, _, nil) = change {
-                let resp = try await client.send(WireRequest(method: "GET", path: "/items/\(WireRequest.segment(id))"))
-                if resp.status == 401 { throw WireFailure.of(resp) }
-                if resp.status == 404 { continue }  // gone there: the stream brings its removal
-                if resp.status == 200, let now = RemoteWire.envelope(resp.json) { change = now }
+            // `item.deleted` carries no time either: one that comes after this mount restored the
+            // item (and was answered) would trash it again, so one that would change something is
+            // checked the same way.
+            switch change {
+            case .metadata(let id, _, _, _, nil):
+                switch try await current(id) {
+                case .gone: continue  // the stream brings its removal
+                case .item(let now): change = now
+                case .unreadable: break
+                }
+            case .deleted(let id):
+                guard let local = try store.item(id: id), local.item.state != .trashed else { break }
+                if case .item(let now) = try await current(id) { change = now }
+            default: break
             }
             changes.append(change)
         }
@@ -193,6 +202,23 @@ public actor RemoteFeed {
             status.record("remote.applied", ["events": .int(Int64(run.count)), "applied": .int(Int64(c.applied)),
                                              "items": .array(c.items.sorted().prefix(50).map(JSONValue.string))])
         }
+    }
+
+    /// What the server holds of an item now (`GET /items/{id}`).
+    enum Current {
+        case item(RemoteChange)
+        /// 404: the server has no such item.
+        case gone
+        /// Any other answer: the frame is taken as it came.
+        case unreadable
+    }
+
+    func current(_ id: String) async throws -> Current {
+        let resp = try await client.send(WireRequest(method: "GET", path: "/items/\(WireRequest.segment(id))"))
+        if resp.status == 401 { throw WireFailure.of(resp) }
+        if resp.status == 404 { return .gone }
+        guard resp.status == 200, let now = RemoteWire.envelope(resp.json) else { return .unreadable }
+        return .item(now)
     }
 
     /// The first sync, or the catch-up sweep after `catchup_too_old` (W-17): custom types, then
