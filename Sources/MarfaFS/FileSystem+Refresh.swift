@@ -23,7 +23,9 @@ extension FileSystem {
 
     /// Brings item `r` in the catalog up to date (`change`: what became of it) and returns what the
     /// kernel must forget: names that appeared, vanished or moved, and the directories listing them.
-    func refreshItem(_ r: Int64, _ change: ItemChange = .metadata) throws -> [Invalidation] {
+    /// `facts`: what the store holds of a batch of items, read together (an item missing from it
+    /// has no row); nil: read here.
+    func refreshItem(_ r: Int64, _ change: ItemChange = .metadata, facts: [Int64: Store.ItemFacts]? = nil) throws -> [Invalidation] {
         var known: (ItemSummary, Set<String>)?, removed = false
         switch change {
         case .made(let s, let tags): known = (s, tags)
@@ -31,14 +33,15 @@ extension FileSystem {
         case .metadata, .content: break
         }
         let old = catalog.items[r]
-        let new = removed ? nil : try (known.map(\.0) ?? store.summary(rowid: r)).map(withUnsettledBytes)
+        let read = facts?[r]
+        let new = removed ? nil : try (known.map(\.0) ?? (facts != nil ? read?.summary : store.summary(rowid: r))).map(withUnsettledBytes)
         var dirs: [Node: Set<String>] = [:]
         // Edge directories that name this item, before the change.
         let touching = Array(catalog.outEdges[r] ?? []) + Array(catalog.inEdges[r] ?? [])
         let edgeDirsBefore = edgeDirNames(of: r, edges: touching)
         let oldTags = catalog.tagsOf[r] ?? []
         let typesBefore = catalog.typesIn(.types)
-        let newTags = try known.map(\.1) ?? (new == nil ? Set<String>() : Set(try store.tags(itemID: new!.id)))
+        let newTags = try known.map(\.1) ?? (new == nil ? Set<String>() : read?.tags ?? Set(try store.tags(itemID: new!.id)))
         let vaultBefore = catalog.vault.map { v in (folder: v.folderOf[r], key: catalog.baseName(r).map { VaultIndex.nameKey(Substring($0)) }) }
 
         if let old {
@@ -93,7 +96,7 @@ extension FileSystem {
             dirs[.backlinksRoot, default: []].insert(t)
         }
         var inv = invalidations(dirs)
-        if let vaultBefore { inv += try refreshVault(r, folder: vaultBefore.folder, key: vaultBefore.key, removed: new == nil) }
+        if let vaultBefore { inv += try refreshVault(r, folder: vaultBefore.folder, key: vaultBefore.key, removed: new == nil, facts: read) }
         if case .content = change, let ino = knownIno(.item(r)) { inv.append(.inode(ino)) }
         return inv
     }

@@ -57,7 +57,9 @@ extension FileSystem {
     func settled(_ rows: [Int64]) throws -> [Invalidation] {
         applyStagedModes()
         var inv: [Invalidation] = []
-        for r in rows { inv += try refreshItem(r) }
+        // Read in one transaction: nothing the loop does changes another item's row, tags or links.
+        let facts = try wrap { try store.facts(rowids: rows) }
+        for r in rows { inv += try refreshItem(r, facts: facts) }
         return inv + followStore(store.takeAnnouncements())
     }
 

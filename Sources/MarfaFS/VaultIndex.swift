@@ -281,7 +281,7 @@ extension FileSystem {
     /// tree, its name among the names links look for, its own links, and the links of every note
     /// that names it, before or after. `folder`, `key`: where it was and what it was called.
     /// Returns what the kernel must forget. Call with the lock held.
-    func refreshVault(_ r: Int64, folder old: String?, key oldKey: String?, removed: Bool) throws -> [Invalidation] {
+    func refreshVault(_ r: Int64, folder old: String?, key oldKey: String?, removed: Bool, facts: Store.ItemFacts? = nil) throws -> [Invalidation] {
         // Taken out while it changes, so its tables are changed in place, not copied.
         guard var v = catalog.vault else { return [] }
         catalog.vault = nil
@@ -306,7 +306,7 @@ extension FileSystem {
         do {
             // A file made through the mount that has no row yet has no links read either.
             after = (removed || s.map { TypeSchema.isBlobType($0.type) } ?? true || store.isNewlyStaged(StagedKey(.item, r))) ? []
-                : try wrap { try store.links(rowid: r) }.map(VaultLinks.decode) ?? []
+                : try (facts.flatMap { $0.linksStale ? nil : .some($0.links) } ?? wrap { try store.links(rowid: r) }).map(VaultLinks.decode) ?? []
         } catch { catalog.vault = v; throw error }
         if before != after {
             for l in before { v.linkers[VaultIndex.nameKey(VaultIndex.lastComponent(l.target))]?.remove(r) }

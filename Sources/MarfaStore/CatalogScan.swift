@@ -68,6 +68,38 @@ extension Store {
         }
     }
 
+    /// What the catalog reads of an item after it changed: its summary, its tags, and its links
+    /// (`VaultLinks`; nil: none, or stale, see `linksStale`).
+    public struct ItemFacts: Sendable {
+        public let summary: ItemSummary
+        public let tags: Set<String>
+        public let links: String?
+        /// The links must be read with `links(rowid:)` (which brings them up to date).
+        public let linksStale: Bool
+    }
+
+    /// `ItemFacts` of many items in one read transaction (an item missing from the answer has no
+    /// row). The settler's catalog update reads each batch of settled files so: a transaction per
+    /// item and per fact, three per file, were most of the time it held the mount's lock.
+    public func facts(rowids: [Int64]) throws -> [Int64: ItemFacts] {
+        if rowids.isEmpty { return [:] }
+        return try pool.read { db in
+            let list = rowids.map(String.init).joined(separator: ",")
+            var summaries: [Int64: (ItemSummary, String?, Bool)] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT \(ItemSummary.columns), links, links_stale FROM items WHERE rowid IN (\(list))") {
+                let s = ItemSummary(row: row)
+                summaries[s.rowid] = (s, row["links"], (row["links_stale"] as Int64?) == 1)
+            }
+            var tags: [String: Set<String>] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT item_id, tag FROM tags WHERE item_id IN (SELECT id FROM items WHERE rowid IN (\(list)))") {
+                tags[row[0], default: []].insert(row[1])
+            }
+            return summaries.mapValues { s, links, stale in
+                ItemFacts(summary: s, tags: tags[s.id] ?? [], links: stale ? nil : links, linksStale: stale)
+            }
+        }
+    }
+
     /// One item's links (`VaultLinks`), nil when it has none.
     public func links(rowid: Int64) throws -> String? {
         let row = try pool.read { db in try Row.fetchOne(db.cachedStatement(sql: "SELECT links, links_stale FROM items WHERE rowid = ?"), arguments: [rowid]) }
