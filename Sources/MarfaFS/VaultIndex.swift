@@ -201,9 +201,14 @@ extension Catalog {
             var targets: [Int64?]
             if let keys, let known = vault!.targetsOf[source], known.count == links.count {
                 targets = known
+                var moved = false
                 for (i, link) in links.enumerated() where keys.contains(VaultIndex.nameKey(VaultIndex.lastComponent(link.target))) {
                     targets[i] = resolve(link, from: source)
+                    if targets[i] != known[i] { moved = true }
                 }
+                // Every link still goes where it went (a new file of the same name farther away, as
+                // a copy of a folder makes for each of its notes): its edges stand as they are.
+                if !moved { return ([], []) }
             } else {
                 targets = links.map { resolve($0, from: source) }
             }
