@@ -160,10 +160,18 @@ row = {"notes": notes, "cp_s": cp_s, "import_s": import_s, "first_backlinks_s": 
        "settling_after_s": {"rsync": rsync_settle_s, "cp": cp_settle_s}}
 json.dump(row, open(os.path.join(outdir, "vault.json"), "w"), indent=1)
 
+def cpu_model():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
 md = [
     "## The vault: import, links, the tree (FS-26, FS-27)",
     "",
-    f"`scripts/bench vault`: the bench corpus's {notes:,} notes (in {len(next(os.walk(corpus))[1])} folders of folders, with wikilinks and relative links),",
+    f"`scripts/bench vault` on {time.strftime('%Y-%m-%d', time.gmtime())} ({os.cpu_count()} cores, {cpu_model()}): the bench corpus's {notes:,} notes"
+    f" (in {len(next(os.walk(corpus))[1])} folders of folders, with wikilinks and relative links),",
     "page cache dropped before each timed command. A write into the tree returns before the daemon has settled what it wrote",
     "(parsed it, queued it); what was left is timed apart, once the command returned (\"+ settling\"), so it is not billed to the next row.",
     "",
