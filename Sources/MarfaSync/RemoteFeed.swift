@@ -180,7 +180,7 @@ public actor RemoteFeed {
                 case .unreadable: break
                 }
             case .deleted(let id):
-                guard let local = try store.item(id: id), local.item.state != .trashed else { break }
+                guard let local = try store.summary(id: id), local.state != .trashed else { break }
                 if case .item(let now) = try await current(id) { change = now }
             default: break
             }
