@@ -103,6 +103,35 @@ public final class PostgresCluster: @unchecked Sendable {
         Shell.run([bin + "/psql", "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", "\(port)", "-U", user, "-d", database, "-c", sql])
     }
 
+    /// How many connections process `pid` holds open to this cluster now: its own
+    /// sockets, not what the database still lists (a backend leaves `pg_stat_activity` a moment
+    /// after its client has gone, and an autovacuum worker names the database too).
+    public func connections(heldBy pid: pid_t) -> Int {
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+        let sockets = Set(fds.compactMap { fd -> Substring? in
+            // readlink(2) itself: Foundation's answer for a link to no path is not its text.
+            var buf = [CChar](repeating: 0, count: 64)
+            let n = readlink("/proc/\(pid)/fd/\(fd)", &buf, buf.count - 1)
+            guard n > 0 else { return nil }
+            let t = String(decoding: buf[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            return t.hasPrefix("socket:[") ? Substring(t.dropFirst(8).dropLast()) : nil
+        })
+        let remote = String(format: ":%04X", port)
+        // By inode: a table read in pieces while connections come and go may list one twice.
+        var held = Set<Substring>()
+        for table in ["tcp", "tcp6"] {
+            // Read to its end: a /proc file says it has no size, and one read of it is not all of it.
+            let data = FileHandle(forReadingAtPath: "/proc/\(pid)/net/\(table)").map { h in defer { try? h.close() }; return h.readDataToEndOfFile() }
+            let text = String(decoding: data ?? Data(), as: UTF8.self)
+            // sl local_address rem_address st … inode: established (01) to the port, one of its sockets.
+            for line in text.split(separator: "\n").dropFirst() {
+                let f = line.split(separator: " ")
+                if f.count > 9, f[2].hasSuffix(remote), f[3] == "01", sockets.contains(f[9]) { held.insert(f[9]) }
+            }
+        }
+        return held.count
+    }
+
     /// A new, empty database; its `postgres://` URL.
     public func database() throws -> String {
         let name = lock.withLock { count += 1; return "t\(count)_\(UUID().uuidString.prefix(6).lowercased())" }
