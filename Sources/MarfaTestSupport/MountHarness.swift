@@ -77,6 +77,11 @@ public final class MountHarness: @unchecked Sendable {
         reportCrash()
     }
 
+    /// The daemon's log as it is now (its last `bytes`), to show with a failing expectation.
+    public func daemonLog(last bytes: Int = 4000) -> String {
+        String(((try? String(contentsOfFile: store + ".log", encoding: .utf8)) ?? "").suffix(bytes))
+    }
+
     /// A daemon that crashed leaves its backtrace in its log: show it with the failing test.
     public var daemonCrashLog: String? {
         guard let log = try? String(contentsOfFile: store + ".log", encoding: .utf8),
