@@ -134,19 +134,18 @@ enum RawText {
     /// (raw, raw_head) for a settled text file's bytes and the properties parsed from them.
     static func columns(_ bytes: [UInt8], properties: [String: JSONValue], bodyField: String) -> (raw: Data?, head: Data?) {
         guard case .string(let body)? = properties[bodyField], !bodyField.utf8.contains(0) else { return (Data(bytes), nil) }
-        let n = body.utf8.count
-        guard n <= bytes.count, endsWith(bytes, body) else { return (Data(bytes), nil) }
+        guard endsWith(bytes, body) else { return (Data(bytes), nil) }
         var head = Array(bodyField.utf8)
         head.append(0)
-        head += bytes.prefix(bytes.count - n)
+        head += bytes.prefix(bytes.count - body.utf8.count)
         return (nil, Data(head))
     }
 
-    /// Whether `bytes` ends with `text`'s UTF-8 (`count` checked by the caller), compared as
-    /// memory: an import compares every note's body so, and a generic comparison of the two
-    /// sequences went byte by byte.
+    /// Whether `bytes` ends with `text`'s UTF-8, compared as memory: an import compares every
+    /// note's body so, and a generic comparison of the two sequences went byte by byte.
     private static func endsWith(_ bytes: [UInt8], _ text: String) -> Bool {
         let n = text.utf8.count
+        guard n <= bytes.count else { return false }
         if n == 0 { return true }
         return text.utf8.withContiguousStorageIfAvailable { t in
             bytes.withUnsafeBufferPointer { b in memcmp(b.baseAddress! + (b.count - n), t.baseAddress!, n) == 0 }

@@ -90,8 +90,9 @@ import Testing
                 let want = line.split(separator: " ", maxSplits: 1).map(String.init)
                 let heard = MountHarness.eventually(timeout: 20) { lines(ino).contains { let e = events($0); return e.0 == want[0] && e.2 == want[1] } }
                 if !heard {
-                    // What B's daemon did meanwhile: the events it applied, a replay it could not make.
-                    Issue.record("not heard: \(line)\nB's log:\n\(b.daemonLog())\nB's events:\n\(b.sh("tail -n 40 .marfafs/events").out)")
+                    // Shown beside the caller's failed expectation: what B's daemon did meanwhile (the
+                    // events it applied, a replay it could not make).
+                    FileHandle.standardError.write(Data("\n=== not heard on B: \(line)\nB's log:\n\(b.daemonLog())\nB's events:\n\(b.sh("tail -n 40 .marfafs/events").out)\n".utf8))
                 }
                 return heard
             }
