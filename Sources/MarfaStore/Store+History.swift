@@ -75,11 +75,12 @@ extension Store {
         let origin = madeBy(db)
         versionOrigin.withLock { $0 = .local }
         if try db.exists("SELECT 1 FROM temp.made") {
-            try db.execute(sql: "UPDATE items SET made_by = ? WHERE rowid IN (SELECT rowid FROM temp.made); DELETE FROM temp.made", arguments: [origin])
+            try db.run("UPDATE items SET made_by = ? WHERE rowid IN (SELECT rowid FROM temp.made)", [origin])
+            try db.run("DELETE FROM temp.made")
         }
-        let olds = try Row.fetchAll(db, sql: "SELECT * FROM temp.replaced")
+        let olds = try db.rows("SELECT * FROM temp.replaced")
         if olds.isEmpty { return }
-        try db.execute(sql: "DELETE FROM temp.replaced")
+        try db.run("DELETE FROM temp.replaced")
         let now = Self.ns(Date())
         for old in olds {
             guard let new = try db.row("SELECT rowid, id, type, raw, raw_head, size, properties, blob_ref FROM items WHERE rowid = ?", [old["rowid"]]) else { continue }
@@ -89,16 +90,16 @@ extension Store {
                 // A file's bytes that lasted less than a few seconds were a file still being
                 // written (a large copy settles on the way), not a version anyone kept.
                 if now - (old["mtime_ns"] as Int64? ?? 0) < Self.historyFileSettleNs { continue }
-                try db.execute(sql: "INSERT INTO versions(item_id, made_ns, replaced_ns, made_by, blob_ref, size) VALUES (?, ?, ?, ?, ?, ?)",
-                               arguments: [itemID, old["mtime_ns"], now, old["made_by"], ref, old["size"]])
+                try db.run("INSERT INTO versions(item_id, made_ns, replaced_ns, made_by, blob_ref, size) VALUES (?, ?, ?, ?, ?, ?)",
+                           [itemID, old["mtime_ns"], now, old["made_by"], ref, old["size"]])
             } else {
                 let before = textBytes(old), after = textBytes(new)
                 // An empty file is no version worth keeping (a save truncates before it writes).
                 if before == after || before.isEmpty { continue }
-                try db.execute(sql: "INSERT INTO versions(item_id, made_ns, replaced_ns, made_by, bytes, size) VALUES (?, ?, ?, ?, ?, ?)",
-                               arguments: [itemID, old["mtime_ns"], now, old["made_by"], Data(before), before.count])
+                try db.run("INSERT INTO versions(item_id, made_ns, replaced_ns, made_by, bytes, size) VALUES (?, ?, ?, ?, ?, ?)",
+                           [itemID, old["mtime_ns"], now, old["made_by"], Data(before), before.count])
             }
-            try db.execute(sql: "UPDATE items SET made_by = ? WHERE rowid = ?", arguments: [origin, new["rowid"]])
+            try db.run("UPDATE items SET made_by = ? WHERE rowid = ?", [origin, new["rowid"]])
             try pruneVersions(db, itemID: itemID, keep: TypeSchema.isBlobType(new["type"]) ? Self.historyKeepPerFile : Self.historyKeepPerItem)
         }
     }
@@ -113,12 +114,12 @@ extension Store {
     /// Retention (see the type's comment); blobs no version names any more may be dropped.
     func pruneVersions(_ db: Database, itemID: String, keep: Int) throws {
         let cutoff = Self.ns(Date()) - Int64(Self.historyKeepDays) * 86_400 * 1_000_000_000
-        let gone = try Row.fetchAll(db, sql: """
+        let gone = try db.rows("""
             SELECT seq, blob_ref FROM versions WHERE item_id = ?1 AND seq NOT IN
               (SELECT seq FROM versions WHERE item_id = ?1 ORDER BY seq DESC LIMIT ?2)
             UNION SELECT seq, blob_ref FROM versions WHERE item_id = ?1 AND replaced_ns < ?3 AND seq NOT IN
               (SELECT seq FROM versions WHERE item_id = ?1 ORDER BY seq DESC LIMIT ?4)
-            """, arguments: [itemID, keep, cutoff, min(keep, Self.historyKeepAlways)])
+            """, [itemID, keep, cutoff, min(keep, Self.historyKeepAlways)])
         try dropVersions(db, gone)
         // The cap over every item's versions, checked now and then (it reads every row's size).
         let check = historyChecks.withLock { n -> Bool in n += 1; return n % 32 == 1 }
@@ -136,7 +137,7 @@ extension Store {
 
     func dropVersions(_ db: Database, _ rows: [Row]) throws {
         for row in rows {
-            try db.execute(sql: "DELETE FROM versions WHERE seq = ?", arguments: [row["seq"]])
+            try db.run("DELETE FROM versions WHERE seq = ?", [row["seq"]])
             if let ref: String = row["blob_ref"] { try dropBlobIfUnused(db, ref) }
         }
     }

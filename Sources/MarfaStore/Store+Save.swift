@@ -141,12 +141,15 @@ extension Store {
         // Bytes not settled yet with no save under way are a file still being made (a new file
         // committed from the staging before it settled): what follows continues it, with no base
         // of its own, as more writes to a staged file do.
-        guard let cur = try Self.fetchItem(db, rowid: rowid), !cur.unsettled, !TypeSchema.isBlobType(cur.item.type) else { return }
-        let before = try currentBytes(db, cur)
+        // Only the columns the bytes come from: a whole item's properties are not parsed for it.
+        guard let row = try db.row("SELECT type, unsettled, raw, raw_head, size, properties, shown_base FROM items WHERE rowid = ?", [rowid]),
+              (row["unsettled"] as Int64? ?? 0) == 0, !TypeSchema.isBlobType(row["type"]) else { return }
+        let before = textBytes(row)
+        let shownBase = (row["shown_base"] as Data?).map { [UInt8]($0) }
         // A read served from the kernel's page cache never reaches the mount, so a writer may hold
         // what the cache held before the last remote change without any record of it: with no
         // record of its own, its base is what the mount showed before that change.
-        let base = patch ? before : (saveBases.seen(rowid, by: writer) ?? cur.shownBase ?? saveBases.shown(rowid) ?? before)
+        let base = patch ? before : (saveBases.seen(rowid, by: writer) ?? shownBase ?? saveBases.shown(rowid) ?? before)
         saveBases.begin(rowid, SaveBases.Save(writer: writer, base: base, before: before))
     }
 

@@ -67,8 +67,7 @@ extension Store {
 
     /// Stores a text item's links, read from the properties just written.
     func storeLinks(_ db: Database, _ rowid: Int64, _ links: [VaultLink]) throws {
-        try db.execute(sql: "UPDATE items SET links = ?, links_stale = 0 WHERE rowid = ?",
-                       arguments: [Self.linksColumn(links), rowid])
+        try db.run("UPDATE items SET links = ?, links_stale = 0 WHERE rowid = ?", [Self.linksColumn(links), rowid])
     }
 
     /// The `links` column for a text's links (NULL for none).
