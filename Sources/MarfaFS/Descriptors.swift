@@ -80,7 +80,7 @@ extension FileSystem {
             catalog.detached[old] = held.file
             log.debug("a replaced file stays with its descriptors", metadata: ["inode": "\(old)", "bytes": "\(held.file.size)"])
         }
-        try wrap { try store.setItemNumber(rowid: r, number: n) }
+        store.setItemNumber(rowid: r, number: n)
         catalog.itemNumber[r] = n
         catalog.aliases[n] = r
     }

@@ -92,7 +92,7 @@ extension FileSystem {
     public func stopSettling() {
         settler.stop()
         do {
-            try locked { try settleNow(); saveDirTimes() }
+            try locked { try settleNow(); saveDirTimes(); try wrap { try store.saveItemNumbers() } }
         } catch {
             log.error("settling at unmount failed; the next mount settles", metadata: ["error": "\(error)"])
         }

@@ -64,6 +64,8 @@ public final class Store: Sendable {
     let announced = Mutex(StoreChanges())
     let observers = Mutex<[@Sendable (StoreChanges) -> Void]>([])
     let rowids = RowidAllocator()
+    /// Item numbers set since the last writing transaction (`setItemNumber`).
+    let pendingNumbers = Mutex<[(number: Int64, rowid: Int64)]>([])
     /// What each writer last saw of each text item, and the saves under way (FS-29, `Store+Save`).
     let saveBases = SaveBases()
     /// The largest text file accepted (a note is text, not a disk image).
@@ -259,15 +261,22 @@ public final class Store: Sendable {
 
     func write<T>(_ body: (Database) throws -> T) throws -> T {
         defer { boundWAL() }
+        let numbers = takePendingNumbers()
         do {
             return try pool.write { db in
                 if !historyReady.withLock({ $0 }) { try Self.prepareHistory(db); historyReady.withLock { $0 = true } }
+                // First: the body may remove an item, and its numbers with it.
+                try Self.writeNumbers(db, numbers)
                 let result = try body(db)
                 // Whatever the body changed, the bytes items had are kept as their history (FS-33).
                 try keepVersions(db)
                 return result
             }
-        } catch { throw Self.storeError(error) }
+        } catch {
+            // Rolled back with the transaction: written with the next one.
+            if !numbers.isEmpty { pendingNumbers.withLock { $0 = numbers + $0 } }
+            throw Self.storeError(error)
+        }
     }
 
     /// Keeps the WAL from growing without bound under writes that never pause while reads never
@@ -281,7 +290,9 @@ public final class Store: Sendable {
             last = now
             return true
         }
-        guard due, let size = (try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int64, size > 64 << 20 else { return }
+        // stat(2) itself: Foundation's attributes look up the owner's and group's names as well.
+        var st = stat()
+        guard due, stat(path + "-wal", &st) == 0, Int64(st.st_size) > 64 << 20 else { return }
         try? pool.writeWithoutTransaction { db in
             // No busy wait: if a reader holds the log, the next check tries again.
             try db.execute(sql: "PRAGMA busy_timeout = 0")
