@@ -18,6 +18,11 @@ import MarfaModel
 /// not yet committed. Recovery replays every generation from that one on: older ones were
 /// committed, and a later one follows a commit a power cut may have undone.
 ///
+/// The file is grown ahead of its records in zeros (`growth` at a time, written, not a hole):
+/// an `fsync` of a staged file then makes only the new records durable, not the file's size and
+/// blocks with them, which cost as much again. A zero length ends the records as a torn one does:
+/// recovery finds their end by what the file holds, not by its size.
+///
 /// Live changes and recovery apply records the same way (`apply(_:to:)`).
 ///
 /// Thread-safe on its own (one lock; `hasOverlay` has its own, for the sync engine's reads inside
@@ -37,8 +42,10 @@ final class Staging: @unchecked Sendable {
     /// through its transaction), never while a transaction is open.
     private let lock = NSLock()
     private var fd: Int32 = -1
-    /// The journal's length (only this object writes it, always at the end).
+    /// Where the journal's records end (only this object writes it, always there). Zeros follow,
+    /// up to `allocated`, the file's size.
     private var end: off_t = 0
+    private var allocated: off_t = 0
     private var generationValue: Int64 = 0
     /// Whether an `fsync` made records of this generation durable: files that stay through a
     /// partial commit are then made durable again in the next one.
@@ -300,10 +307,10 @@ final class Staging: @unchecked Sendable {
     /// written beside it, made durable, renamed over it. A crash leaves one or the other, whole.
     private func rewrite(generation g: Int64, _ files: [File]) throws {
         let aside = path + ".new"
-        let newFD = open(aside, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0o600)
+        let newFD = open(aside, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard newFD >= 0 else { throw StoreError.io("cannot open \(aside): \(String(cString: strerror(errno)))") }
-        let oldFD = fd, oldEnd = end
-        fd = newFD; end = 0
+        let oldFD = fd, oldEnd = end, oldAllocated = allocated
+        fd = newFD; end = 0; allocated = 0
         do {
             var header = Array("MFSJ".utf8)
             Record.putU32(&header, 1)
@@ -313,7 +320,7 @@ final class Staging: @unchecked Sendable {
             guard fdatasync(fd) == 0, rename(aside, path) == 0 else { throw Spool.error("cannot replace \(path)") }
         } catch {
             close(newFD); unlink(aside)
-            fd = oldFD; end = oldEnd
+            fd = oldFD; end = oldEnd; allocated = oldAllocated
             throw error
         }
         close(oldFD)
@@ -341,10 +348,9 @@ final class Staging: @unchecked Sendable {
         ready = false
         resetTo = g
         generationValue = g
-        end = lseek(fd, 0, SEEK_END)
         if fresh || end < 8 || end > Self.compactBytes {
             guard ftruncate(fd, 0) == 0 else { throw StoreError.io("cannot reset \(path): \(String(cString: strerror(errno)))") }
-            end = 0
+            end = 0; allocated = 0
             var header = Array("MFSJ".utf8)
             Record.putU32(&header, 1)
             try writeAll(header)
@@ -387,9 +393,11 @@ final class Staging: @unchecked Sendable {
         }
         // A record torn by the kill ends the journal: it is cut off, or the records appended from
         // now on would sit behind it, where the next recovery never reads.
+        // The zeros the journal was grown by go with it (the file grows again as it is written).
         if pos < bytes.count {
             try openIfNeeded()
             guard ftruncate(fd, off_t(pos)) == 0 else { throw Spool.error("cannot cut the torn end of \(path)") }
+            end = off_t(pos); allocated = off_t(pos)
         }
         guard let current, current >= g else { return ([], max(g, current ?? g)) }
         return (Self.ordered(out), current)
@@ -397,11 +405,18 @@ final class Staging: @unchecked Sendable {
 
     // MARK: the file (the lock held)
 
+    /// Opens the journal, whose records end where the file does: it is opened by recovery, which
+    /// cuts off what follows them, or started afresh.
     private func openIfNeeded() throws {
         if fd >= 0 { return }
-        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw StoreError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
+        end = lseek(fd, 0, SEEK_END)
+        allocated = end
     }
+
+    /// How far ahead of its records the journal is grown.
+    static let growth: off_t = 1 << 20
 
     private func append(_ rec: Record) throws {
         // Until the store's generation is known (recovery), or after a failed reset, nothing may be
@@ -419,17 +434,21 @@ final class Staging: @unchecked Sendable {
         do {
             try writeAll(out)
         } catch {
-            // A record half written (a full disk) would end the journal for every later one.
+            // A record half written (a full disk) would end the journal for every later one: the
+            // file is cut back to the records before it (and grows again at the next one).
             _ = ftruncate(fd, start)
-            end = start
+            end = start; allocated = start
             throw error
         }
     }
 
+    /// Writes `bytes` where the records end, growing the file ahead of them first if they do not
+    /// fit in what it has.
     private func writeAll(_ bytes: [UInt8]) throws {
+        if end + off_t(bytes.count) > allocated { grow(toHold: off_t(bytes.count)) }
         var done = 0
         while done < bytes.count {
-            let n = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress! + done, $0.count - done) }
+            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, $0.count - done, end) }
             if n < 0 {
                 if errno == EINTR { continue }
                 throw Spool.error("cannot write \(path)")
@@ -437,6 +456,25 @@ final class Staging: @unchecked Sendable {
             done += n
             end += off_t(n)
         }
+        allocated = max(allocated, end)
+    }
+
+    /// Grows the journal in zeros to hold `count` more bytes and `growth` beyond. Failing that (a
+    /// full disk), it stays as it was: the record is written at its end all the same.
+    private func grow(toHold count: off_t) {
+        let target = end + count + Self.growth
+        let zeros = [UInt8](repeating: 0, count: 64 << 10)
+        var at = allocated
+        while at < target {
+            let n = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress!, min($0.count, Int(target - at)), at) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 {
+                _ = ftruncate(fd, allocated)
+                return
+            }
+            at += off_t(n)
+        }
+        allocated = target
     }
 }
 
