@@ -16,6 +16,9 @@ struct VaultIndex {
     var byName: [String: Set<Int64>] = [:]
     /// Text items → the links their text holds.
     var linksOf: [Int64: [VaultLink]] = [:]
+    /// Text items → the name key of each of their links (as in `linksOf`, in order): every create
+    /// or rename of a name looks for the links that name it, in each note that has one.
+    var linkKeysOf: [Int64: [String]] = [:]
     /// Name key → the text items with a link whose last component has it.
     var linkers: [String: Set<Int64>] = [:]
     /// Source → the derived edges it has now: (target, edge type) → edge rowid.
@@ -36,6 +39,15 @@ struct VaultIndex {
     static func nameKey(_ name: Substring) -> String {
         let l = name.lowercased()
         return l.hasSuffix(".md") ? String(l.dropLast(3)) : l
+    }
+
+    /// The name key a link's target is found by (its last component's).
+    static func linkKey(_ link: VaultLink) -> String { nameKey(lastComponent(link.target)) }
+
+    /// Sets the links of `r` and their keys.
+    mutating func setLinks(_ r: Int64, _ links: [VaultLink]) {
+        linksOf[r] = links.isEmpty ? nil : links
+        linkKeysOf[r] = links.isEmpty ? nil : links.map(Self.linkKey)
     }
 
     static func lastComponent(_ path: String) -> Substring {
@@ -122,9 +134,8 @@ extension Catalog {
         }
         for (f, c) in claims { v.trees[f] = NameTable(c) }
         for (r, text) in links where items[r] != nil {
-            let l = VaultLinks.decode(text)
-            v.linksOf[r] = l
-            for link in l { v.linkers[VaultIndex.nameKey(VaultIndex.lastComponent(link.target)), default: []].insert(r) }
+            v.setLinks(r, VaultLinks.decode(text))
+            for k in v.linkKeysOf[r] ?? [] { v.linkers[k, default: []].insert(r) }
         }
         vault = v
         var n = 0
@@ -199,10 +210,11 @@ extension Catalog {
         }
         if items[source]?.state == .active {
             var targets: [Int64?]
-            if let keys, let known = vault!.targetsOf[source], known.count == links.count {
+            if let keys, let known = vault!.targetsOf[source], known.count == links.count,
+               let linkKeys = vault!.linkKeysOf[source], linkKeys.count == links.count {
                 targets = known
                 var moved = false
-                for (i, link) in links.enumerated() where keys.contains(VaultIndex.nameKey(VaultIndex.lastComponent(link.target))) {
+                for (i, link) in links.enumerated() where keys.contains(linkKeys[i]) {
                     targets[i] = resolve(link, from: source)
                     if targets[i] != known[i] { moved = true }
                 }
@@ -314,9 +326,9 @@ extension FileSystem {
                 : try (facts.flatMap { $0.linksStale ? nil : .some($0.links) } ?? wrap { try store.links(rowid: r) }).map(VaultLinks.decode) ?? []
         } catch { catalog.vault = v; throw error }
         if before != after {
-            for l in before { v.linkers[VaultIndex.nameKey(VaultIndex.lastComponent(l.target))]?.remove(r) }
-            for l in after { v.linkers[VaultIndex.nameKey(VaultIndex.lastComponent(l.target)), default: []].insert(r) }
-            v.linksOf[r] = after.isEmpty ? nil : after
+            for k in v.linkKeysOf[r] ?? [] { v.linkers[k]?.remove(r) }
+            v.setLinks(r, after)
+            for k in v.linkKeysOf[r] ?? [] { v.linkers[k, default: []].insert(r) }
         }
         // The links naming this item's old and new name may resolve differently now: re-resolved
         // in the notes that have them (only those links); its own, all of them.
