@@ -18,10 +18,9 @@ import MarfaModel
 /// not yet committed. Recovery replays every generation from that one on: older ones were
 /// committed, and a later one follows a commit a power cut may have undone.
 ///
-/// The file is grown ahead of its records in zeros (`growth` at a time, written, not a hole):
-/// an `fsync` of a staged file then makes only the new records durable, not the file's size and
-/// blocks with them, which cost as much again. A zero length ends the records as a torn one does:
-/// recovery finds their end by what the file holds, not by its size.
+/// The file is grown ahead of its records in written zeros (`growth` at a time), so an `fsync`
+/// writes the new records, not the file's size and blocks too. A zero length ends the records as
+/// a torn one does: recovery finds their end by what the file holds, not by its size.
 ///
 /// Live changes and recovery apply records the same way (`apply(_:to:)`).
 ///
@@ -405,8 +404,7 @@ final class Staging: @unchecked Sendable {
 
     // MARK: the file (the lock held)
 
-    /// Opens the journal, whose records end where the file does: it is opened by recovery, which
-    /// cuts off what follows them, or started afresh.
+    /// Opens the journal, whose records end where the file does (recovery cut off what followed).
     private func openIfNeeded() throws {
         if fd >= 0 { return }
         fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
@@ -442,8 +440,7 @@ final class Staging: @unchecked Sendable {
         }
     }
 
-    /// Writes `bytes` where the records end, growing the file ahead of them first if they do not
-    /// fit in what it has.
+    /// Writes `bytes` where the records end, growing the file first if they do not fit.
     private func writeAll(_ bytes: [UInt8]) throws {
         if end + off_t(bytes.count) > allocated { grow(toHold: off_t(bytes.count)) }
         var done = 0
@@ -462,16 +459,12 @@ final class Staging: @unchecked Sendable {
     /// Grows the journal in zeros to hold `count` more bytes and `growth` beyond. Failing that (a
     /// full disk), it stays as it was: the record is written at its end all the same.
     private func grow(toHold count: off_t) {
-        let target = end + count + Self.growth
-        let zeros = [UInt8](repeating: 0, count: 64 << 10)
+        let target = end + count + Self.growth, zeros = [UInt8](repeating: 0, count: 64 << 10)
         var at = allocated
         while at < target {
             let n = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress!, min($0.count, Int(target - at)), at) }
             if n < 0 && errno == EINTR { continue }
-            if n <= 0 {
-                _ = ftruncate(fd, allocated)
-                return
-            }
+            if n <= 0 { _ = ftruncate(fd, allocated); return }
             at += off_t(n)
         }
         allocated = target
