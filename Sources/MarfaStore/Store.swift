@@ -263,8 +263,14 @@ public final class Store: Sendable {
         defer { boundWAL() }
         let numbers = takePendingNumbers()
         do {
+            // The history's temporary tables and triggers are made outside any transaction: made
+            // in one that fails (a full disk), they went with its rollback, and every later write
+            // failed on a missing table.
+            if !historyReady.withLock({ $0 }) {
+                try pool.writeWithoutTransaction { db in try Self.prepareHistory(db) }
+                historyReady.withLock { $0 = true }
+            }
             return try pool.write { db in
-                if !historyReady.withLock({ $0 }) { try Self.prepareHistory(db); historyReady.withLock { $0 = true } }
                 // First: the body may remove an item, and its numbers with it.
                 try Self.writeNumbers(db, numbers)
                 let result = try body(db)
