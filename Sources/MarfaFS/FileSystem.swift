@@ -81,9 +81,11 @@ public final class FileSystem: @unchecked Sendable {
         self.log = logger
         self.local = LocalFiles(store: store.path)
         // Files a killed mount left staged are committed, and files written before a crash
-        // settle now, before anything is served (FS-15).
-        try store.recoverStaged()
-        try store.settle()
+        // settle now, before anything is served (FS-15). On a disk too full for that (FS-28) the
+        // mount comes up all the same: the files stay staged, and settle once there is room.
+        let staged = try store.recoverStaged(keepOnFullDisk: true)
+        var fullDisk = !store.stagingIsEmpty && staged > 0
+        do { try store.settle() } catch StoreError.noSpace { fullDisk = true }
         self.catalog = try Catalog(store: store)
         self.inodes = InodeTable(folders: try store.treeDirInodes())
         // Blob files that could not settle yet (a full disk): their spool file is their size.
@@ -99,6 +101,21 @@ public final class FileSystem: @unchecked Sendable {
         // What the store commits for the sync engine shows in the mount (FS-19): the filesystem
         // learns of remote changes from the store, never from the sync engine.
         store.observe { [weak self] c in self?.storeChanged(c) }
+        if fullDisk { showStagedAtMount() }
+    }
+
+    /// Files a full disk kept staged or unsettled when the mount began (FS-28): shown as they are,
+    /// and the settler tries again.
+    func showStagedAtMount() {
+        let staged = store.stagedFiles()
+        let inv: [Invalidation] = locked {
+            for s in staged.scratch { catalog.addScratch(s) }
+            for f in staged.overlays { catalog.items[f.key.rowid]?.size = f.size; catalog.items[f.key.rowid]?.mtimeNs = f.mtimeNs }
+            return staged.items.flatMap { (s, tags) in (try? refreshItem(s.rowid, .made(s, Set(tags)))) ?? [] }
+        }
+        notify(inv)
+        noteError(StoreError.noSpace("the disk was too full at the mount to store what was written before it: kept in the staging journal, stored once there is room"))
+        settler.noteWrite()
     }
 
     /// Items the store dropped (purged) before anything was served: out of the catalog.

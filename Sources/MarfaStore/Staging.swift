@@ -84,6 +84,7 @@ final class Staging: @unchecked Sendable {
     var isEmpty: Bool { locked { files.isEmpty } }
     var count: Int { locked { files.count } }
     func file(_ key: Key) -> File? { locked { files[key] } }
+    func list() -> [File] { locked { all } }
     func contains(_ key: Key) -> Bool { locked { files[key] != nil } }
     /// The generation the journal is in, if `key` is staged (one look: a commit may come between two).
     func generation(ifStaged key: Key) -> Int64? { locked { files[key] != nil ? generationValue : nil } }
@@ -326,6 +327,9 @@ final class Staging: @unchecked Sendable {
         syncedThisGeneration = true
     }
 
+    /// Appends go on in the recovered generation, its files staged (their commit met a full disk).
+    func resume() throws { try locked { try openIfNeeded(); resetTo = nil; ready = true } }
+
     /// Puts recovered files back in memory (their records are in the journal already).
     func restore(_ list: [File], generation g: Int64) {
         locked {
@@ -391,8 +395,7 @@ final class Staging: @unchecked Sendable {
             pos += 8 + len
         }
         // A record torn by the kill ends the journal: it is cut off, or the records appended from
-        // now on would sit behind it, where the next recovery never reads.
-        // The zeros the journal was grown by go with it (the file grows again as it is written).
+        // now on would sit behind it, where the next recovery never reads; zeros after it go too.
         if pos < bytes.count {
             try openIfNeeded()
             guard ftruncate(fd, off_t(pos)) == 0 else { throw Spool.error("cannot cut the torn end of \(path)") }
@@ -415,7 +418,6 @@ final class Staging: @unchecked Sendable {
 
     /// How far ahead of its records the journal is grown.
     static let growth: off_t = 1 << 20
-
     private func append(_ rec: Record) throws {
         // Until the store's generation is known (recovery), or after a failed reset, nothing may be
         // appended: the records would belong to a generation recovery ignores.

@@ -136,8 +136,11 @@ extension Store {
     /// Commits what a killed mount left staged (its journal), before the store is used for
     /// anything else; then the journal is ready for new files. The mount, `import` and `resync`
     /// call this once, holding the store's lock.
+    /// `keepOnFullDisk` (the mount): when the disk is too full to commit them (FS-28), even with
+    /// the reserve given back, the files stay staged, the journal as it is and ready for more, and
+    /// they are committed once there is room; without it the error is thrown.
     @discardableResult
-    public func recoverStaged() throws -> Int {
+    public func recoverStaged(keepOnFullDisk: Bool = false) throws -> Int {
         let g = try pool.read { db in
             try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'staging_generation'").flatMap { Int64($0) } ?? 0
         }
@@ -151,8 +154,30 @@ extension Store {
         // The journal is left as it is until the commit has made it history; the commit starts
         // a generation past every one it names.
         staging.restore(files, generation: last)
-        try commitStaged()
+        do {
+            try commitStaged()
+        } catch StoreError.noSpace(let why) {
+            guard releaseReserve(), (try? commitStaged()) != nil else {
+                guard keepOnFullDisk else { throw StoreError.noSpace(why) }
+                try staging.resume()
+                return files.count
+            }
+        }
         return files.count
+    }
+
+    /// What the mount shows of the files left staged (a full disk at its start): new items with
+    /// the tags they were made with, scratch files, and items' staged new bytes.
+    public func stagedFiles() -> (items: [(ItemSummary, tags: [String])], scratch: [ScratchFile], overlays: [StagedFile]) {
+        var out: (items: [(ItemSummary, tags: [String])], scratch: [ScratchFile], overlays: [StagedFile]) = ([], [], [])
+        for f in staging.list() {
+            switch f.origin {
+            case .item(let n, _): if let s = stagedSummary(f) { out.items.append((s, n.tags)) }
+            case .scratch: if let s = scratchFile(ofStaged: f) { out.scratch.append(s) }
+            case .overlay: out.overlays.append(f)
+            }
+        }
+        return out
     }
 
     // MARK: what is staged (safe from any thread: the staging has its own lock)

@@ -277,6 +277,42 @@ import Testing
         #expect(h2.sh("stat -c %s types/core.file/after.bin").out == "3000000")
     }
 
+    /// FS-28, FS-15: files written into the tree until the disk is full stay in the staging
+    /// journal (there is no room to store them); the next mount comes up with them all the same,
+    /// says why in its status, and stores them once there is room.
+    @Test func FS28_aMountAfterAFullDiskShowsWhatItsJournalHoldsAndStoresItOnceThereIsRoom() throws {
+        let h = try MountHarness()
+        let disk = h.root + "/disk", src = h.root + "/src"
+        try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        #expect(Shell.run(["/bin/mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", disk]).status == 0)
+        let h2 = try MountHarness(store: disk + "/kb.sqlite")
+        defer {
+            h2.unmount(); h.unmount()
+            _ = Shell.run(["/bin/umount", "-l", disk])
+            try? FileManager.default.removeItem(atPath: h.root); try? FileManager.default.removeItem(atPath: h2.root)
+        }
+        #expect(Shell.run(["/bin/sh", "-c", "for i in $(seq 0 299); do head -c 75000 /dev/urandom | base64 -w 100 > '\(src)'/f$i.md; done"]).status == 0)
+        try h2.mount()
+        let fill = h2.sh("i=0; while [ $i -lt 300 ] && cp '\(src)'/f$i.md vault/f$i.md 2>/dev/null; do i=$((i+1)); done; echo $i")
+        let written = Int(fill.out) ?? 0
+        #expect(written > 20 && written < 300, "the disk filled after \(written) files")
+        let same = "n=0; for i in $(seq 0 \(written - 1)); do cmp -s '\(src)'/f$i.md vault/f$i.md && n=$((n+1)); done; echo $n"
+        h2.unmount()
+        // Another program takes what is left, the reserve included: the mount has no room at all.
+        _ = Shell.run(["/bin/sh", "-c", "rm -f '\(disk)'/kb.sqlite-reserve; dd if=/dev/zero of='\(disk)'/filler bs=64k 2>/dev/null; sync"])
+        try h2.mount()
+        #expect(h2.sh(same).out == "\(written)", "every file written before the disk filled is there after the mount")
+        #expect(h2.sh("cat .marfafs/status").out.contains("no space left"), "\(h2.sh("cat .marfafs/status").out.prefix(400))")
+        // Room again: the files are stored, and stay through another mount.
+        #expect(Shell.run(["/bin/rm", "-f", disk + "/filler"]).status == 0)
+        #expect(MountHarness.eventually(timeout: 30) { (Int(h2.sql("SELECT count(*) FROM items WHERE unsettled = 0")) ?? 0) >= written },
+                "\(h2.sql("SELECT count(*) FROM items"))")
+        h2.unmount()
+        try h2.mount()
+        #expect(h2.sh(same).out == "\(written)")
+    }
+
     @Test func FS28_aLocalStoreKeepsNoPayloadsUntilItMeetsAServer() throws {
         let s = try ServerHarness()
         let (key, serverOptions) = try s.mountKey()
