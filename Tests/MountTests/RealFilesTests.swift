@@ -244,17 +244,27 @@ import Testing
         }
     }
 
-    @Test func FS28_onAFullDiskDeletingStillWorksAndStatusSaysWhy() throws {
+    /// A mount whose store is on a tmpfs of `size` (a disk that fills up): `body` gets it, the
+    /// tmpfs's path and a folder on another disk; both mounts are undone and removed after.
+    static func onSmallDisk(_ size: String, _ body: (MountHarness, String, String) throws -> Void) throws {
         let h = try MountHarness()
-        let disk = h.root + "/disk"
-        try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
-        #expect(Shell.run(["/bin/mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", disk]).status == 0)
+        let disk = h.root + "/disk", elsewhere = h.root + "/elsewhere"
+        for d in [disk, elsewhere] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
+        #expect(Shell.run(["/bin/mount", "-t", "tmpfs", "-o", "size=\(size)", "tmpfs", disk]).status == 0)
         let h2 = try MountHarness(store: disk + "/kb.sqlite")
         defer {
             h2.unmount(); h.unmount()
             _ = Shell.run(["/bin/umount", "-l", disk])
             try? FileManager.default.removeItem(atPath: h.root); try? FileManager.default.removeItem(atPath: h2.root)
         }
+        try body(h2, disk, elsewhere)
+    }
+
+    @Test func FS28_onAFullDiskDeletingStillWorksAndStatusSaysWhy() throws {
+        try Self.onSmallDisk("48m") { h2, _, _ in try Self.deletingOnAFullDisk(h2) }
+    }
+
+    static func deletingOnAFullDisk(_ h2: MountHarness) throws {
         try h2.mount()
         #expect(h2.sh("printf 'keep me\\n' > types/core.note/keep.md").status == 0)
         h2.settle()
@@ -281,17 +291,10 @@ import Testing
     /// journal (there is no room to store them); the next mount comes up with them all the same,
     /// says why in its status, and stores them once there is room.
     @Test func FS28_aMountAfterAFullDiskShowsWhatItsJournalHoldsAndStoresItOnceThereIsRoom() throws {
-        let h = try MountHarness()
-        let disk = h.root + "/disk", src = h.root + "/src"
-        try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
-        #expect(Shell.run(["/bin/mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", disk]).status == 0)
-        let h2 = try MountHarness(store: disk + "/kb.sqlite")
-        defer {
-            h2.unmount(); h.unmount()
-            _ = Shell.run(["/bin/umount", "-l", disk])
-            try? FileManager.default.removeItem(atPath: h.root); try? FileManager.default.removeItem(atPath: h2.root)
-        }
+        try Self.onSmallDisk("24m") { h2, disk, src in try Self.mountAfterAFullDisk(h2, disk: disk, src: src) }
+    }
+
+    static func mountAfterAFullDisk(_ h2: MountHarness, disk: String, src: String) throws {
         #expect(Shell.run(["/bin/sh", "-c", "for i in $(seq 0 299); do head -c 75000 /dev/urandom | base64 -w 100 > '\(src)'/f$i.md; done"]).status == 0)
         try h2.mount()
         let fill = h2.sh("i=0; while [ $i -lt 300 ] && cp '\(src)'/f$i.md vault/f$i.md 2>/dev/null; do i=$((i+1)); done; echo $i")
