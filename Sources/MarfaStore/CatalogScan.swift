@@ -61,7 +61,9 @@ extension Store {
     /// read from their properties first.
     public func allLinks() throws -> [(Int64, String)] {
         if try pool.read({ db in try db.exists("SELECT 1 FROM items WHERE links_stale = 1") }) {
-            try write { db in try freshenLinks(db, "links_stale = 1") }
+            // On a full disk (FS-28) the links are taken as they are: those not read yet come with
+            // their notes' settling, once there is room; the vault is listed meanwhile.
+            do { try write { db in try freshenLinks(db, "links_stale = 1") } } catch StoreError.noSpace {}
         }
         return try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT rowid, links FROM items WHERE links IS NOT NULL").map { ($0[0], $0[1]) }
