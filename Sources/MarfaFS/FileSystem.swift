@@ -83,8 +83,8 @@ public final class FileSystem: @unchecked Sendable {
         // Files a killed mount left staged are committed, and files written before a crash
         // settle now, before anything is served (FS-15). On a disk too full for that (FS-28) the
         // mount comes up all the same: the files stay staged, and settle once there is room.
-        let staged = try store.recoverStaged(keepOnFullDisk: true)
-        var fullDisk = !store.stagingIsEmpty && staged > 0
+        try store.recoverStaged(keepOnFullDisk: true)
+        var fullDisk = !store.stagingIsEmpty
         do { try store.settle() } catch StoreError.noSpace { fullDisk = true }
         self.catalog = try Catalog(store: store)
         self.inodes = InodeTable(folders: try store.treeDirInodes())
@@ -110,7 +110,7 @@ public final class FileSystem: @unchecked Sendable {
         let staged = store.stagedFiles()
         let inv: [Invalidation] = locked {
             for s in staged.scratch { catalog.addScratch(s) }
-            for f in staged.overlays { catalog.items[f.key.rowid]?.size = f.size; catalog.items[f.key.rowid]?.mtimeNs = f.mtimeNs }
+            for f in staged.overlays { wroteUnsettled(f.key.rowid, size: f.size, mtimeNs: f.mtimeNs) }
             return staged.items.flatMap { (s, tags) in (try? refreshItem(s.rowid, .made(s, Set(tags)))) ?? [] }
         }
         notify(inv)

@@ -6,13 +6,11 @@ import GRDB
 /// made again at once takes a new one — so a descriptor open on the old file keeps it. The numbers
 /// are kept across mounts and never given to another item.
 extension Store {
-    /// Every item that has a number other than its rowid: number → item rowid.
+    /// Every item that has a number other than its rowid: number → item rowid (numbers not
+    /// written yet are written first).
     public func itemNumbers() throws -> [(number: Int64, rowid: Int64)] {
-        var numbers = Dictionary(try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT number, rowid FROM item_numbers").map { ($0[0] as Int64, $0[1] as Int64) }
-        }, uniquingKeysWith: { a, _ in a })
-        for (number, rowid) in pendingNumbers.withLock({ $0 }) { numbers[number] = rowid }
-        return numbers.sorted { $0.key < $1.key }.map { (number: $0.key, rowid: $0.value) }
+        try saveItemNumbers()
+        return try pool.read { db in try Row.fetchAll(db, sql: "SELECT number, rowid FROM item_numbers ORDER BY number").map { ($0[0], $0[1]) } }
     }
 
     /// Item `rowid` shows under `number` from now on (its earlier numbers keep naming it). The

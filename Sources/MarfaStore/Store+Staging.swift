@@ -157,11 +157,11 @@ extension Store {
         do {
             try commitStaged()
         } catch StoreError.noSpace(let why) {
-            guard releaseReserve(), (try? commitStaged()) != nil else {
-                guard keepOnFullDisk else { throw StoreError.noSpace(why) }
-                try staging.resume()
-                return files.count
-            }
+            // A full disk (FS-28): the reserve is given back for the commit; failing that, the
+            // mount keeps the files staged.
+            if releaseReserve(), (try? commitStaged()) != nil { return files.count }
+            guard keepOnFullDisk else { throw StoreError.noSpace(why) }
+            try staging.resume()
         }
         return files.count
     }
