@@ -140,11 +140,15 @@ extension FileSystem {
         let batch = 16
         do {
             // Staged files quiet for the window first (by their last change, not their mtime,
-            // which `rsync -a` sets to the source's), in one transaction under the lock; a new
-            // file still being written stays staged (`rsync`'s temporary file until its rename),
-            // one staged for `maxDelay` is committed anyway.
+            // which `rsync -a` sets to the source's), in one transaction; a new file still being
+            // written stays staged (`rsync`'s temporary file until its rename), one staged for
+            // `maxDelay` is committed anyway. Only choosing them takes the lock: the store's
+            // transaction runs without it, and a request waits for it only if it touches one of
+            // the files being committed (`Store.beginQuietCommit`).
             let quiet = (since: before, stagedBefore: Int64((Date().timeIntervalSince1970 - settler.maxDelay) * 1e9))
-            if settler.commitTurn(firstOfRound: firstOfRound) { try locked { try store.commitStaged(quiet: quiet) } }
+            if settler.commitTurn(firstOfRound: firstOfRound), let c = try locked({ try store.beginQuietCommit(quiet) }) {
+                try store.finishQuietCommit(c)
+            }
             let rows = try store.settle(writtenBefore: before, limit: batch)
             let inv: [Invalidation] = try locked {
                 let inv = try settled(rows)

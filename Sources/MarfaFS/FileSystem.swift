@@ -304,8 +304,8 @@ public final class FileSystem: @unchecked Sendable {
         let (n, summary, staged): (Node, ItemSummary?, [UInt8]?) = try locked {
             let n = try node(ino)
             // A staged file is read from memory, a spooled blob from its spool file (FS-28).
-            if let k = stagedKey(n) {
-                let bytes = store.stagedFile(k)?.bytes ?? []
+            if let f = stagedToRead(n) {
+                let bytes = f.bytes, k = f.key
                 if k.kind == .item { store.noteRead(k.rowid, by: writers.writer(reader), bytes) }
                 return (n, nil, Self.slice(bytes, offset: offset, size: size))
             }
@@ -477,15 +477,24 @@ public final class FileSystem: @unchecked Sendable {
         } catch { throw FSError.from(error) }
     }
 
-    /// The staging key of a file that is staged (not yet in the store).
+    /// The staging key of a file that is staged (not yet in the store), to act on: a file the
+    /// settler is committing is waited for (it is in the store after).
     func stagedKey(_ n: Node) -> StagedKey? {
-        let k: StagedKey
+        guard let k = Self.stagingKey(n) else { return nil }
+        return store.isStaged(k) ? k : nil
+    }
+
+    /// A staged file as it is now, to read: one being committed too (no wait).
+    func stagedToRead(_ n: Node) -> StagedFile? {
+        Self.stagingKey(n).flatMap(store.stagedFile)
+    }
+
+    private static func stagingKey(_ n: Node) -> StagedKey? {
         switch n {
-        case .item(let r): k = StagedKey(.item, r)
-        case .scratch(let s): k = StagedKey(.scratch, s)
+        case .item(let r): return StagedKey(.item, r)
+        case .scratch(let s): return StagedKey(.scratch, s)
         default: return nil
         }
-        return store.isStaged(k) ? k : nil
     }
 
     func notify(_ inv: [Invalidation]) {

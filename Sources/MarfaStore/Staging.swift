@@ -27,6 +27,14 @@ import MarfaModel
 /// Thread-safe on its own (one lock; `hasOverlay` has its own, for the sync engine's reads inside
 /// a store transaction). Reached only through the store (Store+Staging), which decides what is
 /// staged and when it is committed; the journal's record format is in StagingJournal.swift.
+///
+/// The settler's commit writes the store with no lock held (`beginCommit`, `finishCommit`): the
+/// files it commits are *committing* meanwhile. They stay staged (reads get their bytes), but
+/// whatever would change one, or decide on a change by asking whether it is staged (`contains`,
+/// `isNew`, `generation(ifStaged:)`), waits until the commit is over; then it is in the store.
+/// Every other file is changed, made and dropped as usual. Lock order: the filesystem's lock,
+/// then this one, then the store's writer; a wait for committing files is never made inside a
+/// store transaction (the commit it waits for needs the writer).
 final class Staging: @unchecked Sendable {
     typealias Key = StagedKey
     typealias File = StagedFile
@@ -37,9 +45,12 @@ final class Staging: @unchecked Sendable {
     static let maxTotalBytes = 64 << 20
 
     let path: String
-    /// Guards everything below but `overlays`. Taken before the store's writer (a commit holds it
-    /// through its transaction), never while a transaction is open.
-    private let lock = NSLock()
+    /// Guards everything below but `overlays`. Taken before the store's writer (a full commit
+    /// holds it through its transaction), never while a transaction is open. Signalled when a
+    /// commit in flight ends.
+    private let lock = NSCondition()
+    /// The files of the commit in flight (`beginCommit`), if any.
+    private var committing: Set<Key> = []
     private var fd: Int32 = -1
     /// Where the journal's records end (only this object writes it, always there). Zeros follow,
     /// up to `allocated`, the file's size.
@@ -73,6 +84,11 @@ final class Staging: @unchecked Sendable {
         return try body()
     }
 
+    /// Waits (the lock held, released while waiting) until none of `keys` is being committed.
+    private func awaitCommitted(_ keys: [Key]) {
+        while !committing.isEmpty, keys.contains(where: committing.contains) { lock.wait() }
+    }
+
     /// Whether item `rowid` has staged new bytes (safe inside a store transaction).
     func hasOverlay(_ rowid: Int64) -> Bool {
         overlayLock.lock(); defer { overlayLock.unlock() }
@@ -83,14 +99,17 @@ final class Staging: @unchecked Sendable {
     var totalBytes: Int { locked { totalBytesValue } }
     var isEmpty: Bool { locked { files.isEmpty } }
     var count: Int { locked { files.count } }
+    /// A staged file as it is now, to read (a committing one too: the same bytes as its row's).
     func file(_ key: Key) -> File? { locked { files[key] } }
     func list() -> [File] { locked { all } }
-    func contains(_ key: Key) -> Bool { locked { files[key] != nil } }
+    /// Whether `key` is staged, once a commit in flight that holds it is over.
+    func contains(_ key: Key) -> Bool { locked { awaitCommitted([key]); return files[key] != nil } }
     /// The generation the journal is in, if `key` is staged (one look: a commit may come between two).
-    func generation(ifStaged key: Key) -> Int64? { locked { files[key] != nil ? generationValue : nil } }
+    func generation(ifStaged key: Key) -> Int64? { locked { awaitCommitted([key]); return files[key] != nil ? generationValue : nil } }
     /// Whether a staged file is a new one (no row yet), not new bytes of an existing item.
     func isNew(_ key: Key) -> Bool {
         locked {
+            awaitCommitted([key])
             guard let f = files[key] else { return false }
             if case .overlay = f.origin { return false }
             return true
@@ -128,6 +147,7 @@ final class Staging: @unchecked Sendable {
     /// Sets a staged file's mtime (`touch -d`, `rsync -a`): a truncate to its own size.
     func setMtime(_ key: Key, ns: Int64) throws -> File {
         try locked {
+            awaitCommitted([key])
             guard let f = files[key] else { throw StoreError.notFound("staged file \(key.rowid)") }
             return try recordLocked(.truncate(key, size: f.size, mtimeNs: ns))
         }
@@ -137,6 +157,7 @@ final class Staging: @unchecked Sendable {
     /// is gone; the item's file is staged until the next commit. Returns the item's staged file.
     func saveOver(_ target: Int64, from source: Key) throws -> File {
         try locked {
+            awaitCommitted([source, Key(.item, target)])
             // The file keeps its time, as a rename keeps a file's (rsync sets it before the rename).
             let f = try recordLocked(.saveOver(source, into: target, mtimeNs: files[source]?.mtimeNs ?? Store.ns(Date())))
             if case .overlay = f.origin { overlayLock.lock(); overlays.insert(target); overlayLock.unlock() }
@@ -148,6 +169,7 @@ final class Staging: @unchecked Sendable {
     /// name); nil if `key` is not such an item (committed meanwhile, or new bytes of a stored item).
     func move(_ key: Key, type: String, fileName: String, tags: [String]) throws -> File? {
         try locked {
+            awaitCommitted([key])
             guard let f = files[key], case .item = f.origin else { return nil }
             return try recordLocked(.move(key, type: type, fileName: fileName, tags: tags))
         }
@@ -156,6 +178,7 @@ final class Staging: @unchecked Sendable {
     /// Forgets a staged file (a scratch file removed before it was ever committed).
     func drop(_ key: Key) throws {
         try locked {
+            awaitCommitted([key])
             guard files[key] != nil else { return }
             _ = try recordLocked(.drop(key))
         }
@@ -176,6 +199,7 @@ final class Staging: @unchecked Sendable {
     }
 
     private func recordLocked(_ rec: Record) throws -> File {
+        awaitCommitted(rec.touched)
         if let k = rec.key, files[k] == nil { throw StoreError.notFound("staged file \(k.rowid)") }
         try append(rec)
         let touched = rec.touched
@@ -188,62 +212,19 @@ final class Staging: @unchecked Sendable {
         return touched.last.flatMap { files[$0] } ?? File(key: rec.key ?? Key(.item, 0), origin: .overlay, bytes: [], mtimeNs: 0)
     }
 
-    /// What one record does to a set of staged files: live, and when a journal is replayed.
-    static func apply(_ rec: Record, to files: inout [Key: File]) {
-        func change(_ k: Key, _ body: (inout File) -> Void) {
-            // Taken out of the table first, so the change does not copy the bytes.
-            guard var f = files.removeValue(forKey: k) else { return }
-            body(&f)
-            files[k] = f
-        }
-        switch rec {
-        case .begin: break
-        case .create(let f): files[f.key] = f
-        case .write(let k, let offset, let data, let t): change(k) { $0.bytes.put(data, at: Int(offset)); $0.mtimeNs = t }
-        case .truncate(let k, let size, let t): change(k) { $0.bytes.resize(to: Int(size)); $0.mtimeNs = t }
-        case .drop(let k): files.removeValue(forKey: k)
-        case .saveOver(let k, let target, let t):
-            guard let src = files.removeValue(forKey: k) else { return }
-            let tk = Key(.item, target)
-            if files[tk] == nil { files[tk] = File(key: tk, origin: .overlay, bytes: [], mtimeNs: t) }
-            change(tk) { $0.bytes = src.bytes; $0.mtimeNs = t }
-        case .move(let k, let type, let name, let tags):
-            change(k) {
-                guard case .item(var n, let created) = $0.origin else { return }
-                n.type = type; n.fileName = name; n.tags = tags
-                $0.origin = .item(n, createdNs: created)
-            }
-        }
-    }
-
     // MARK: commit and recovery (Store+Staging)
 
     /// Commits every staged file: `write` puts them in the store (one transaction, naming
     /// generation `g + 1` as the one not yet committed), then they are forgotten and the journal
     /// starts generation `g + 1`. The lock is held throughout, so no change falls between what
-    /// was written and what is forgotten. `durable` makes the store's commit durable, called when
-    /// the journal starts over (its records are gone then).
-    ///
-    /// With `quiet`, only the files that have not changed since `quiet.since`, or were staged
-    /// before `quiet.stagedBefore`, are committed, and new bytes of stored items (overlays)
-    /// whatever their time: a file being written (rsync's temporary file between its create and
-    /// its rename) stays staged, so its next change, its mode and its rename cost no transaction,
-    /// while one written on and on is committed all the same. The files that stay are written
-    /// again in generation `g + 1` before the store names `g + 1`; a journal due to start over is
-    /// then replaced by one holding only them (written aside, then renamed over it).
-    func commit(quiet: (since: Int64, stagedBefore: Int64)? = nil, _ write: (_ files: [File], _ g: Int64) throws -> Void,
-                durable: () throws -> Void) throws {
+    /// was written and what is forgotten; a commit in flight ends first. `durable` makes the
+    /// store's commit durable, called when the journal starts over (its records are gone then).
+    func commit(_ write: (_ files: [File], _ g: Int64) throws -> Void, durable: () throws -> Void) throws {
         try locked {
+            while !committing.isEmpty { lock.wait() }
             let list = all
             if list.isEmpty { return }
             let g = generationValue
-            if let quiet {
-                let stays = list.filter { staysStaged($0, quiet) }
-                if !stays.isEmpty {
-                    if stays.count == list.count { return }
-                    return try commitPartly(list, staying: stays, g, write, durable: durable)
-                }
-            }
             try write(list, g)
             files.removeAll()
             changedNs.removeAll()
@@ -257,43 +238,74 @@ final class Staging: @unchecked Sendable {
         }
     }
 
+    /// A commit begun by `beginCommit`: its files, and the generation their records are in.
+    struct PendingCommit: Sendable {
+        let files: [File]
+        let generation: Int64
+    }
+
+    /// Begins the settler's commit (the lock held only for this step): the files that have not
+    /// changed since `quiet.since`, or were staged before `quiet.stagedBefore`, and new bytes of
+    /// stored items (overlays) whatever their time. A file being written (rsync's temporary file
+    /// between its create and its rename) stays staged, so its next change, its mode and its rename
+    /// cost no transaction, while one written on and on is committed all the same. The journal
+    /// begins generation `g + 1` with the files that stay, written whole; every change from now
+    /// on is recorded there. The returned files are committing until `finishCommit`; nil if
+    /// nothing is to be committed. One commit is in flight at a time.
+    func beginCommit(quiet: (since: Int64, stagedBefore: Int64)) throws -> PendingCommit? {
+        try locked {
+            while !committing.isEmpty { lock.wait() }
+            let list = all
+            let stays = list.filter { staysStaged($0, quiet) }
+            if stays.count == list.count { return nil }
+            let g = generationValue
+            try append(.begin(g + 1))
+            generationValue = g + 1
+            // The records that stay are durable again, if they were: later commits sync too.
+            if syncedThisGeneration, !stays.isEmpty {
+                for rec in Self.records(of: stays) { try append(rec) }
+                guard fdatasync(fd) == 0 else { throw StoreError.io("cannot sync \(path): \(String(cString: strerror(errno)))") }
+            } else {
+                for rec in Self.records(of: stays) { try append(rec) }
+                syncedThisGeneration = false
+            }
+            let staying = Set(stays.map(\.key))
+            let committed = list.filter { !staying.contains($0.key) }
+            committing = Set(committed.map(\.key))
+            return PendingCommit(files: committed, generation: g)
+        }
+    }
+
+    /// Ends a commit begun by `beginCommit`: `write` puts its files in the store (naming
+    /// generation `g + 1`) with no lock held, then they are forgotten here. A crash before the
+    /// store's commit replays both generations; after it, `g + 1` alone, which holds every file
+    /// that stayed and every change since the commit began. If `write` fails, the files stay
+    /// staged (their records are in generation `g`, which the store still names).
+    func finishCommit(_ c: PendingCommit, _ write: (_ files: [File], _ g: Int64) throws -> Void,
+                      durable: () throws -> Void) throws {
+        defer { locked { committing.removeAll(); lock.broadcast() } }
+        try write(c.files, c.generation)
+        locked {
+            for f in c.files { files.removeValue(forKey: f.key); changedNs.removeValue(forKey: f.key) }
+            totalBytesValue = files.values.reduce(0) { $0 + $1.bytes.count }
+            let done = c.files.compactMap { f -> Int64? in if case .overlay = f.origin { return f.key.rowid }; return nil }
+            overlayLock.lock(); overlays.subtract(done); overlayLock.unlock()
+            if end > Self.compactBytes {
+                // The records of generation `g` go only once the store's commit is durable. Failing
+                // that (a full disk), the journal stays as it is, whole, for a later commit to
+                // compact. What it keeps is every file still staged (the ones that stayed, as
+                // changed since, and the ones made since).
+                do { try durable(); try rewrite(generation: c.generation + 1, all) } catch {}
+            }
+        }
+    }
+
     /// Whether a commit with `quiet` leaves `f` staged (the lock held): a new file changed since
     /// `quiet.since` and staged after `quiet.stagedBefore`.
     private func staysStaged(_ f: File, _ quiet: (since: Int64, stagedBefore: Int64)) -> Bool {
         if case .overlay = f.origin { return false }
         guard let t = changedNs[f.key] else { return false }
         return t.last > quiet.since && t.first > quiet.stagedBefore
-    }
-
-    /// A partial commit (the lock held): the files in `stays` are recorded whole at the head of
-    /// generation `g + 1`, then the others are committed naming `g + 1`. A crash before the
-    /// store's commit replays both generations (the same files); after it, `g + 1` alone, which
-    /// holds every file that stayed. If an `fsync` made this generation's records durable, the
-    /// new records are made durable before the store's commit (which may become durable first).
-    /// Else nothing was promised: a kill loses nothing either way (both are written), and no sync
-    /// is spent on `rsync`'s files.
-    private func commitPartly(_ list: [File], staying stays: [File], _ g: Int64, _ write: (_ files: [File], _ g: Int64) throws -> Void,
-                              durable: () throws -> Void) throws {
-        try append(.begin(g + 1))
-        generationValue = g + 1
-        // The records that stay are durable again, if they were: later partial commits sync too.
-        let mustSync = syncedThisGeneration
-        for rec in Self.records(of: stays) { try append(rec) }
-        if mustSync {
-            guard fdatasync(fd) == 0 else { throw StoreError.io("cannot sync \(path): \(String(cString: strerror(errno)))") }
-        }
-        let staying = Set(stays.map(\.key))
-        let committed = list.filter { !staying.contains($0.key) }
-        try write(committed, g)
-        for f in committed { files.removeValue(forKey: f.key); changedNs.removeValue(forKey: f.key) }
-        totalBytesValue = files.values.reduce(0) { $0 + $1.bytes.count }
-        let done = committed.compactMap { f -> Int64? in if case .overlay = f.origin { return f.key.rowid }; return nil }
-        overlayLock.lock(); overlays.subtract(done); overlayLock.unlock()
-        if end > Self.compactBytes {
-            // The records of generation `g` go only once the store's commit is durable. Failing
-            // that (a full disk), the journal stays as it is, whole, for a later commit to compact.
-            do { try durable(); try rewrite(generation: g + 1, stays) } catch {}
-        }
     }
 
     /// The records that make `files` again, as they are.
@@ -471,30 +483,4 @@ final class Staging: @unchecked Sendable {
         }
         allocated = target
     }
-}
-
-/// A staged file: an item's (its rowid, handed out before its row exists) or a scratch file's.
-public struct StagedKey: Hashable, Sendable {
-    public enum Kind: UInt8, Sendable { case item = 0, scratch = 1 }
-    public var kind: Kind
-    public var rowid: Int64
-    public init(_ kind: Kind, _ rowid: Int64) { self.kind = kind; self.rowid = rowid }
-}
-
-/// A staged file's bytes and time, and what it becomes when it is committed.
-public struct StagedFile: Sendable {
-    public enum Origin: Sendable {
-        /// A new item (its id minted at create, FS-22), with the time it was made.
-        case item(NewItem, createdNs: Int64)
-        /// A scratch file (FS-14) in a directory (`types/core.note`, `tags/x`).
-        case scratch(dir: String, name: String)
-        /// New bytes of an item that has its row (an editor's save over it, FS-13).
-        case overlay
-    }
-
-    public var key: StagedKey
-    public var origin: Origin
-    public var bytes: [UInt8]
-    public var mtimeNs: Int64
-    public var size: Int64 { Int64(bytes.count) }
 }

@@ -168,3 +168,59 @@ enum Record {
         }
     }
 }
+
+/// A staged file: an item's (its rowid, handed out before its row exists) or a scratch file's.
+public struct StagedKey: Hashable, Sendable {
+    public enum Kind: UInt8, Sendable { case item = 0, scratch = 1 }
+    public var kind: Kind
+    public var rowid: Int64
+    public init(_ kind: Kind, _ rowid: Int64) { self.kind = kind; self.rowid = rowid }
+}
+
+/// A staged file's bytes and time, and what it becomes when it is committed.
+public struct StagedFile: Sendable {
+    public enum Origin: Sendable {
+        /// A new item (its id minted at create, FS-22), with the time it was made.
+        case item(NewItem, createdNs: Int64)
+        /// A scratch file (FS-14) in a directory (`types/core.note`, `tags/x`).
+        case scratch(dir: String, name: String)
+        /// New bytes of an item that has its row (an editor's save over it, FS-13).
+        case overlay
+    }
+
+    public var key: StagedKey
+    public var origin: Origin
+    public var bytes: [UInt8]
+    public var mtimeNs: Int64
+    public var size: Int64 { Int64(bytes.count) }
+}
+
+extension Staging {
+    /// What one record does to a set of staged files: live, and when a journal is replayed.
+    static func apply(_ rec: Record, to files: inout [Key: File]) {
+        func change(_ k: Key, _ body: (inout File) -> Void) {
+            // Taken out of the table first, so the change does not copy the bytes.
+            guard var f = files.removeValue(forKey: k) else { return }
+            body(&f)
+            files[k] = f
+        }
+        switch rec {
+        case .begin: break
+        case .create(let f): files[f.key] = f
+        case .write(let k, let offset, let data, let t): change(k) { $0.bytes.put(data, at: Int(offset)); $0.mtimeNs = t }
+        case .truncate(let k, let size, let t): change(k) { $0.bytes.resize(to: Int(size)); $0.mtimeNs = t }
+        case .drop(let k): files.removeValue(forKey: k)
+        case .saveOver(let k, let target, let t):
+            guard let src = files.removeValue(forKey: k) else { return }
+            let tk = Key(.item, target)
+            if files[tk] == nil { files[tk] = File(key: tk, origin: .overlay, bytes: [], mtimeNs: t) }
+            change(tk) { $0.bytes = src.bytes; $0.mtimeNs = t }
+        case .move(let k, let type, let name, let tags):
+            change(k) {
+                guard case .item(var n, let created) = $0.origin else { return }
+                n.type = type; n.fileName = name; n.tags = tags
+                $0.origin = .item(n, createdNs: created)
+            }
+        }
+    }
+}

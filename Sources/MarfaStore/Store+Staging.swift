@@ -106,31 +106,60 @@ extension Store {
     /// Writes every staged file to the store in one transaction: new items as unsettled rows
     /// (they settle as any written file does), scratch files as scratch rows, an item's new bytes
     /// (a save over it) as its unsettled file; then starts a new journal generation. Nothing can
-    /// be staged meanwhile (the staging lock is held throughout).
+    /// be staged meanwhile (the staging lock is held throughout); a commit in flight (the
+    /// settler's) ends first.
     public func commitStaged() throws {
-        try commitStaged(quiet: nil)
+        try staging.commit({ files, g in try writeStaged(files, generation: g) }, durable: { try syncDurably() })
     }
 
-    /// The settler's commit. With `quiet` (nanoseconds, wall clock), only the files that have not
-    /// changed since `quiet.since` or were staged before `quiet.stagedBefore` (and new bytes of
-    /// stored items) are committed; the others stay staged.
-    public func commitStaged(quiet: (since: Int64, stagedBefore: Int64)?) throws {
-        try staging.commit(quiet: quiet, { files, g in
-            try write { db in
-                for f in files {
-                    switch f.origin {
-                    case .item(var n, let created):
-                        n.content = f.bytes
-                        _ = try insertItem(db, n, rowid: f.key.rowid, unsettled: true, createdNs: created, mtimeNs: f.mtimeNs)
-                    case .scratch(let dir, let name):
-                        _ = try putScratch(db, dir: dir, name: name, data: f.bytes, rowid: f.key.rowid, mtimeNs: f.mtimeNs)
-                    case .overlay:
-                        try putUnsettledBytes(db, f.bytes, into: f.key.rowid, mtimeNs: f.mtimeNs)
-                    }
+    /// The settler's commit, begun (`beginQuietCommit`) and not yet written.
+    public struct QuietCommit: Sendable {
+        let pending: Staging.PendingCommit
+        /// How many files it commits.
+        public var count: Int { pending.files.count }
+    }
+
+    /// Begins the settler's commit of the files quiet since `quiet.since` (nanoseconds, wall
+    /// clock) or staged before `quiet.stagedBefore`, and of new bytes of stored items: the files
+    /// that stay are written again in the journal's next generation, and the ones chosen are
+    /// *committing* until `finishQuietCommit`: still staged (reads get their bytes), while a change
+    /// to one, or a question that decides one (`isStaged`, `isNewlyStaged`, `commitStaged(ifAnyOf:)`,
+    /// `changeFile`, `saveOver`, `syncFile`), waits for the end of the commit. Call it with the
+    /// lock under which the mount asks and then acts (its requests' lock): no request's question
+    /// and act fall on either side of it. Nil if nothing is to be committed.
+    public func beginQuietCommit(_ quiet: (since: Int64, stagedBefore: Int64)) throws -> QuietCommit? {
+        try staging.beginCommit(quiet: quiet).map(QuietCommit.init)
+    }
+
+    /// Writes what `beginQuietCommit` chose to the store in one transaction, with no lock of the
+    /// mount's held: requests on other files go on meanwhile (the store's writer is busy, so one
+    /// that must write waits for it). On failure the files stay staged.
+    public func finishQuietCommit(_ c: QuietCommit) throws {
+        try staging.finishCommit(c.pending, { files, g in try writeStaged(files, generation: g) }, durable: { try syncDurably() })
+    }
+
+    /// Both steps of the settler's commit at once (no caller's lock to begin it under).
+    public func commitStaged(quiet: (since: Int64, stagedBefore: Int64)) throws {
+        if let c = try beginQuietCommit(quiet) { try finishQuietCommit(c) }
+    }
+
+    /// Staged files written in one transaction, which names generation `g + 1` as the journal's
+    /// generation not yet committed.
+    private func writeStaged(_ files: [StagedFile], generation g: Int64) throws {
+        try write { db in
+            for f in files {
+                switch f.origin {
+                case .item(var n, let created):
+                    n.content = f.bytes
+                    _ = try insertItem(db, n, rowid: f.key.rowid, unsettled: true, createdNs: created, mtimeNs: f.mtimeNs)
+                case .scratch(let dir, let name):
+                    _ = try putScratch(db, dir: dir, name: name, data: f.bytes, rowid: f.key.rowid, mtimeNs: f.mtimeNs)
+                case .overlay:
+                    try putUnsettledBytes(db, f.bytes, into: f.key.rowid, mtimeNs: f.mtimeNs)
                 }
-                try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('staging_generation', ?)", [String(g + 1)])
             }
-        }, durable: { try syncDurably() })
+            try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('staging_generation', ?)", [String(g + 1)])
+        }
     }
 
     /// Commits what a killed mount left staged (its journal), before the store is used for

@@ -330,6 +330,55 @@ extension StagingTests {
         #expect(try second.textContent(rowid: twoRow) == Array("second and more".utf8))
     }
 
+    /// The settler's commit writes the store with no lock held (FS-14, FS-15): while it is in
+    /// flight, files it does not commit are written and made as usual, the ones it commits read
+    /// as they are, and a change to one of those waits for the commit and then goes to the store.
+    /// A kill while it is in flight loses nothing: the journal holds both generations.
+    @Test func FS15_aCommitInFlightHoldsBackOnlyTheFilesItCommits() throws {
+        let t = try TempStore()
+        var quietRow: Int64 = 0, busyRow: Int64 = 0, newRow: Int64 = 0
+        let after = try Self.killed(t) { s in
+            let q = try Self.note(s, "quiet.md", "# Quiet\n")
+            quietRow = q.rowid
+            Thread.sleep(forTimeInterval: 0.02)
+            let cut = Store.ns(Date())
+            Thread.sleep(forTimeInterval: 0.02)
+            let b = try Self.note(s, "busy.md", "# Busy\n")
+            busyRow = b.rowid
+            let c = try #require(try s.beginQuietCommit((since: cut, stagedBefore: cut - 1_000_000_000)))
+            #expect(c.count == 1)
+            // In flight: another file is written and a new one made without waiting.
+            _ = try s.changeStaged(b, .write(offset: 7, data: Array("more\n".utf8)))
+            let n = try Self.note(s, "new.md", "# New\n")
+            newRow = n.rowid
+            // The committing file reads as it is; a change to it waits for the commit's end.
+            #expect(s.stagedFile(q)?.bytes == Array("# Quiet\n".utf8))
+            let changed = DispatchSemaphore(value: 0), row = quietRow
+            Thread {
+                _ = try? s.changeFile(.item(row, type: "core.note"), .write(offset: 8, data: Array("edit\n".utf8)))
+                changed.signal()
+            }.start()
+            #expect(changed.wait(timeout: .now() + 0.2) == .timedOut, "a change to a file being committed waits for the commit")
+            #expect(try s.item(rowid: quietRow) == nil, "not in the store before the commit is written")
+            try s.finishQuietCommit(c)
+            #expect(changed.wait(timeout: .now() + 5) == .success)
+            #expect(!s.isStaged(q), "committed: the change went to its row")
+            #expect(try s.textContent(rowid: quietRow) == Array("# Quiet\nedit\n".utf8))
+            #expect(s.isNewlyStaged(b) && s.isNewlyStaged(n))
+            // A second commit begun and never finished: the kill comes while it is in flight.
+            let now = Store.ns(Date())
+            _ = try #require(try s.beginQuietCommit((since: now, stagedBefore: now)))
+            _ = try s.changeStaged(StagedKey(.item, try s.stageItem(NewItem(type: "core.note", fileName: "late.md")).rowid),
+                                   .write(offset: 0, data: Array("# Late\n".utf8)))
+        }
+        #expect(try after.recoverStaged() == 3, "busy, new and late: the commit in flight never reached the store")
+        #expect(try after.textContent(rowid: busyRow) == Array("# Busy\nmore\n".utf8))
+        #expect(try after.textContent(rowid: newRow) == Array("# New\n".utf8))
+        #expect(try after.textContent(rowid: quietRow) == Array("# Quiet\nedit\n".utf8))
+        #expect(try after.allSummaries().filter { $0.stem == "late" }.count == 1)
+        #expect(try after.allSummaries().filter { $0.stem == "quiet" }.count == 1)
+    }
+
     /// The staging is safe on its own (its lock): files made and written from several threads while
     /// another commits over and over lose no file and no byte. A write that finds its file already
     /// committed goes to the store, as the mount's does.
@@ -343,9 +392,15 @@ extension StagingTests {
         let writing = Atomic<Int>(writers)
         DispatchQueue.concurrentPerform(iterations: writers + 1) { i in
             if i == writers {
-                // The committer: commits whatever is staged until every writer is done.
+                // The committer: commits whatever is staged until every writer is done, in turn
+                // whole and as the settler does (its store write with no lock held).
+                var quietTurn = false
                 while writing.load(ordering: .acquiring) > 0 {
-                    do { try s.commitStaged() } catch { failures.withLock { $0.append("commit: \(error)") } }
+                    quietTurn.toggle()
+                    let now = Store.ns(Date())
+                    do {
+                        if quietTurn { try s.commitStaged(quiet: (since: now, stagedBefore: now)) } else { try s.commitStaged() }
+                    } catch { failures.withLock { $0.append("commit: \(error)") } }
                 }
                 return
             }
