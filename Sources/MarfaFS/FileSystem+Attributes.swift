@@ -156,12 +156,15 @@ extension FileSystem {
             case .detached(let d):
                 try changeDetached(d, .mtime(ns: ns))
             default:
-                // A type or tag directory keeps the time set on it; other directories and links
-                // show the mount's.
+                // A type, tag or vault directory keeps the time set on it; other directories and
+                // links show the mount's. It is stored as the times its names move are: when the
+                // mount is quiet (`saveDirTimes`), and at unmount. A store write here would wait
+                // for the settler's transaction with the core's lock held (`rsync -a` sets every
+                // folder's time, twice).
                 guard let key = dirKey(n) else { break }
-                try wrap { try store.setDirTime(key, ns: ns) }
                 catalog.dirTimes[key] = ns
-                catalog.dirtyDirTimes.remove(key)
+                catalog.dirtyDirTimes.insert(key)
+                settler.noteWrite()
             }
         }
     }

@@ -84,6 +84,26 @@ extension FileSystem {
         notify(try settled(done + spooled))
     }
 
+    /// The staging key of a file that is staged (not yet in the store), to act on: a file the
+    /// settler is committing is waited for (it is in the store after).
+    func stagedKey(_ n: Node) -> StagedKey? {
+        guard let k = Self.stagingKey(n) else { return nil }
+        return store.isStaged(k) ? k : nil
+    }
+
+    /// A staged file as it is now, to read: one being committed too (no wait).
+    func stagedToRead(_ n: Node) -> StagedFile? {
+        Self.stagingKey(n).flatMap(store.stagedFile)
+    }
+
+    private static func stagingKey(_ n: Node) -> StagedKey? {
+        switch n {
+        case .item(let r): return StagedKey(.item, r)
+        case .scratch(let s): return StagedKey(.scratch, s)
+        default: return nil
+        }
+    }
+
     /// Starts the background settler; `stop` (at unmount) settles what is left.
     public func startSettling() {
         settler.start { [weak self] first in self?.settleQuietFiles(firstOfRound: first) ?? false }
@@ -134,9 +154,9 @@ extension FileSystem {
     /// `firstOfRound`: the first pass of a round of passes (`Settler.commitTurn`).
     func settleQuietFiles(firstOfRound: Bool) -> Bool {
         let before = Int64((Date().timeIntervalSince1970 - settler.window) * 1e9)
-        // A batch's transaction holds the store's writer while it parses: a request that must
-        // write (a `chmod` of a file already committed, a `mkdir`) waits that long, with the
-        // core's lock held. 16 files is 5–6 ms of it on a 2-core EPYC.
+        // A batch's transaction holds the store's writer while it parses; it gives way to a
+        // request that must write (a `chmod` of a file already committed, a `mkdir`), which
+        // waits with the core's lock held, after the file it is settling.
         let batch = 16
         do {
             // Staged files quiet for the window first (by their last change, not their mtime,
@@ -149,13 +169,13 @@ extension FileSystem {
             if settler.commitTurn(firstOfRound: firstOfRound), let c = try locked({ try store.beginQuietCommit(quiet) }) {
                 try store.finishQuietCommit(c)
             }
-            let rows = try store.settle(writtenBefore: before, limit: batch)
+            let (rows, more) = try store.settleGivingWay(writtenBefore: before, limit: batch)
             let inv: [Invalidation] = try locked {
                 let inv = try settled(rows)
-                if rows.count < batch, store.stagingIsEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty {
+                if !more, store.stagingIsEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty {
                     settler.settledAll()
                     saveDirTimes()
-                } else if rows.count < batch, !store.stagingIsEmpty {
+                } else if !more, !store.stagingIsEmpty {
                     // New files waiting for their own quiet window: looked at again in a while.
                     settler.retryAfter(settler.window)
                 }
@@ -163,7 +183,7 @@ extension FileSystem {
             }
             notify(inv)
             settleQuietSpools()
-            return rows.count == batch
+            return more
         } catch {
             noteError(error)
             log.error("settling failed; retried on the next pass", metadata: ["error": "\(error)"])

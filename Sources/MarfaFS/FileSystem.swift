@@ -477,26 +477,6 @@ public final class FileSystem: @unchecked Sendable {
         } catch { throw FSError.from(error) }
     }
 
-    /// The staging key of a file that is staged (not yet in the store), to act on: a file the
-    /// settler is committing is waited for (it is in the store after).
-    func stagedKey(_ n: Node) -> StagedKey? {
-        guard let k = Self.stagingKey(n) else { return nil }
-        return store.isStaged(k) ? k : nil
-    }
-
-    /// A staged file as it is now, to read: one being committed too (no wait).
-    func stagedToRead(_ n: Node) -> StagedFile? {
-        Self.stagingKey(n).flatMap(store.stagedFile)
-    }
-
-    private static func stagingKey(_ n: Node) -> StagedKey? {
-        switch n {
-        case .item(let r): return StagedKey(.item, r)
-        case .scratch(let s): return StagedKey(.scratch, s)
-        default: return nil
-        }
-    }
-
     func notify(_ inv: [Invalidation]) {
         if !inv.isEmpty, let cb = onInvalidate { cb(inv) }
     }

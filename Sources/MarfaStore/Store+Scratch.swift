@@ -91,10 +91,6 @@ extension Store {
         }
     }
 
-    public func setDirTime(_ dir: String, ns: Int64) throws {
-        try setDirTimes([dir: ns])
-    }
-
     /// Times of several directories, in one transaction.
     public func setDirTimes(_ times: [String: Int64]) throws {
         if times.isEmpty { return }

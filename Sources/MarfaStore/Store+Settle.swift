@@ -109,6 +109,22 @@ extension Store {
         return rows
     }
 
+    /// The settler's batch: settles unsettled items last written at or before `writtenBefore`
+    /// (nanoseconds), at most `limit` of them, in one transaction. It gives way to other writes:
+    /// once one is waiting for the store's writer (a request's `mkdir`, `chmod`, `rename`), the
+    /// transaction ends after the file being settled, so that write waits for one file's
+    /// settling, not a batch's. Returns the rowids settled, and whether more may be waiting
+    /// (the batch was full, or it gave way).
+    public func settleGivingWay(writtenBefore: Int64, limit: Int) throws -> (rows: [Int64], more: Bool) {
+        guard try hasUnsettled() else { return ([], false) }
+        return try write { db in
+            let rows = try Int64.fetchAll(db.cachedStatement(sql: "SELECT rowid FROM items INDEXED BY items_unsettled WHERE unsettled = 1 AND mtime_ns <= ? ORDER BY mtime_ns, rowid LIMIT ?"),
+                                          arguments: [writtenBefore, limit])
+            let done = try settle(db, rows: rows, givingWay: true)
+            return (done, done.count < rows.count || rows.count == limit)
+        }
+    }
+
     /// Settles those of items `rowids` that are unsettled, in one transaction; returns them.
     @discardableResult
     public func settle(rowids: [Int64]) throws -> [Int64] {
@@ -123,8 +139,14 @@ extension Store {
         }
     }
 
-    private func settle(_ db: Database, rows: [Int64]) throws {
+    /// Settles `rows`; `givingWay`: stops after a file once another write waits for the writer.
+    /// Returns the rows settled.
+    @discardableResult
+    private func settle(_ db: Database, rows: [Int64], givingWay: Bool = false) throws -> [Int64] {
+        var done: [Int64] = []
         for r in rows {
+            if givingWay, !done.isEmpty, writersWaiting.load(ordering: .relaxed) > 0 { break }
+            done.append(r)
             guard let cur = try Self.fetchItem(db, rowid: r) else { continue }
             let written = try currentBytes(db, cur)
             let now = try applyContent(db, cur, bytes: written, now: Date(timeIntervalSince1970: Double(cur.mtimeNs) / 1e9), mtimeNs: cur.mtimeNs)
@@ -136,7 +158,8 @@ extension Store {
                 try db.run("UPDATE items SET mtime_ns = ? WHERE rowid = ?", [merged ? max(Self.ns(Date()), cur.mtimeNs + 1) : cur.mtimeNs, r])
             }
         }
-        if !rows.isEmpty { try recheckBlobs(db) }
+        if !done.isEmpty { try recheckBlobs(db) }
+        return done
     }
 
     public func hasUnsettled() throws -> Bool {

@@ -44,6 +44,9 @@ public final class Store: Sendable {
     let heldBlobs = Mutex<[String: Int]>([:])
     /// When the WAL's size was last looked at (`boundWAL`).
     let walCheck = Mutex<Date>(.distantPast)
+    /// Writes waiting for the store's writer (`write`): the settler's batch gives way to them
+    /// (`settleGivingWay`).
+    let writersWaiting = Atomic<Int>(0)
     /// Blobs let go while something still named them (an unsettled save): looked at again when
     /// files settle (`recheckBlobs`).
     let blobsToRecheck = Mutex<Set<String>>([])
@@ -270,7 +273,13 @@ public final class Store: Sendable {
                 try pool.writeWithoutTransaction { db in try Self.prepareHistory(db) }
                 historyReady.withLock { $0 = true }
             }
+            // Counted until its transaction begins (GRDB runs writes one at a time, in order).
+            var waiting = true
+            writersWaiting.add(1, ordering: .relaxed)
+            defer { if waiting { writersWaiting.subtract(1, ordering: .relaxed) } }
             return try pool.write { db in
+                waiting = false
+                writersWaiting.subtract(1, ordering: .relaxed)
                 // First: the body may remove an item, and its numbers with it.
                 try Self.writeNumbers(db, numbers)
                 let result = try body(db)

@@ -379,6 +379,37 @@ extension StagingTests {
         #expect(try after.allSummaries().filter { $0.stem == "quiet" }.count == 1)
     }
 
+    /// The settler's batch gives way to a write that waits for the store's writer (FS-14): a
+    /// request's `mkdir` waits for one file's settling, not a whole batch's. The batch stops
+    /// early, says more may be waiting, and the next one goes on where it stopped.
+    @Test func FS14_theSettlersBatchGivesWayToAWaitingWrite() throws {
+        let t = try TempStore()
+        let s = t.store
+        try s.recoverStaged()
+        let body = String(repeating: "A line of a note with [[a link]] and #tag.\n", count: 40)
+        for i in 0..<400 { _ = try Self.note(s, "n\(i).md", "---\ntitle: Note \(i)\n---\n" + body) }
+        try s.commitStaged()
+        let wrote = DispatchSemaphore(value: 0)
+        Thread {
+            Thread.sleep(forTimeInterval: 0.02)
+            try? s.addLocalTag("folder:made-meanwhile")
+            wrote.signal()
+        }.start()
+        let first = try s.settleGivingWay(writtenBefore: .max, limit: 400)
+        #expect(wrote.wait(timeout: .now() + 5) == .success)
+        #expect(first.rows.count < 400, "the batch stopped for the waiting write")
+        #expect(first.more)
+        var settled = first.rows.count
+        while true {
+            let next = try s.settleGivingWay(writtenBefore: .max, limit: 400)
+            settled += next.rows.count
+            if !next.more { break }
+        }
+        #expect(settled == 400)
+        #expect(try !s.hasUnsettled())
+        #expect(try s.mutations().filter { $0.kind == .create }.count == 400)
+    }
+
     /// The staging is safe on its own (its lock): files made and written from several threads while
     /// another commits over and over lose no file and no byte. A write that finds its file already
     /// committed goes to the store, as the mount's does.

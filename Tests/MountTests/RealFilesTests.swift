@@ -205,9 +205,12 @@ import Testing
             m.settle()
             let second = m.sh("rsync -ai --exclude big.md.bin '\(src)/' types/core.note/; rsync -ai --include big.md.bin --exclude '*' '\(src)/' types/core.file/")
             #expect(second.status == 0 && second.out.isEmpty, "the second rsync transferred: \(second.out)")
+            // A vault folder keeps the time set on it (stored when the mount is quiet, or at unmount).
+            #expect(m.sh("mkdir vault/old && touch -d '2019-05-06 07:08:09' vault/old && stat -c %y vault/old").out.hasPrefix("2019-05-06 07:08:09"))
             m.unmount()
             try m.mount()
             #expect(m.sh("rsync -ai --exclude big.md.bin '\(src)/' types/core.note/").out.isEmpty, "times survive a remount")
+            #expect(m.sh("stat -c %y vault/old").out.hasPrefix("2019-05-06 07:08:09"))
             #expect(m.sh("cmp '\(src)/big.md.bin' types/core.file/big.md.bin").status == 0)
             // A changed large file: rsync's temporary file (written past the staging limit) is
             // renamed over the blob; the item keeps its id, the old bytes leave the cache.
