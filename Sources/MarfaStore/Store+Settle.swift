@@ -94,19 +94,15 @@ extension Store {
         return t
     }
 
-    /// Settles unsettled items last written at or before `writtenBefore` (nanoseconds; nil: all),
-    /// at most `limit` of them, in one transaction; returns their rowids.
+    /// Settles every unsettled item, in one transaction; returns their rowids.
     @discardableResult
-    public func settle(writtenBefore: Int64? = nil, limit: Int = .max) throws -> [Int64] {
+    public func settle() throws -> [Int64] {
         guard try hasUnsettled() else { return [] }
-        return try write { db in try settle(db, writtenBefore: writtenBefore, limit: limit) }
+        return try write { db in try settle(db) }
     }
 
-    func settle(_ db: Database, writtenBefore: Int64? = nil, limit: Int = .max) throws -> [Int64] {
-        let rows = try Int64.fetchAll(db.cachedStatement(sql: "SELECT rowid FROM items INDEXED BY items_unsettled WHERE unsettled = 1 AND mtime_ns <= ? ORDER BY mtime_ns, rowid LIMIT ?"),
-                                      arguments: [writtenBefore ?? .max, limit])
-        try settle(db, rows: rows)
-        return rows
+    func settle(_ db: Database) throws -> [Int64] {
+        try settle(db, writtenBefore: .max, limit: .max, givingWay: false).rows
     }
 
     /// The settler's batch: settles unsettled items last written at or before `writtenBefore`
@@ -117,12 +113,16 @@ extension Store {
     /// (the batch was full, or it gave way).
     public func settleGivingWay(writtenBefore: Int64, limit: Int) throws -> (rows: [Int64], more: Bool) {
         guard try hasUnsettled() else { return ([], false) }
-        return try write { db in
-            let rows = try Int64.fetchAll(db.cachedStatement(sql: "SELECT rowid FROM items INDEXED BY items_unsettled WHERE unsettled = 1 AND mtime_ns <= ? ORDER BY mtime_ns, rowid LIMIT ?"),
-                                          arguments: [writtenBefore, limit])
-            let done = try settle(db, rows: rows, givingWay: true)
-            return (done, done.count < rows.count || rows.count == limit)
-        }
+        return try write { db in try settle(db, writtenBefore: writtenBefore, limit: limit, givingWay: true) }
+    }
+
+    /// Settles the unsettled items last written at or before `writtenBefore`, oldest first, at
+    /// most `limit` of them; `givingWay` as `settleGivingWay`.
+    private func settle(_ db: Database, writtenBefore: Int64, limit: Int, givingWay: Bool) throws -> (rows: [Int64], more: Bool) {
+        let rows = try Int64.fetchAll(db.cachedStatement(sql: "SELECT rowid FROM items INDEXED BY items_unsettled WHERE unsettled = 1 AND mtime_ns <= ? ORDER BY mtime_ns, rowid LIMIT ?"),
+                                      arguments: [writtenBefore, limit])
+        let done = try settle(db, rows: rows, givingWay: givingWay)
+        return (done, done.count < rows.count || rows.count == limit)
     }
 
     /// Settles those of items `rowids` that are unsettled, in one transaction; returns them.

@@ -138,11 +138,6 @@ extension Store {
         try staging.finishCommit(c.pending, { files, g in try writeStaged(files, generation: g) }, durable: { try syncDurably() })
     }
 
-    /// Both steps of the settler's commit at once (no caller's lock to begin it under).
-    public func commitStaged(quiet: (since: Int64, stagedBefore: Int64)) throws {
-        if let c = try beginQuietCommit(quiet) { try finishQuietCommit(c) }
-    }
-
     /// Staged files written in one transaction, which names generation `g + 1` as the journal's
     /// generation not yet committed.
     private func writeStaged(_ files: [StagedFile], generation g: Int64) throws {
