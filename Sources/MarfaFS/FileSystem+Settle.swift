@@ -53,12 +53,13 @@ extension FileSystem {
 
     /// After rows settled (with the lock held): the permission bits new files were given are
     /// stored, the catalog takes the rows as they are now, and what the store announced is
-    /// followed; returns what the kernel must forget.
-    func settled(_ rows: [Int64]) throws -> [Invalidation] {
+    /// followed; returns what the kernel must forget. `read`: the rows' facts read before the
+    /// lock was taken, taken if the store has not been written since.
+    func settled(_ rows: [Int64], read: Store.FactsRead? = nil) throws -> [Invalidation] {
         applyStagedModes()
         var inv: [Invalidation] = []
         // Read in one transaction: nothing the loop does changes another item's row, tags or links.
-        let facts = try wrap { try store.facts(rowids: rows) }
+        let facts = try wrap { try read.map(store.facts) ?? store.facts(rowids: rows) }
         for r in rows { inv += try refreshItem(r, facts: facts) }
         return inv + followStore(store.takeAnnouncements())
     }
@@ -170,8 +171,16 @@ extension FileSystem {
                 try store.finishQuietCommit(c)
             }
             let (rows, more) = try store.settleGivingWay(writtenBefore: before, limit: batch)
+            // The rows as the store has them now are read before the lock is taken (the modes of
+            // files committed since their `chmod` are stored first, as `settled` would): under
+            // it, the catalog takes them, unless the store was written meanwhile.
+            var read: Store.FactsRead?
+            if !rows.isEmpty {
+                locked { applyStagedModes() }
+                read = try store.readFacts(rowids: rows)
+            }
             let inv: [Invalidation] = try locked {
-                let inv = try settled(rows)
+                let inv = try settled(rows, read: read)
                 if !more, store.stagingIsEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty {
                     settler.settledAll()
                     saveDirTimes()

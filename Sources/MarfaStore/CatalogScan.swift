@@ -102,6 +102,28 @@ extension Store {
         }
     }
 
+    /// `ItemFacts` read outside the mount's lock, with the store's count of committed writes
+    /// taken before the read (`facts(_:)`).
+    public struct FactsRead: Sendable {
+        let rowids: [Int64]
+        let facts: [Int64: ItemFacts]
+        let commits: Int
+    }
+
+    /// Reads `ItemFacts` of `rowids` to be taken later (`facts(_:)`): the settler reads a batch's
+    /// before it takes the mount's lock, which it then holds only to update the catalog.
+    public func readFacts(rowids: [Int64]) throws -> FactsRead {
+        let commits = commitCount
+        return FactsRead(rowids: rowids, facts: try facts(rowids: rowids), commits: commits)
+    }
+
+    /// The facts `read` holds if they are still the store's: no write has committed since they
+    /// were read; else read again. Guarantee: what is returned is at least as new as every write
+    /// that had committed when this is called.
+    public func facts(_ read: FactsRead) throws -> [Int64: ItemFacts] {
+        commitCount == read.commits ? read.facts : try facts(rowids: read.rowids)
+    }
+
     /// One item's links (`VaultLinks`), nil when it has none.
     public func links(rowid: Int64) throws -> String? {
         let row = try pool.read { db in try Row.fetchOne(db.cachedStatement(sql: "SELECT links, links_stale FROM items WHERE rowid = ?"), arguments: [rowid]) }

@@ -47,6 +47,8 @@ public final class Store: Sendable {
     /// Writes waiting for the store's writer (`write`): the settler's batch gives way to them
     /// (`settleGivingWay`).
     let writersWaiting = Atomic<Int>(0)
+    /// Counts the write transactions committed (`commitCount`).
+    private let commits = CommitCounter()
     /// Blobs let go while something still named them (an unsettled save): looked at again when
     /// files settle (`recheckBlobs`).
     let blobsToRecheck = Mutex<Set<String>>([])
@@ -107,6 +109,7 @@ public final class Store: Sendable {
         pool = try DatabasePool(path: path, configuration: config)
         try Self.useIncrementalVacuum(pool)
         try Schema.migrator().migrate(pool)
+        pool.add(transactionObserver: commits, extent: .databaseLifetime)
         typeCache = TypeCache(try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT json FROM types").compactMap {
                 try? JSONCoding.decode(TypeSchema.self, from: $0["json"] as String)
@@ -116,6 +119,12 @@ public final class Store: Sendable {
         staging = Staging(path: path + "-staged")
         spool = Spool(directory: path + "-spool")
     }
+
+    /// How many write transactions have committed since the store was opened, whoever made them
+    /// (a request, the settler, the sync engine): counted on the writer as each commits, before
+    /// the call that made it returns. A read taken with the count in hand is still the store's
+    /// while the count is the same (`facts(_:)`).
+    public var commitCount: Int { commits.count.load(ordering: .acquiring) }
 
     /// Free pages are given back to the file system (FS-28): a new store is made with
     /// `auto_vacuum = INCREMENTAL`; an older one is converted once (a `VACUUM`).
@@ -353,4 +362,13 @@ final class TypeCache: @unchecked Sendable {
 extension BlobHash {
     /// The name of a blob with these bytes.
     public static func of(_ bytes: [UInt8]) -> String { name(digest: SHA256.hash(data: bytes)) }
+}
+
+/// Counts the commits of the store's writer (`Store.commitCount`); observes no change itself.
+private final class CommitCounter: TransactionObserver, Sendable {
+    let count = Atomic<Int>(0)
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
+    func databaseDidChange(with event: DatabaseEvent) {}
+    func databaseDidCommit(_ db: Database) { count.add(1, ordering: .releasing) }
+    func databaseDidRollback(_ db: Database) {}
 }
