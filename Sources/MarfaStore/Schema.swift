@@ -221,6 +221,21 @@ enum Schema {
             WHEN NEW.type NOT LIKE 'core.file%' AND NEW.links_stale = OLD.links_stale AND NEW.links_stale != 1
             BEGIN UPDATE items SET links_stale = 1 WHERE rowid = NEW.rowid; END;
             """),
+        ("v17-symlinks-are-file-items", """
+            -- FS-31: only a file item is a symlink (a note whose front matter says
+            -- `mime_type: inode/symlink` is a note); its type is looked at first, so the insert or
+            -- update of a text item does not read its whole properties' JSON.
+            DROP TRIGGER items_symlink_insert;
+            DROP TRIGGER items_symlink_update;
+            CREATE TRIGGER items_symlink_insert AFTER INSERT ON items
+            WHEN (NEW.type = 'core.file' OR NEW.type LIKE 'core.file.%') AND json_extract(NEW.properties, '$.mime_type') = 'inode/symlink'
+            BEGIN UPDATE items SET mode = 41471 WHERE rowid = NEW.rowid; END;
+            CREATE TRIGGER items_symlink_update AFTER UPDATE OF properties ON items
+            WHEN ((NEW.type = 'core.file' OR NEW.type LIKE 'core.file.%') AND json_extract(NEW.properties, '$.mime_type') IS 'inode/symlink')
+              OR ((OLD.type = 'core.file' OR OLD.type LIKE 'core.file.%') AND json_extract(OLD.properties, '$.mime_type') IS 'inode/symlink')
+            BEGIN UPDATE items SET mode = CASE WHEN (NEW.type = 'core.file' OR NEW.type LIKE 'core.file.%')
+              AND json_extract(NEW.properties, '$.mime_type') = 'inode/symlink' THEN 41471 END WHERE rowid = NEW.rowid; END;
+            """),
     ]
 
     static func insertBuiltInTypes(_ db: Database) throws {

@@ -144,7 +144,7 @@ extension Store {
                               size: Int64(n.content.count), mtimeNs: mtimeNs, sync: p.sync, syncError: p.syncError, stem: p.stem, ext: p.ext,
                               unsettled: p.unsettled)
         // What the insert's trigger gives a symlink (Schema: items_symlink_insert).
-        if p.item.properties["mime_type"] == .string(Self.symlinkMime) { made.mode = Self.symlinkMode }
+        if TypeSchema.isBlobType(n.type), p.item.properties["mime_type"] == .string(Self.symlinkMime) { made.mode = Self.symlinkMode }
         if p.sync != .invalid && !p.unsettled { try enqueueFileTime(db, made) }
         return made
     }

@@ -30,6 +30,36 @@ final class TempStore {
         #expect(q[0].payload["properties"]?.objectValue?["body"] == "hello\n")
     }
 
+    /// FS-14: facts read before the mount's lock is taken are taken under it only while no write
+    /// has committed since; after any write (of any item) they are read again.
+    @Test func FS14_factsReadAheadAreReadAgainAfterAWrite() throws {
+        let t = try TempStore()
+        let a = try t.store.createItem(NewItem(type: "core.note", fileName: "a.md", content: Array("a\n".utf8)))
+        let b = try t.store.createItem(NewItem(type: "core.note", fileName: "b.md", content: Array("b\n".utf8)))
+        let read = try t.store.readFacts(rowids: [a.rowid])
+        #expect(try t.store.facts(read)[a.rowid]?.summary.stem == "a")
+        _ = try t.store.rename(rowid: a.rowid, to: "renamed.md")
+        #expect(try t.store.facts(read)[a.rowid]?.summary.stem == "renamed")
+        let again = try t.store.readFacts(rowids: [a.rowid])
+        _ = try t.store.writeContent(rowid: b.rowid, bytes: Array("b2\n".utf8))
+        #expect(try t.store.facts(again)[a.rowid]?.summary.stem == "renamed")
+        #expect(t.store.commitCount > again.commits, "a write of another item counts too")
+    }
+
+    /// FS-31: a symlink is a file item whose MIME type says so; a note whose front matter says
+    /// `mime_type: inode/symlink` is a note, made or edited.
+    @Test func FS31_onlyAFileItemIsASymlink() throws {
+        let t = try TempStore()
+        let link = try t.store.createSymlink(name: "l", target: "a/b.md", tags: [])
+        #expect(link.mode == Store.symlinkMode)
+        let note = try t.store.createItem(NewItem(type: "core.note", fileName: "n.md", content: Array("---\nmime_type: inode/symlink\n---\nx\n".utf8)))
+        #expect(note.item.properties["mime_type"] == "inode/symlink")
+        #expect(try t.store.summary(rowid: note.rowid)?.mode != Store.symlinkMode)
+        _ = try t.store.writeContent(rowid: note.rowid, bytes: Array("---\nmime_type: inode/symlink\n---\ny\n".utf8))
+        #expect(try t.store.summary(rowid: note.rowid)?.mode != Store.symlinkMode)
+        #expect(try t.store.summary(rowid: link.rowid)?.mode == Store.symlinkMode)
+    }
+
     /// FS-26: a text's links are written with its properties, in one statement; a change of the
     /// properties that does not write them (another program's, with the sqlite3 shell) still
     /// marks them stale, and they are read again from the text.
