@@ -41,21 +41,29 @@ public enum FrontMatter {
         }
         var props: [String: JSONValue] = [:]
         if !yaml.allSatisfy({ $0.isWhitespace }) {
-            let node: Node?
-            do { node = try compose(yaml) } catch {
-                throw FrontMatterError.invalidYAML(String(describing: error).split(separator: "\n").first.map(String.init) ?? "error")
-            }
-            if let node {
-                guard case .mapping(let m) = node else { throw FrontMatterError.notAMapping }
-                for (k, v) in m {
-                    guard let key = scalarKey(k) else { throw FrontMatterError.notAMapping }
-                    props[key] = json(v)
-                }
-            }
+            // The common shape is read directly (`PlainFrontMatter`); any other by YAML.
+            props = try PlainFrontMatter.read(yaml) ?? yamlProperties(yaml)
         }
         let hasTitle = props[titleField] != nil
         props[bodyField] = .string(body)
         return Parsed(properties: props, hasTitleKey: hasTitle)
+    }
+
+    /// The properties a YAML block gives, read by the YAML parser.
+    static func yamlProperties(_ yaml: String) throws -> [String: JSONValue] {
+        let node: Node?
+        do { node = try compose(yaml) } catch {
+            throw FrontMatterError.invalidYAML(String(describing: error).split(separator: "\n").first.map(String.init) ?? "error")
+        }
+        var props: [String: JSONValue] = [:]
+        if let node {
+            guard case .mapping(let m) = node else { throw FrontMatterError.notAMapping }
+            for (k, v) in m {
+                guard let key = scalarKey(k) else { throw FrontMatterError.notAMapping }
+                props[key] = json(v)
+            }
+        }
+        return props
     }
 
     /// What can still be read of a text whose front matter does not parse (FS-32), as Obsidian
@@ -134,6 +142,10 @@ public enum FrontMatter {
             guard let f = v.utf8.first, f == UInt8(ascii: "+") || f == UInt8(ascii: "-") || f == UInt8(ascii: ".") || (f >= 0x30 && f <= 0x39) else {
                 return .str
             }
+            // The two shapes front matter holds most, without the regular expressions: a
+            // decimal integer, a date (`created: 2024-07-03`).
+            if PlainFrontMatter.isDecimal(Substring(v)) { return .int }
+            if PlainFrontMatter.isDate(v) { return .timestamp }
             return Resolver.default.resolveTag(of: Node(v))
         }
     }

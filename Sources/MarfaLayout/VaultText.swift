@@ -66,7 +66,7 @@ public enum VaultText {
             default: break
             }
         }
-        return out.map { $0.trimmingCharacters(in: .whitespaces) }.map { $0.hasPrefix("#") ? String($0.dropFirst()) : $0 }
+        return out.map(VaultText.trimmedWhitespace).map { $0.hasPrefix("#") ? String($0.dropFirst()) : $0 }
             .filter(isTag)
     }
 
@@ -82,8 +82,20 @@ public enum VaultText {
         return nonDigit
     }
 
+    /// `s` without `CharacterSet.whitespaces` at either end; `s` itself when it has none there.
+    static func trimmedWhitespace(_ s: String) -> String {
+        guard let f = s.unicodeScalars.first, let l = s.unicodeScalars.last,
+              f == " " || l == " " || !f.isASCII || !l.isASCII || f == "\t" || l == "\t" else { return s }
+        return s.trimmingCharacters(in: .whitespaces)
+    }
+
     static func isTagScalar(_ c: Unicode.Scalar) -> Bool {
-        c == "_" || c == "-" || c == "/" || c.properties.isAlphabetic || c.properties.numericType != nil
+        // ASCII: letters, digits, `_`, `-`, `/` (what the properties below give there).
+        if c.isASCII {
+            let v = c.value
+            return (v >= 0x30 && v <= 0x39) || ((v | 0x20) >= 0x61 && (v | 0x20) <= 0x7a) || c == "_" || c == "-" || c == "/"
+        }
+        return c.properties.isAlphabetic || c.properties.numericType != nil
             || c.properties.generalCategory == .nonspacingMark || c.properties.isEmojiPresentation
     }
 
@@ -281,7 +293,7 @@ extension VaultText {
             case .array(let a): strings = a.compactMap(\.stringValue)
             default: strings = []
             }
-            for s in strings where s.contains("[[") {
+            for s in strings where hasWikiOpening(s) {
                 var scratch = Scan(), inComment = false
                 scanLine(Array(s.unicodeScalars), inComment: &inComment, into: &scratch, tagAt: nil)
                 out.links += scratch.links.filter { !$0.markdown }
@@ -289,6 +301,16 @@ extension VaultText {
         }
         out.tags = distinctTags(out.tags)
         return out
+    }
+
+    /// Whether `s` holds `[[`.
+    static func hasWikiOpening(_ s: String) -> Bool {
+        var previous: UInt8 = 0
+        for b in s.utf8 {
+            if b == 0x5b && previous == 0x5b { return true }
+            previous = b
+        }
+        return false
     }
 
     /// Each tag once, case-insensitively, the first spelling kept.

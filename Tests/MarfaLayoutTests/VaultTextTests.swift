@@ -65,4 +65,19 @@ import Testing
         #expect(s.tags == ["t"])
         #expect(VaultText.removingTag("t", from: text) == "A [[One]] t\r\n```\r\n[[Not]] #u\r\n```\r\nB [[Two]]\r\n")
     }
+
+    /// The ASCII shortcut of a tag's characters is what Unicode's properties say of them, and
+    /// trimming a front-matter tag trims what Foundation's whitespace set holds.
+    @Test func FS26_tagCharactersAndTrimmingAsUnicodeSays() {
+        for v in UInt32(0)..<128 {
+            let c = Unicode.Scalar(v)!
+            let byProperties = c == "_" || c == "-" || c == "/" || c.properties.isAlphabetic || c.properties.numericType != nil
+                || c.properties.generalCategory == .nonspacingMark || c.properties.isEmojiPresentation
+            #expect(VaultText.isTagScalar(c) == byProperties, "U+\(String(v, radix: 16))")
+        }
+        for s in ["a", " a", "a ", "\ta\t", "\u{a0}a\u{2003}", "é", "", " ", "a b"] {
+            #expect(VaultText.trimmedWhitespace(s) == s.trimmingCharacters(in: .whitespaces), "\(s.debugDescription)")
+        }
+        #expect(VaultText.hasWikiOpening("x [[y") && !VaultText.hasWikiOpening("[x] [") && !VaultText.hasWikiOpening(""))
+    }
 }
