@@ -122,8 +122,9 @@ enum Vault {
         case new(PreparedItem, mode: UInt16, mtimeNs: Int64?)
     }
 
-    /// Reads, looks up and parses `rels` on eight threads (no store writes: files not in the
-    /// page cache are read several at a time, and parsing takes every core); the outcomes in order.
+    /// Reads, looks up and parses `rels` on several threads (no store writes: files not in the
+    /// page cache are read a few at a time, and parsing takes the cores the writer leaves); the
+    /// outcomes in order.
     static func readAll(_ rels: [String], from root: String, store: Store, known: Set<String>) -> [Outcome] {
         if rels.isEmpty { return [] }
         // Ids are minted here, in the files' order: of two files with one name, the first keeps
@@ -133,7 +134,10 @@ enum Vault {
             let base = UInt(bitPattern: buffer.baseAddress)
             let next = Ticket()
             let done = DispatchGroup()
-            for _ in 0..<min(8, rels.count) {
+            // Fewer readers than cores: the batches' writer (one thread, the slower stage) keeps
+            // a core of its own; more readers only took turns with it. Two at least, so a
+            // read waiting for the disk does not stop the other.
+            for _ in 0..<min(max(2, ProcessInfo.processInfo.activeProcessorCount - 1), rels.count) {
                 done.enter()
                 Thread {
                     // Each file's slot is initialized by the one thread that took its number.
@@ -230,8 +234,8 @@ struct ImportCommand: ParsableCommand {
         var progress = Progress(label: "importing", total: files.count)
         var updated = 0, same = 0, failed = 0
         // New files go in a few hundred at a time, one transaction each, written on a thread of
-        // their own while the next batch is read and parsed on every core (a file that fails makes
-        // its batch go again one by one, so only it is reported).
+        // their own while the next batch is read and parsed on the other cores (a file that fails
+        // makes its batch go again one by one, so only it is reported).
         let writer = ImportWriter(store: store)
         // What an earlier import brought in (looked up again only for those files).
         let known = try store.sourceIDs(withPrefix: "import:")
