@@ -66,12 +66,42 @@ final class NameTable {
         if old == nil, let g = groups[c.baseName], g.allSatisfy({ k in claims[k].map { ($0.createdAt, $0.id) < (c.createdAt, c.id) } ?? false }) {
             return appendLast(c, to: g)
         }
+        if let only = alone(c, old: old) { return only }
         var affected = Set<String>()
         if let old { affected.insert(old.baseName); drop(c.key, from: old.baseName) }
         claims[c.key] = c
         add(c.key, to: c.baseName)
         affected.insert(c.baseName)
         return reassign(bases: affected)
+    }
+
+    /// A claim that was alone with its name, if it had one (a new file, or one renamed from a
+    /// name of its own: `rsync`'s temporary file), and now asks for a name no one has or sorts
+    /// after every claim of it (FS-7: it takes the collision suffix): only its own names change,
+    /// as `reassign` would find, without its sets. nil for any other claim.
+    private func alone(_ c: NameClaim, old: NameClaim?) -> [String]? {
+        let base = c.baseName
+        if let old {
+            guard old.baseName != base, case .one(let k)? = groups[old.baseName], k == c.key else { return nil }
+        }
+        let g = groups[base]
+        if let g, !g.allSatisfy({ k in claims[k].map { ($0.createdAt, $0.id) < (c.createdAt, c.id) } ?? false }) { return nil }
+        var changed: [String] = []
+        if let old {
+            groups[old.baseName] = nil
+            if let n = nameOf.removeValue(forKey: c.key) {
+                if keyOf[n] == c.key { keyOf.removeValue(forKey: n) }
+                changed.append(n)
+            }
+        }
+        if let g { return changed + appendLast(c, to: g) }
+        claims[c.key] = c
+        groups[base] = .one(c.key)
+        nameOf[c.key] = base
+        keyOf[base] = c.key
+        sortedNames = nil
+        changed.append(base)
+        return changed
     }
 
     private func appendLast(_ c: NameClaim, to g: Group) -> [String] {

@@ -105,14 +105,17 @@ public enum Names {
 /// One entry that wants a name in a directory, for FS-7 disambiguation.
 public struct NameClaim: Sendable {
     public var key: Int64
-    public var stem: String
-    public var ext: String
+    public var stem: String { didSet { baseName = Names.compose(stem: stem, ext: ext) } }
+    public var ext: String { didSet { baseName = Names.compose(stem: stem, ext: ext) } }
     public var createdAt: String
     public var id: String
+    /// The name it asks for: its stem and extension, composed once (a directory's table looks
+    /// it up several times per change).
+    public private(set) var baseName: String
     public init(key: Int64, stem: String, ext: String, createdAt: String, id: String) {
         self.key = key; self.stem = stem; self.ext = ext; self.createdAt = createdAt; self.id = id
+        baseName = Names.compose(stem: stem, ext: ext)
     }
-    public var baseName: String { Names.compose(stem: stem, ext: ext) }
 }
 
 extension Names {

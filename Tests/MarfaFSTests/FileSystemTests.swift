@@ -218,21 +218,25 @@ struct SplitMix {
         var rng = SplitMix(seed: seed)
         let table = NameTable()
         var claims: [Int64: NameClaim] = [:]
-        let stems = ["a", "b", "new-1", "note"]
+        let stems = ["a", "b", "new-1", "note", "x", "y", "z", "w"]
         for step in 0..<400 {
             let key = Int64(rng.next() % 40)
+            let namesBefore = Set(table.keyOf.keys)
+            var changed: [String]
             if rng.next() % 4 == 0 {
-                table.remove(key); claims[key] = nil
+                changed = table.remove(key); claims[key] = nil
             } else {
                 // Times mostly increase (new files), sometimes not (a sync brings an older item).
                 let t = rng.next() % 5 == 0 ? Int(rng.next() % 400) : step
-                let c = NameClaim(key: key, stem: stems[Int(rng.next() % 4)], ext: ".md",
+                let c = NameClaim(key: key, stem: stems[Int(rng.next() % 8)], ext: ".md",
                                   createdAt: String(format: "2026-11-21T00:00:%03d", t), id: String(format: "%08x", rng.next() % 0xffff_ffff))
-                table.upsert(c); claims[key] = c
+                changed = table.upsert(c); claims[key] = c
             }
             let want = Names.resolve(claims: Array(claims.values))
             #expect(table.nameOf == want, "step \(step)")
             #expect(Set(table.keyOf.keys) == Set(want.values), "step \(step)")
+            // What the kernel is told to forget covers every name that came or went.
+            #expect(namesBefore.symmetricDifference(table.keyOf.keys).isSubset(of: changed), "step \(step)")
         }
     }
 }
