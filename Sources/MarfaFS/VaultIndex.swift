@@ -14,6 +14,9 @@ struct VaultIndex {
     var trees: [String: NameTable] = [:]
     /// Lower-cased name key (`nameKey`) → the active items that have it.
     var byName: [String: Set<Int64>] = [:]
+    /// Active items → their vault path, lower-cased (`Catalog.vaultPath`): every link naming an
+    /// item's name compares it, so it is made when the item comes or moves, not at each look.
+    var pathOf: [Int64: String] = [:]
     /// Text items → the links their text holds.
     var linksOf: [Int64: [VaultLink]] = [:]
     /// Text items → the name key of each of their links (as in `linksOf`, in order): every create
@@ -115,8 +118,11 @@ extension Catalog {
     func baseName(_ r: Int64) -> String? { items[r].map { Catalog.claim($0).baseName } }
 
     /// The vault-relative path of an active item, lower-cased.
-    func vaultPath(_ r: Int64) -> String? {
-        guard let v = vault, let f = v.folderOf[r], let n = baseName(r) else { return nil }
+    func vaultPath(_ r: Int64) -> String? { vault?.pathOf[r] }
+
+    /// What `vaultPath` of an item in `folder` (nil: none, not active) is to be.
+    func vaultPath(_ r: Int64, in folder: String?) -> String? {
+        guard let f = folder, let n = baseName(r) else { return nil }
         return VaultIndex.join(f, n).lowercased()
     }
 
@@ -128,6 +134,7 @@ extension Catalog {
         for (r, s) in items where s.state == .active {
             let f = folder(of: r)
             v.folderOf[r] = f
+            v.pathOf[r] = vaultPath(r, in: f)
             let c = Catalog.claim(s)
             claims[f, default: []].append(c)
             v.byName[VaultIndex.nameKey(Substring(c.baseName)), default: []].insert(r)
@@ -313,6 +320,7 @@ extension FileSystem {
             dirs[.treeDir(f), default: []].formUnion(table.upsert(Catalog.claim(s)))
         }
         v.folderOf[r] = newFolder
+        v.pathOf[r] = catalog.vaultPath(r, in: newFolder)
         if oldKey != newKey || old != newFolder {
             if let k = oldKey { v.byName[k]?.remove(r) }
             if let k = newKey { v.byName[k, default: []].insert(r) }
