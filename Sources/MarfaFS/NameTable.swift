@@ -61,8 +61,11 @@ final class NameTable {
     func upsert(_ c: NameClaim) -> [String] {
         let old = claims[c.key]
         if let old, old.stem == c.stem, old.ext == c.ext, old.createdAt == c.createdAt { return [] }
-        // A new claim, or one leaving a name of its own, that sorts after every claim of its name
-        // (a new file: the newest) changes no other name (FS-7).
+        // A new claim that sorts after every claim of its name (a new file: the newest) takes the
+        // collision suffix and changes no other name (FS-7).
+        if old == nil, let g = groups[c.baseName], g.allSatisfy({ k in claims[k].map { ($0.createdAt, $0.id) < (c.createdAt, c.id) } ?? false }) {
+            return appendLast(c, to: g)
+        }
         if let only = alone(c, old: old) { return only }
         var affected = Set<String>()
         if let old { affected.insert(old.baseName); drop(c.key, from: old.baseName) }
