@@ -146,6 +146,10 @@ public final class FileSystem: @unchecked Sendable {
     static let rootIno: UInt64 = 1
     static let itemInoBase: UInt64 = 16
 
+    /// Whether an inode is an item's file (or a removed one's held open): a regular file or a
+    /// symlink whose bytes the daemon may rewrite, never a directory.
+    public static func isItemInode(_ ino: UInt64) -> Bool { ino >= itemInoBase && ino < InodeTable.dynamicBase }
+
     func ino(_ n: Node) -> UInt64 {
         switch n {
         case .root: return Self.rootIno

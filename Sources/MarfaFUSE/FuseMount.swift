@@ -5,7 +5,9 @@ import MarfaFS
 
 /// Serves a `FileSystem` through libfuse's low-level API. The only module that imports libfuse:
 /// it translates requests and replies, runs the session loop on threads of its own, and sends
-/// kernel cache invalidations from a dedicated thread (never from inside a request).
+/// kernel cache invalidations from a dedicated thread, except one kind: a request that rewrites
+/// another file's bytes (a tag taken off a note rewrites its front matter) drops that file's
+/// cached pages before it replies (`Notifier.send`).
 public final class FuseMount: @unchecked Sendable {
     let fs: FileSystem
     let log: Logger
@@ -54,7 +56,7 @@ public final class FuseMount: @unchecked Sendable {
         notifier.root = mountpoint
         notifier.fs = fs
         notifier.start()
-        fs.onInvalidate = { [notifier] inv in notifier.enqueue(inv) }
+        fs.onInvalidate = { [notifier] inv in notifier.send(inv) }
         fs.startSettling()
     }
 
@@ -86,9 +88,13 @@ public final class FuseMount: @unchecked Sendable {
     }
 }
 
-/// Sends kernel invalidations in order, from its own thread.
+/// Sends kernel invalidations in order, from its own thread; those a request must send before it
+/// replies, from the request's thread (`send`).
 final class Notifier: @unchecked Sendable {
     let cond = NSCondition()
+    /// How long the thread waits before each batch: `MARFAFS_NOTIFY_DELAY_MS`, a loaded machine
+    /// made on purpose (tests); 0 otherwise.
+    let delay: useconds_t = ProcessInfo.processInfo.environment["MARFAFS_NOTIFY_DELAY_MS"].flatMap(UInt32.init).map { $0 * 1000 } ?? 0
     var queue: [Invalidation] = []
     var running = false
     var session: OpaquePointer?
@@ -113,7 +119,32 @@ final class Notifier: @unchecked Sendable {
     }
 
     func enqueue(_ inv: [Invalidation]) {
+        guard !inv.isEmpty else { return }
         cond.lock(); queue.append(contentsOf: inv); cond.signal(); cond.unlock()
+    }
+
+    /// Invalidations of a change just made. Inside a request whose system call holds no file's
+    /// pages (`RequestScope`: a name made, removed or renamed, an attribute set or removed), the
+    /// cached pages of the files it rewrote are dropped here, before the reply: a tag put on or
+    /// taken off a note through `tags/` or `user.marfa.tags` rewrites its front matter, and the
+    /// next `read(2)` of any program sees the new text however far behind the thread is. Safe from
+    /// here: the call takes none of the inode's locks, only its pages' locks, which a `read` holds
+    /// while its request waits for a worker, and the core's lock is not held now. A `write(2)` or
+    /// `truncate(2)` holds its file's pages: those requests are outside the scope. The rest goes to
+    /// the thread, in order: a name's invalidation waits for the directory lock the request's own
+    /// system call holds.
+    func send(_ inv: [Invalidation]) {
+        guard RequestScope.isInside, let se = session else { return enqueue(inv) }
+        var later: [Invalidation] = []
+        later.reserveCapacity(inv.count)
+        for i in inv {
+            if case .inode(let ino) = i, FileSystem.isItemInode(ino) {
+                _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0)
+            } else {
+                later.append(i)
+            }
+        }
+        enqueue(later)
     }
 
     private func loop() {
@@ -125,6 +156,7 @@ final class Notifier: @unchecked Sendable {
             if !running { cond.unlock(); return }
             let batch = queue; queue.removeAll()
             cond.unlock()
+            if delay > 0 { usleep(delay) }
             guard let se = session else { continue }
             var seen = Set<Invalidation>()
             for inv in batch where seen.insert(inv).inserted {
@@ -198,6 +230,25 @@ extension Notifier {
             rc = rename(path, root + "/" + to.path)
         }
         return rc == 0
+    }
+}
+
+/// Whether a worker thread is serving a request whose system call holds no file's pages and may
+/// rewrite files' bytes (a name made, removed or renamed; an attribute set or removed). Read by
+/// `Notifier.send`.
+enum RequestScope {
+    private static let key: pthread_key_t = {
+        var k = pthread_key_t()
+        pthread_key_create(&k, nil)
+        return k
+    }()
+
+    static var isInside: Bool { pthread_getspecific(key) != nil }
+
+    static func within<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_setspecific(key, UnsafeRawPointer(bitPattern: 1))
+        defer { pthread_setspecific(key, nil) }
+        return try body()
     }
 }
 

@@ -160,40 +160,48 @@ extension FuseMount {
         ops.mknod = { req, parent, cname, mode, _ in
             guarded(req, "mknod") { m in
                 guard (mode & S_IFMT) == S_IFREG else { throw FSError(.notPermitted, "only regular files can be made here") }
-                let a = try m.fs.create(parent: parent, name: try name(cname), reader: reader(req))
+                let a = try RequestScope.within { try m.fs.create(parent: parent, name: try name(cname), reader: reader(req)) }
                 var e = entryParam(try withMode(m, a, mode, reader(req)))
                 replyEntry(m, req, &e)
             }
         }
         ops.mkdir = { req, parent, cname, mode in
             guarded(req, "mkdir") { m in
-                let a = try m.fs.mkdir(parent: parent, name: try name(cname), reader: reader(req))
+                let a = try RequestScope.within { try m.fs.mkdir(parent: parent, name: try name(cname), reader: reader(req)) }
                 var e = entryParam(try withMode(m, a, mode, reader(req)))
                 replyEntry(m, req, &e)
             }
         }
         ops.unlink = { req, parent, cname in
-            guarded(req, "unlink") { m in try m.fs.unlink(parent: parent, name: try name(cname), reader: reader(req)); fuse_reply_err(req, 0) }
+            guarded(req, "unlink") { m in
+                try RequestScope.within { try m.fs.unlink(parent: parent, name: try name(cname), reader: reader(req)) }
+                fuse_reply_err(req, 0)
+            }
         }
         ops.rmdir = { req, parent, cname in
-            guarded(req, "rmdir") { m in try m.fs.rmdir(parent: parent, name: try name(cname), reader: reader(req)); fuse_reply_err(req, 0) }
+            guarded(req, "rmdir") { m in
+                try RequestScope.within { try m.fs.rmdir(parent: parent, name: try name(cname), reader: reader(req)) }
+                fuse_reply_err(req, 0)
+            }
         }
         ops.symlink = { req, target, parent, cname in
             guarded(req, "symlink") { m in
-                var e = entryParam(try m.fs.symlink(target: try name(target), parent: parent, name: try name(cname), reader: reader(req)))
+                var e = entryParam(try RequestScope.within { try m.fs.symlink(target: try name(target), parent: parent, name: try name(cname), reader: reader(req)) })
                 replyEntry(m, req, &e)
             }
         }
         ops.rename = { req, parent, cname, newParent, newName, flags in
             guarded(req, "rename") { m in
-                try m.fs.rename(parent: parent, name: try name(cname), newParent: newParent, newName: try name(newName),
-                                noReplace: (flags & 1) != 0, exchange: (flags & 2) != 0, reader: reader(req))
+                try RequestScope.within {
+                    try m.fs.rename(parent: parent, name: try name(cname), newParent: newParent, newName: try name(newName),
+                                    noReplace: (flags & 1) != 0, exchange: (flags & 2) != 0, reader: reader(req))
+                }
                 fuse_reply_err(req, 0)
             }
         }
         ops.link = { req, ino, newParent, newName in
             guarded(req, "link") { m in
-                var e = entryParam(try m.fs.link(ino: ino, newParent: newParent, newName: try name(newName)))
+                var e = entryParam(try RequestScope.within { try m.fs.link(ino: ino, newParent: newParent, newName: try name(newName)) })
                 replyEntry(m, req, &e)
             }
         }
@@ -252,8 +260,10 @@ extension FuseMount {
         ops.setxattr = { req, ino, cname, value, size, flags in
             guarded(req, "setxattr") { m in
                 let v = value.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
-                try m.fs.setxattr(ino, name: try name(cname), value: v, create: (Int(flags) & Int(XATTR_CREATE)) != 0,
-                                  replace: (Int(flags) & Int(XATTR_REPLACE)) != 0)
+                try RequestScope.within {
+                    try m.fs.setxattr(ino, name: try name(cname), value: v, create: (Int(flags) & Int(XATTR_CREATE)) != 0,
+                                      replace: (Int(flags) & Int(XATTR_REPLACE)) != 0)
+                }
                 fuse_reply_err(req, 0)
             }
         }
@@ -275,12 +285,15 @@ extension FuseMount {
             }
         }
         ops.removexattr = { req, ino, cname in
-            guarded(req, "removexattr") { m in try m.fs.removexattr(ino, name: try name(cname)); fuse_reply_err(req, 0) }
+            guarded(req, "removexattr") { m in
+                try RequestScope.within { try m.fs.removexattr(ino, name: try name(cname)) }
+                fuse_reply_err(req, 0)
+            }
         }
         ops.create = { req, parent, cname, mode, fi in
             guarded(req, "create") { m in
                 guard (mode & S_IFMT) == S_IFREG || (mode & S_IFMT) == 0 else { throw FSError(.notPermitted, "only regular files") }
-                let a = try m.fs.create(parent: parent, name: try name(cname), reader: reader(req))
+                let a = try RequestScope.within { try m.fs.create(parent: parent, name: try name(cname), reader: reader(req)) }
                 var e = entryParam(try withMode(m, a, mode, reader(req)))
                 marfafs_fi_set_cache(fi, 0)
                 m.fs.kernelLooked(e.ino)

@@ -148,6 +148,7 @@ extension Store {
             let t = type(cur.item.type)
             if value == nil && cur.item.properties[name] == nil { throw StoreError.notFound("property \(name)") }
             if cur.item.properties[name] == value { return nil }
+            let before = cur.item.properties
             cur.item.properties[name] = value
             let isBlob = TypeSchema.isBlobType(t.id)
             var raw: Data?
@@ -169,6 +170,11 @@ extension Store {
                            [JSONCoding.encode(cur.item.properties), rawCol, head, size, cur.item.updatedAt, Self.ns(now), rowid])
             try enqueueItemChange(db, cur.item)
             try refreshName(db, rowid: rowid)
+            // A note's tags and every text's links follow what its text says now (FS-26): a
+            // `tags:` key set or removed changes the note's tags as an editor's save would.
+            if !isBlob, let now = try Self.fetchItem(db, rowid: rowid) {
+                try followText(db, now, before: before, said: VaultText.read(properties: now.item.properties, bodyField: t.bodyField))
+            }
             return try Self.fetchItem(db, rowid: rowid)!
         }
     }

@@ -183,6 +183,40 @@ import Testing
         #expect(h.sh("ls tags/fresh").out == "Sibling.md")
     }
 
+    /// A tag put on or taken off a note through `tags/` rewrites the note's front matter; a read of
+    /// the note right after the call returns (or after `setfattr` of `user.marfa.tags`) sees the new text even when the daemon's invalidation
+    /// thread is far behind (here held back half a second before each batch): the note's cached
+    /// pages are dropped before the call returns (FS-26, FS-25).
+    @Test func FS26_aNoteReadRightAfterItsTagChangesShowsTheNewText() throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        h.environment = ["MARFAFS_NOTIFY_DELAY_MS": "500"]
+        _ = try h.importFolder(Self.vaultScript)
+        try h.mount()
+        let home = typesPath(h, "Home.md")
+        // Each step reads the note whole first (its pages cached), changes its tags, reads again at once.
+        func step(_ change: String) -> String {
+            h.sh("cat vault/Home.md >/dev/null && \(change) && head -3 vault/Home.md && cat '\(home)' | sed -n 2p").out
+        }
+        #expect(step("mkdir tags/later && ln -s '../../\(home)' tags/later/")
+                == "---\ntags: [home, \"#index\", later]\n---\ntags: [home, \"#index\", later]")
+        #expect(step("rm tags/index/Home.md") == "---\ntags: [home, later]\n---\ntags: [home, later]")
+        #expect(step("mv tags/later tags/soon") == "---\ntags: [home, soon]\n---\ntags: [home, soon]")
+        #expect(step("setfattr -n user.marfa.tags -v home,soon,more vault/Home.md") == "---\ntags: [home, soon, more]\n---\ntags: [home, soon, more]")
+        #expect(step("setfattr -x user.marfa.prop.tags vault/Home.md") == "# Home\nPlans: [[Atlas Plan]] and [[Projects/Atlas/Atlas Plan|the real plan]], also [[Atlas Plan#Goals]].\nRelative: [the plan](Projects/Atlas/Atlas%20Plan.md). Web: [site](https://example.com/x.md).\nPlans: [[Atlas Plan]] and [[Projects/Atlas/Atlas Plan|the real plan]], also [[Atlas Plan#Goals]].")
+        #expect(h.sh("getfattr --only-values -n user.marfa.tags vault/Home.md").out == "", "the tags the key gave went with it")
+        #expect(h.sh("test -e tags/more").status != 0)
+        // Tags set again: a new front matter, in block style; the tags it lost went with it.
+        #expect(step("setfattr -n user.marfa.tags -v home,soon vault/Home.md") == "---\ntags:\n  - home\ntags:")
+        #expect(h.sh("getfattr --only-values -n user.marfa.tags vault/Home.md").out == "home,soon")
+        // The last tag gone, the front matter goes.
+        #expect(h.sh("cat vault/Home.md >/dev/null && rm tags/soon/Home.md tags/home/Home.md && head -1 vault/Home.md").out == "# Home")
+        // Several notes at once: a tag directory renamed rewrites each.
+        #expect(h.sh("mkdir tags/both && ln -s '../../\(home)' tags/both/ && ln -s '../../\(typesPath(h, "Old/Atlas Plan.md"))' tags/both/").status == 0)
+        #expect(h.sh("cat vault/Home.md 'vault/Old/Atlas Plan.md' >/dev/null && mv tags/both tags/each && grep -c each vault/Home.md 'vault/Old/Atlas Plan.md'").out
+                == "vault/Home.md:1\nvault/Old/Atlas Plan.md:1")
+    }
+
     /// A vault comes whole (FS-32): import keeps hidden files and folders, empty folders and
     /// every file's and folder's time, and leaves a git repository out, saying so; the mount
     /// shows exactly the original (`rsync -a` from it finds nothing to do) and so does export.
