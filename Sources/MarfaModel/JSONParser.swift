@@ -98,17 +98,23 @@ public struct JSONParser {
 
     mutating func string() throws -> String {
         i += 1
-        var out = [UInt8]()
-        var run = i
+        let start = i
+        i = plainEnd(from: i)
+        // The common string, with no escape: validated and made in one step.
+        if i < b.count, b[i] == UInt8(ascii: "\"") {
+            let end = i
+            i += 1
+            guard let s = b.withUnsafeBufferPointer({ String(validating: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self) }) else {
+                throw fail("string is not UTF-8")
+            }
+            return s
+        }
+        var out = [UInt8](b[start..<i])
         while true {
             guard i < b.count else { throw fail("unterminated string") }
             let c = b[i]
-            // Bytes that need no decoding are copied a run at a time.
-            if c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") && c >= 0x20 { i += 1; continue }
-            if i > run { out.append(contentsOf: b[run..<i]) }
             if c == UInt8(ascii: "\"") { i += 1; break }
             if c < 0x20 { throw fail("control character in a string") }
-            defer { run = i }
             i += 1
             guard i < b.count else { throw fail("unterminated escape") }
             let e = b[i]; i += 1
@@ -131,9 +137,28 @@ public struct JSONParser {
                 out.append(contentsOf: Array(String(u).utf8))
             default: throw fail("bad escape")
             }
+            // Bytes that need no decoding are copied a run at a time.
+            let run = i
+            i = plainEnd(from: i)
+            out.append(contentsOf: b[run..<i])
         }
         guard let s = String(validating: out, as: UTF8.self) else { throw fail("string is not UTF-8") }
         return s
+    }
+
+    /// The end of the run of a string's bytes from `from` that need no decoding: the index of the
+    /// first quote, backslash or control character, or the end of the text. Read from the buffer
+    /// directly: a note's body is thousands of bytes, read at every save.
+    func plainEnd(from: Int) -> Int {
+        b.withUnsafeBufferPointer { p in
+            var j = from
+            while j < p.count {
+                let c = p[j]
+                if c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") || c < 0x20 { break }
+                j += 1
+            }
+            return j
+        }
     }
 
     /// The string value of top-level `key` in JSON object `text`, read without building the other
@@ -178,11 +203,12 @@ public struct JSONParser {
         case UInt8(ascii: "\""):
             i += 1
             while true {
+                i = plainEnd(from: i)
                 guard i < b.count else { throw fail("unterminated string") }
                 let c = b[i]
                 if c == UInt8(ascii: "\"") { i += 1; return }
                 if c < 0x20 { throw fail("control character in a string") }
-                i += c == UInt8(ascii: "\\") ? 2 : 1
+                i += 2
             }
         default:
             _ = try value()

@@ -126,7 +126,7 @@ extension Store {
 
     /// One item's links (`VaultLinks`), nil when it has none.
     public func links(rowid: Int64) throws -> String? {
-        let row = try pool.read { db in try Row.fetchOne(db.cachedStatement(sql: "SELECT links, links_stale FROM items WHERE rowid = ?"), arguments: [rowid]) }
+        let row = try readStatement { db in try Row.fetchOne(db.cachedStatement(sql: "SELECT links, links_stale FROM items WHERE rowid = ?"), arguments: [rowid]) }
         guard let row else { return nil }
         if (row["links_stale"] as Int64?) != 1 { return row["links"] }
         return try write { db in

@@ -107,7 +107,7 @@ extension Store {
     @discardableResult
     public func saveOver(_ target: Int64, from source: SaveSource, by writer: Writer = .unknown) throws -> StagedFile? {
         if staging.isNew(source.key) {
-            if !staging.contains(StagedKey(.item, target)) { try pool.read { db in try beginSave(db, target, by: writer, patch: false) } }
+            if !staging.contains(StagedKey(.item, target)) { try readStatement { db in try beginSave(db, target, by: writer, patch: false) } }
             return try staging.saveOver(target, from: source.key)
         }
         try commitStaged(ifAnyOf: source.key, StagedKey(.item, target))

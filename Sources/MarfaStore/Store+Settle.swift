@@ -163,7 +163,7 @@ extension Store {
     }
 
     public func hasUnsettled() throws -> Bool {
-        try pool.read { db in try db.exists("SELECT 1 FROM items INDEXED BY items_unsettled WHERE unsettled = 1") }
+        try readStatement { db in try db.exists("SELECT 1 FROM items INDEXED BY items_unsettled WHERE unsettled = 1") }
     }
 
     /// The file of an unsettled item, open for writing inside a transaction.

@@ -1,3 +1,4 @@
+import Foundation
 import MarfaLayout
 import MarfaModel
 import PropertyBased
@@ -157,6 +158,23 @@ import Testing
 @Suite struct JSONParserTests {
     @Test func strictParserRefusesMalformedText() {
         for bad in ["", "{", "[1,]", "{\"a\" 1}", "\"unterminated", "\"ctl\u{1}\"", "01x", "1 2", "tru", "{\"a\":1}}", "\"\\x\""] {
+            #expect(throws: JSONParser.Failure.self, "\(bad.debugDescription)") { _ = try JSONParser.parse(bad) }
+        }
+    }
+
+    /// A string's text, escapes and plain runs in any order, reads as Foundation's parser reads
+    /// it; a raw control character or a bad escape anywhere is refused, as there (RFC 8259).
+    @Test func stringsReadAsFoundationReadsThem() async throws {
+        let pieces = ["a", "plain run of text ", "é", "😀", "\\n", "\\\"", "\\\\", "\\/", "\\t", "\\u00e9", "\\ud83d\\ude00",
+                      "\\u0000", "\\b\\f\\r", "\u{7f}", "'", "{", "]", ","]
+        await propertyCheck(count: 500, input: Gen<Int>.int(in: 0...(pieces.count - 1)).array(of: 0...12)) { picks in
+            let json = "\"" + picks.map { pieces[$0] }.joined() + "\""
+            let foundation = try? JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed]) as? String
+            #expect(foundation != nil, "\(json)")
+            #expect((try? JSONParser.parse(json)) == foundation.map { JSONValue.string($0) }, "\(json)")
+            #expect(JSONParser.stringField("k", in: "{\"k\": \(json), \"z\": \(json)}") == foundation, "\(json)")
+        }
+        for bad in ["\"a\u{1}b\"", "\"a\\qb\"", "\"\\u12\"", "\"abc", "\"a\\\"", "\"\\ud800x\\u0041\""] {
             #expect(throws: JSONParser.Failure.self, "\(bad.debugDescription)") { _ = try JSONParser.parse(bad) }
         }
     }
