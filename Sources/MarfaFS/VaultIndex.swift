@@ -54,7 +54,22 @@ struct VaultIndex {
     }
 
     static func lastComponent(_ path: String) -> Substring {
-        path.split(separator: "/", omittingEmptySubsequences: true).last ?? Substring(path)
+        // An ASCII path is cut at its bytes (every link resolution looks at one, and at each
+        // candidate's); any other as Characters, as ever (a mark may join a `/`).
+        let cut: Range<Int>?? = path.utf8.withContiguousStorageIfAvailable { p -> Range<Int>? in
+            for x in p where x >= 0x80 { return nil }
+            var end = p.count
+            while end > 0, p[end - 1] == UInt8(ascii: "/") { end -= 1 }
+            if end == 0 { return 0..<p.count }
+            var start = end
+            while start > 0, p[start - 1] != UInt8(ascii: "/") { start -= 1 }
+            return start..<end
+        }
+        if let r = cut ?? nil {
+            let u = path.utf8
+            return path[u.index(u.startIndex, offsetBy: r.lowerBound)..<u.index(u.startIndex, offsetBy: r.upperBound)]
+        }
+        return path.split(separator: "/", omittingEmptySubsequences: true).last ?? Substring(path)
     }
 
     /// `a/./b/../c` → `a/c`; nil when it climbs above the top.
@@ -65,6 +80,7 @@ struct VaultIndex {
            !Self.hasDotOrEmptyComponent(u) {
             return path
         }
+        if let ascii = asciiNormalized(path) { return ascii }
         var out: [Substring] = []
         for c in path.split(separator: "/", omittingEmptySubsequences: true) {
             if c == "." { continue }
@@ -72,6 +88,38 @@ struct VaultIndex {
             out.append(c)
         }
         return out.joined(separator: "/")
+    }
+
+    /// `normalize` of an ASCII path, made from its bytes (a Markdown link's `../x.md` joined to
+    /// its note's folder); nil when the path is not ASCII, `.some(nil)` when it climbs above the top.
+    private static func asciiNormalized(_ path: String) -> String?? {
+        let made = path.utf8.withContiguousStorageIfAvailable { p -> String?? in
+            for x in p where x >= 0x80 { return nil }
+            var parts: [Range<Int>] = []
+            var i = 0
+            while i < p.count {
+                while i < p.count, p[i] == UInt8(ascii: "/") { i += 1 }
+                guard i < p.count else { break }
+                var j = i
+                while j < p.count, p[j] != UInt8(ascii: "/") { j += 1 }
+                if j - i == 1, p[i] == UInt8(ascii: ".") {
+                } else if j - i == 2, p[i] == UInt8(ascii: "."), p[i + 1] == UInt8(ascii: ".") {
+                    if parts.isEmpty { return .some(nil) }
+                    parts.removeLast()
+                } else {
+                    parts.append(i..<j)
+                }
+                i = j
+            }
+            var out: [UInt8] = []
+            out.reserveCapacity(p.count)
+            for (k, r) in parts.enumerated() {
+                if k > 0 { out.append(UInt8(ascii: "/")) }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: p[r]))
+            }
+            return .some(String(decoding: out, as: UTF8.self))
+        }
+        return made ?? nil
     }
 
     /// Whether a path has a component that starts with `.` after a `/`, or two `/` in a row.
@@ -172,10 +220,11 @@ extension Catalog {
         var exactHit: (path: String, r: Int64)?
         var besideHit: (length: Int, path: String, r: Int64)?
         var shortest: (length: Int, path: String, r: Int64)?
+        let underWant = "/" + want
         for c in candidates {
             guard let p = vaultPath(c) else { continue }
-            let bare = p.hasSuffix(".md") ? String(p.dropLast(3)) : p
-            guard p == want || bare == want || p.hasSuffix("/" + want) || bare.hasSuffix("/" + want) else { continue }
+            let bare = p.hasSuffix(".md") ? p.dropLast(3) : Substring(p)
+            guard p == want || bare == want || p.hasSuffix(underWant) || bare.hasSuffix(underWant) else { continue }
             if p == want || bare == want {
                 if exactHit == nil || p < exactHit!.path { exactHit = (p, c) }
                 continue

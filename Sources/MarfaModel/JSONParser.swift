@@ -109,7 +109,10 @@ public struct JSONParser {
             }
             return s
         }
-        var out = [UInt8](b[start..<i])
+        // Escapes: the decoded text is at most as long as the encoded one, to its closing quote.
+        var out = [UInt8]()
+        out.reserveCapacity(encodedEnd(from: i) - start)
+        out.append(contentsOf: b[start..<i])
         while true {
             guard i < b.count else { throw fail("unterminated string") }
             let c = b[i]
@@ -144,6 +147,17 @@ public struct JSONParser {
         }
         guard let s = String(validating: out, as: UTF8.self) else { throw fail("string is not UTF-8") }
         return s
+    }
+
+    /// Where a string whose text goes on at `from` ends (its closing quote), escapes skipped;
+    /// the end of the text if it has none. Only a size: the decoding finds the errors.
+    func encodedEnd(from: Int) -> Int {
+        var j = from
+        while true {
+            j = plainEnd(from: j)
+            guard j < b.count, b[j] != UInt8(ascii: "\""), b[j] >= 0x20 else { return min(j, b.count) }
+            j += 2
+        }
     }
 
     /// The end of the run of a string's bytes from `from` that need no decoding: the index of the

@@ -34,8 +34,10 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
 public final class Store: Sendable {
     public let path: String
     let pool: DatabasePool
-    /// One read-only connection for reads of one statement (`readStatement`).
-    let statements: DatabaseQueue
+    /// Read-only connections for reads of one statement (`readStatement`), taken in turn: reads
+    /// of files run outside the core's lock, several at once (`rg`'s threads).
+    let statements: [DatabaseQueue]
+    let statementTurn = Atomic<Int>(0)
     let typeCache: TypeCache
     public let blobs: BlobReader
     /// Files made through the mount, not yet in the store (see `Staging`).
@@ -118,7 +120,7 @@ public final class Store: Sendable {
             try db.run("PRAGMA mmap_size = 4294967296")
             try db.run("PRAGMA cache_size = -8192")
         }
-        statements = try DatabaseQueue(path: path, configuration: reading)
+        statements = try (0..<4).map { _ in try DatabaseQueue(path: path, configuration: reading) }
         pool.add(transactionObserver: commits, extent: .databaseLifetime)
         typeCache = TypeCache(try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT json FROM types").compactMap {
@@ -175,7 +177,8 @@ public final class Store: Sendable {
     /// over a note, which reads the bytes the save began from under the core's lock. A read of more
     /// than one statement that must agree uses `pool.read`.
     func readStatement<T>(_ body: (Database) throws -> T) throws -> T {
-        try statements.unsafeRead(body)
+        let turn = statementTurn.add(1, ordering: .relaxed).oldValue
+        return try statements[turn & (statements.count - 1)].unsafeRead(body)
     }
 
     public func allSummaries() throws -> [ItemSummary] {
@@ -236,19 +239,17 @@ public final class Store: Sendable {
 
     /// The bytes of a text item's file: what was written (FS-9), else the rendering (FS-8).
     public func textContent(rowid: Int64) throws -> [UInt8] {
-        try pool.read { db in
-            guard let row = try db.row("SELECT raw, raw_head, size, properties, type, blob_ref FROM items WHERE rowid = ?", [rowid]) else {
-                throw StoreError.notFound("item \(rowid)")
-            }
-            if let d: Data = row["raw"] { return [UInt8](d.prefix(row["size"] as Int)) }
-            // A blob item's bytes are its blob, never a rendering of its properties.
-            if TypeSchema.isBlobType(row["type"]) {
-                guard let h: String = row["blob_ref"] else { return [] }
-                return blobs.read(hash: h, offset: 0, count: row["size"] as Int) ?? []
-            }
-            if let joined = RawText.join(head: row["raw_head"], propertiesJSON: row["properties"]) { return joined }
-            return Array(render(type: type(row["type"]), properties: JSONCoding.object(from: row["properties"])).utf8)
+        // The row is read, and its bytes made outside the connection's queue.
+        let found = try readStatement { db in try db.row("SELECT raw, raw_head, size, properties, type, blob_ref FROM items WHERE rowid = ?", [rowid]) }
+        guard let row = found else { throw StoreError.notFound("item \(rowid)") }
+        if let d: Data = row["raw"] { return [UInt8](d.prefix(row["size"] as Int)) }
+        // A blob item's bytes are its blob, never a rendering of its properties.
+        if TypeSchema.isBlobType(row["type"]) {
+            guard let h: String = row["blob_ref"] else { return [] }
+            return blobs.read(hash: h, offset: 0, count: row["size"] as Int) ?? []
         }
+        if let joined = RawText.join(head: row["raw_head"], propertiesJSON: row["properties"]) { return joined }
+        return Array(render(type: type(row["type"]), properties: JSONCoding.object(from: row["properties"])).utf8)
     }
 
     func render(type: TypeSchema, properties: [String: JSONValue]) -> String {
