@@ -69,7 +69,12 @@ struct VaultIndex {
             let u = path.utf8
             return path[u.index(u.startIndex, offsetBy: r.lowerBound)..<u.index(u.startIndex, offsetBy: r.upperBound)]
         }
-        return path.split(separator: "/", omittingEmptySubsequences: true).last ?? Substring(path)
+        return lastComponentByCharacters(path)
+    }
+
+    /// The definition: the last component of a split on `/` as Characters.
+    static func lastComponentByCharacters(_ path: String) -> Substring {
+        path.split(separator: "/", omittingEmptySubsequences: true).last ?? Substring(path)
     }
 
     /// `a/./b/../c` → `a/c`; nil when it climbs above the top.
@@ -81,6 +86,11 @@ struct VaultIndex {
             return path
         }
         if let ascii = asciiNormalized(path) { return ascii }
+        return normalizeByCharacters(path)
+    }
+
+    /// The definition: a split on `/` as Characters, `.` dropped, `..` taking the one before.
+    static func normalizeByCharacters(_ path: String) -> String? {
         var out: [Substring] = []
         for c in path.split(separator: "/", omittingEmptySubsequences: true) {
             if c == "." { continue }

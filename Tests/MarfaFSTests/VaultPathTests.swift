@@ -4,30 +4,16 @@ import PropertyBased
 import Testing
 
 /// The vault index cuts and normalizes the paths links name (FS-27): an ASCII path from its bytes,
-/// any other as Characters. Both read a path exactly as the Character-wise definitions do.
+/// any other as Characters (the definitions, `…ByCharacters`). The bytes read every path exactly
+/// as the definitions do.
 @Suite struct VaultPathTests {
-    /// The definitions: `split` on `/` as Characters.
-    static func lastComponentByCharacters(_ path: String) -> Substring {
-        path.split(separator: "/", omittingEmptySubsequences: true).last ?? Substring(path)
-    }
-
-    static func normalizeByCharacters(_ path: String) -> String? {
-        var out: [Substring] = []
-        for c in path.split(separator: "/", omittingEmptySubsequences: true) {
-            if c == "." { continue }
-            if c == ".." { if out.isEmpty { return nil }; out.removeLast(); continue }
-            out.append(c)
-        }
-        return out.joined(separator: "/")
-    }
-
     static let pieces = ["a", "Note", "x y", ".", "..", "...", "/", "//", ".md", "é", "日", "\u{301}", "\r\n", "#h", "|"]
     static let paths = Gen<Int>.int(in: 0...(pieces.count - 1)).array(of: 0...9).map { $0.map { pieces[$0] }.joined() }
 
     @Test func FS27_aPathsLastComponentAndNormalFormAreTheCharacterwiseOnes() async {
         await propertyCheck(count: 2000, input: Self.paths) { path in
-            #expect(VaultIndex.lastComponent(path) == Self.lastComponentByCharacters(path), "\(path.debugDescription)")
-            #expect(VaultIndex.normalize(path) == Self.normalizeByCharacters(path), "\(path.debugDescription)")
+            #expect(VaultIndex.lastComponent(path) == VaultIndex.lastComponentByCharacters(path), "\(path.debugDescription)")
+            #expect(VaultIndex.normalize(path) == VaultIndex.normalizeByCharacters(path), "\(path.debugDescription)")
         }
         #expect(VaultIndex.normalize("a/../../b") == nil, "above the top")
         #expect(VaultIndex.normalize("area00/../area01/./n.md") == "area01/n.md")
