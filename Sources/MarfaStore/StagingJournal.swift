@@ -48,8 +48,10 @@ enum Record {
 
     /// The payload, after `headroom` zero bytes (room for the record's header).
     func encoded(headroom: Int = 0) -> [UInt8] {
-        var o = [UInt8](repeating: 0, count: headroom)
+        // Room for a write's data made once, before the headroom is filled.
+        var o = [UInt8]()
         if case .write(_, _, let data, _) = self { o.reserveCapacity(headroom + data.count + 40) }
+        o.append(contentsOf: repeatElement(0, count: headroom))
         switch self {
         case .begin(let g):
             o.append(6)
@@ -136,9 +138,11 @@ enum Record {
 
     /// FNV-1a, 32 bits.
     static func checksum(_ b: ArraySlice<UInt8>) -> UInt32 {
-        var h: UInt32 = 2_166_136_261
-        for x in b { h = (h ^ UInt32(x)) &* 16_777_619 }
-        return h
+        b.withUnsafeBufferPointer { p in
+            var h: UInt32 = 2_166_136_261
+            for x in p { h = (h ^ UInt32(x)) &* 16_777_619 }
+            return h
+        }
     }
 
     struct Reader {
