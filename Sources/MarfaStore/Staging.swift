@@ -259,15 +259,26 @@ final class Staging: @unchecked Sendable {
             let stays = list.filter { staysStaged($0, quiet) }
             if stays.count == list.count { return nil }
             let g = generationValue
-            try append(.begin(g + 1))
-            generationValue = g + 1
-            // The records that stay are durable again, if they were: later commits sync too.
-            if syncedThisGeneration, !stays.isEmpty {
-                for rec in Self.records(of: stays) { try append(rec) }
-                guard fdatasync(fd) == 0 else { throw StoreError.io("cannot sync \(path): \(String(cString: strerror(errno)))") }
-            } else {
-                for rec in Self.records(of: stays) { try append(rec) }
-                syncedThisGeneration = false
+            let mark = end
+            do {
+                try append(.begin(g + 1))
+                generationValue = g + 1
+                // The records that stay are durable again, if they were: later commits sync too.
+                if syncedThisGeneration, !stays.isEmpty {
+                    for rec in Self.records(of: stays) { try append(rec) }
+                    guard fdatasync(fd) == 0 else { throw StoreError.io("cannot sync \(path): \(String(cString: strerror(errno)))") }
+                } else {
+                    for rec in Self.records(of: stays) { try append(rec) }
+                    syncedThisGeneration = false
+                }
+            } catch {
+                // A full disk midway: the journal is cut back to where it was, all in generation
+                // `g`. Left as it was, a replay would take the new generation's half (a file's
+                // create without its bytes) after the file's whole records, and empty the file.
+                _ = ftruncate(fd, mark)
+                end = mark; allocated = mark
+                generationValue = g
+                throw error
             }
             let staying = Set(stays.map(\.key))
             let committed = list.filter { !staying.contains($0.key) }
