@@ -57,7 +57,7 @@ struct VaultIndex {
         // An ASCII path is cut at its bytes (every link resolution looks at one, and at each
         // candidate's); any other as Characters, as ever (a mark may join a `/`).
         let cut: Range<Int>?? = path.utf8.withContiguousStorageIfAvailable { p -> Range<Int>? in
-            for x in p where x >= 0x80 { return nil }
+            guard Self.isASCII(p) else { return nil }
             var end = p.count
             while end > 0, p[end - 1] == UInt8(ascii: "/") { end -= 1 }
             if end == 0 { return 0..<p.count }
@@ -104,7 +104,7 @@ struct VaultIndex {
     /// its note's folder); nil when the path is not ASCII, `.some(nil)` when it climbs above the top.
     private static func asciiNormalized(_ path: String) -> String?? {
         let made = path.utf8.withContiguousStorageIfAvailable { p -> String?? in
-            for x in p where x >= 0x80 { return nil }
+            guard Self.isASCII(p) else { return nil }
             var parts: [Range<Int>] = []
             var i = 0
             while i < p.count {
@@ -131,6 +131,8 @@ struct VaultIndex {
         }
         return made ?? nil
     }
+
+    private static func isASCII(_ p: UnsafeBufferPointer<UInt8>) -> Bool { !p.contains { $0 >= 0x80 } }
 
     /// Whether a path has a component that starts with `.` after a `/`, or two `/` in a row.
     private static func hasDotOrEmptyComponent(_ u: String.UTF8View) -> Bool {

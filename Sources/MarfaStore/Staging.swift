@@ -275,8 +275,7 @@ final class Staging: @unchecked Sendable {
                 // A full disk midway: the journal is cut back to where it was, all in generation
                 // `g`. Left as it was, a replay would take the new generation's half (a file's
                 // create without its bytes) after the file's whole records, and empty the file.
-                _ = ftruncate(fd, mark)
-                end = mark; allocated = mark
+                cutBack(to: mark)
                 generationValue = g
                 throw error
             }
@@ -459,10 +458,16 @@ final class Staging: @unchecked Sendable {
         } catch {
             // A record half written (a full disk) would end the journal for every later one: the
             // file is cut back to the records before it (and grows again at the next one).
-            _ = ftruncate(fd, start)
-            end = start; allocated = start
+            cutBack(to: start)
             throw error
         }
+    }
+
+    /// Ends the journal at `offset` (the lock held): what was written past it is gone, and the
+    /// file grows again at the next record.
+    private func cutBack(to offset: off_t) {
+        _ = ftruncate(fd, offset)
+        end = offset; allocated = offset
     }
 
     /// Writes `bytes` where the records end, growing the file first if they do not fit.

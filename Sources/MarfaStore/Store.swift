@@ -178,7 +178,7 @@ public final class Store: Sendable {
     /// than one statement that must agree uses `pool.read`.
     func readStatement<T>(_ body: (Database) throws -> T) throws -> T {
         let turn = statementTurn.add(1, ordering: .relaxed).oldValue
-        return try statements[turn & (statements.count - 1)].unsafeRead(body)
+        return try statements[turn % statements.count].unsafeRead(body)
     }
 
     public func allSummaries() throws -> [ItemSummary] {
