@@ -463,12 +463,8 @@ final class Staging: @unchecked Sendable {
         }
     }
 
-    /// Ends the journal at `offset` (the lock held): what was written past it is gone, and the
-    /// file grows again at the next record.
-    private func cutBack(to offset: off_t) {
-        _ = ftruncate(fd, offset)
-        end = offset; allocated = offset
-    }
+    /// Ends the journal at `offset` (the lock held); the file grows again at the next record.
+    private func cutBack(to offset: off_t) { _ = ftruncate(fd, offset); end = offset; allocated = offset }
 
     /// Writes `bytes` where the records end, growing the file first if they do not fit.
     private func writeAll(_ bytes: [UInt8]) throws {
