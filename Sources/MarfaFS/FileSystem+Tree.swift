@@ -48,13 +48,24 @@ extension FileSystem {
         return out
     }
 
-    /// Builds the vault's index if it is not built yet (it is then kept current in place).
+    /// Builds the vault's index if it is not built yet, its links not resolved (`ensureLinks`); it is
+    /// then kept current in place.
     func ensureVault() throws {
         if catalog.vault != nil { return }
         let start = Date()
         let links = try wrap { try store.allLinks() }
+        catalog.buildVault(links: links, resolve: false)
+        log.info("vault tree built", metadata: ["items": "\(catalog.vault?.folderOf.count ?? 0)", "ms": "\(Int(Date().timeIntervalSince(start) * 1000))"])
+    }
+
+    /// The index with every link resolved (`links/`, `backlinks/`, `.marfafs/unresolved`): the
+    /// first call resolves them all, as the notes are then.
+    func ensureLinks() throws {
+        if catalog.vault?.linksResolved == true { return }
+        let start = Date()
+        try ensureVault()
         let read = Date()
-        let n = catalog.buildVault(links: links)
+        let n = catalog.resolveAllLinks()
         log.info("vault index built", metadata: ["links": "\(n)", "ms": "\(Int(Date().timeIntervalSince(start) * 1000))",
                                                  "read_ms": "\(Int(read.timeIntervalSince(start) * 1000))"])
     }
@@ -84,8 +95,8 @@ extension FileSystem {
     }
 
     func childNode(_ p: Node, _ name: String) throws -> Node? {
-        // links/ and backlinks/ show the edges the notes' text makes: the index is built first.
-        if Self.showsEdges(p) { try ensureVault() }
+        // links/ and backlinks/ show the edges the notes' text makes: the links are resolved first.
+        if Self.showsEdges(p) { try ensureLinks() }
         if let key = dirKey(p) {
             if let parked = catalog.parked[key]?[name] { return .item(parked.item) }
             if let s = catalog.scratchByDir[key]?[name] { return .scratch(s) }
@@ -154,7 +165,7 @@ extension FileSystem {
     }
 
     func listedChildren(_ n: Node) throws -> [(String, Node)] {
-        if Self.showsEdges(n) { try ensureVault() }
+        if Self.showsEdges(n) { try ensureLinks() }
         switch n {
         case .root: return Self.rootEntries
         case .control: return []   // §7: reachable by name, never listed

@@ -6,7 +6,9 @@ import MarfaStore
 /// The vault as its notes see it (FS-26, FS-27): where each active item sits in the vault's tree
 /// (its `folder:` tag and its own name), and what the links in text items resolve to, by
 /// Obsidian's rules. Built on first use (a mount that never looks at `links/`, `backlinks/` or
-/// `vault/` never pays for it) and kept current by `FileSystem.refreshVault`.
+/// `vault/` never pays for it) and kept current by `FileSystem.refreshVault`. Its links are
+/// resolved on first use too: a mount that only lists `vault/` (an editor, `grep -r`, `git`) has
+/// its tree at once and never waits for every link to be resolved.
 struct VaultIndex {
     /// Active items → their folder ("" for the top level).
     var folderOf: [Int64: String] = [:]
@@ -34,6 +36,10 @@ struct VaultIndex {
     /// Source → what each of its links (as in `linksOf`, in order) resolved to when last looked
     /// at: a change to items of one name re-resolves only the links naming it.
     var targetsOf: [Int64: [Int64?]] = [:]
+    /// Whether the links are resolved (`derivedOut`, `unresolved`, `targetsOf`, and the derived
+    /// edges in the catalog). Until then a change resolves nothing: the first resolution takes
+    /// every note as it is by then.
+    var linksResolved = false
 
     struct Derived: Hashable { var target: Int64; var edgeType: String }
     struct DerivedKey: Hashable { var source: Int64; var target: Int64; var edgeType: String }
@@ -186,9 +192,10 @@ extension Catalog {
         return VaultIndex.join(f, n).lowercased()
     }
 
-    /// Builds the index from the catalog and the store's links; returns how many links it resolved.
+    /// Builds the index from the catalog and the store's links, and resolves them unless not
+    /// `resolve` (`resolveAllLinks` does it later); returns how many links it resolved.
     @discardableResult
-    mutating func buildVault(links: [(Int64, String)]) -> Int {
+    mutating func buildVault(links: [(Int64, String)], resolve: Bool = true) -> Int {
         var v = VaultIndex()
         var claims: [String: [NameClaim]] = [:]
         for (r, s) in items where s.state == .active {
@@ -205,8 +212,15 @@ extension Catalog {
             for k in v.linkKeysOf[r] ?? [] { v.linkers[k, default: []].insert(r) }
         }
         vault = v
+        return resolve ? resolveAllLinks() : 0
+    }
+
+    /// Resolves every note's links (the index built); returns how many it resolved.
+    mutating func resolveAllLinks() -> Int {
+        guard vault?.linksResolved == false else { return 0 }
+        vault!.linksResolved = true
         var n = 0
-        for r in v.linksOf.keys { _ = resolveLinks(of: r); n += v.linksOf[r]?.count ?? 0 }
+        for r in Array(vault!.linksOf.keys) { _ = resolveLinks(of: r); n += vault!.linksOf[r]?.count ?? 0 }
         return n
     }
 
@@ -268,7 +282,7 @@ extension Catalog {
     mutating func resolveLinks(of source: Int64, only keys: Set<String>? = nil) -> (added: [EdgeRecord], removed: [EdgeRecord]) {
         // No copy of the index is held here: it is changed in place below, and a second reference
         // would make each change copy a whole table (copy on write), at every rename.
-        guard let links = vault.map({ $0.linksOf[source] ?? [] }) else { return ([], []) }
+        guard vault?.linksResolved == true, let links = vault.map({ $0.linksOf[source] ?? [] }) else { return ([], []) }
         var want: [VaultIndex.Derived: Int64] = [:]
         var missing: [String] = []
         // An edge made by hand between the same items, of the same type, shows instead.
@@ -433,7 +447,7 @@ extension FileSystem {
     /// `.marfafs/unresolved`: one line per link that names no item: the note's path in the vault,
     /// a tab, the link as written.
     func unresolvedText() -> String {
-        guard (try? ensureVault()) != nil, let v = catalog.vault else { return "" }
+        guard (try? ensureLinks()) != nil, let v = catalog.vault else { return "" }
         var lines: [String] = []
         for (src, targets) in v.unresolved {
             guard let f = v.folderOf[src], let name = v.trees[f]?.nameOf[src] else { continue }

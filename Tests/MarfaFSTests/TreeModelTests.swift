@@ -373,7 +373,10 @@ struct CoreVFS {
             }
             // Settled, so the text's links are read (a staged file has none yet).
             try c.fs.locked { try c.fs.settleNow() }
-            let live = try c.fs.locked { try c.fs.ensureVault(); return Resolution(c.fs.catalog.vault!) }
+            // The links are resolved on first use: the first half of the steps change a tree whose
+            // links were never resolved, and the first resolution must see every note as it is.
+            if i < ops.count / 2 { continue }
+            let live = try c.fs.locked { try c.fs.ensureLinks(); return Resolution(c.fs.catalog.vault!) }
             var fresh = c.fs.catalog
             fresh.vault = nil
             fresh.buildVault(links: try c.store.allLinks())
