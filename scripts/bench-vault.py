@@ -18,6 +18,11 @@ each with wikilinks and relative Markdown links):
   git         `git init` + `git add -A` + `git commit` of the rsynced copy in `vault/copy/` (its
               `.git` is local-only, FS-32) and of the native copy.
   grep        the first `grep -r` of the vault after a fresh mount, beside a cold native `grep -r`.
+  peers       the tree's rows (rsync -a, cp -r, git, a cold grep -r) also through two other FUSE
+              filesystems over a native directory, in the same run: kbmirror (the reference FUSE
+              filesystem of ../shared/bench, KBMIRROR: its binary; `scripts/bench vault` builds it)
+              and bindfs. What they take is the cost of FUSE itself on this machine (a request's
+              round trip), which no FUSE filesystem goes below.
 Each speed row is printed with its goal (issue 26: FS-32). Prints a Markdown section and writes
 vault.json beside it.
 
@@ -141,6 +146,46 @@ try:
 finally:
     subprocess.run([bin_, "unmount", mnt])
 
+
+
+def peer_rows(name, cmd):
+    """The tree's rows through a FUSE peer mirroring a directory of its own: rsync -a (twice),
+    cp -r, git add -A + commit, a cold grep -r. None if the peer cannot be had here."""
+    if not cmd:
+        return None
+    back, pm = os.path.join(base, f"peer-{name}"), os.path.join(base, f"peer-{name}-mnt")
+    os.makedirs(back)
+    os.makedirs(pm)
+    proc = subprocess.Popen(cmd(back, pm), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            if os.path.ismount(pm):
+                break
+            time.sleep(0.1)
+        if not os.path.ismount(pm):
+            return None
+        out = {"rsync": [timed("rsync", "-a", corpus + "/", pm + "/copy/"), timed("rsync", "-a", corpus + "/", pm + "/copy/")],
+               "cp": timed("cp", "-r", corpus, pm + "/cp")}
+        run("git", "init", "-q", pm + "/copy")
+        drop_caches()
+        t0 = time.monotonic()
+        run(*git, "-C", pm + "/copy", "add", "-A")
+        run(*git, "-C", pm + "/copy", "commit", "-qm", "bench")
+        out["git"] = time.monotonic() - t0
+        out["grep"] = timed("grep", "-rc", "zzz-no-such-word", pm + "/copy", ok=(0, 1))
+        return out
+    finally:
+        subprocess.run(["fusermount3", "-u", pm], capture_output=True)
+        proc.wait()
+        shutil.rmtree(back, ignore_errors=True)
+
+
+kb = os.environ.get("KBMIRROR") if os.environ.get("NO_PEERS") != "1" else None
+peers = {"kbmirror": peer_rows("kbmirror", (lambda b, m: ["env", f"KB_SOURCE={b}", kb, "-f", "-o", "default_permissions", m])
+                               if kb and os.access(kb, os.X_OK) else None),
+         "bindfs": peer_rows("bindfs", (lambda b, m: ["bindfs", "-f", b, m])
+                             if shutil.which("bindfs") and os.environ.get("NO_PEERS") != "1" else None)}
+
 # The first grep -r after a fresh mount, beside a cold native grep -r of the same notes.
 # (grep exits 1 when nothing matches.)
 grep_native = timed("grep", "-rc", "zzz-no-such-word", native_rs, ok=(0, 1))
@@ -157,7 +202,7 @@ row = {"notes": notes, "cp_s": cp_s, "import_s": import_s, "first_backlinks_s": 
        "index_ms": index_ms, "read_ms": read_ms, "unresolved": unresolved, "targets_with_backlinks": listed,
        "new_link_p50_s": latencies[len(latencies) // 2], "new_link_max_s": latencies[-1], "rsync": rs, "rsync_same": diff,
        "cp_tree": cp_tree, "git": gits, "grep": {"native": grep_native, "marfafs": grep_mount},
-       "settling_after_s": {"rsync": rsync_settle_s, "cp": cp_settle_s}}
+       "settling_after_s": {"rsync": rsync_settle_s, "cp": cp_settle_s}, "peers": peers}
 json.dump(row, open(os.path.join(outdir, "vault.json"), "w"), indent=1)
 
 def cpu_model():
@@ -165,6 +210,15 @@ def cpu_model():
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
     return "unknown CPU"
+
+
+def peer(key, native, i=None, name="kbmirror"):
+    """A peer's time and its ratio to native, for the table."""
+    p = peers.get(name)
+    if not p:
+        return "-"
+    t = p[key][i] if i is not None else p[key]
+    return f"{t:.2f} s ({t / native:.1f}×)"
 
 
 md = [
@@ -175,14 +229,23 @@ md = [
     "page cache dropped before each timed command. A write into the tree returns before the daemon has settled what it wrote",
     "(parsed it, queued it); what was left is timed apart, once the command returned (\"+ settling\"), so it is not billed to the next row.",
     "",
-    "| what | native | marfafs | ratio | goal |",
-    "|---|---|---|---|---|",
-    f"| import (`cp -r` natively) | {cp_s:.2f} s | {import_s:.2f} s ({notes / import_s:,.0f} notes/s) | {import_s / cp_s:.1f}× | ≤ 2× |",
-    f"| `rsync -a` into the tree | {rs['native'][0]:.2f} s | {rs['marfafs'][0]:.2f} s (+ {rsync_settle_s:.2f} s settling) | {rs['marfafs'][0] / rs['native'][0]:.1f}× | ≤ 3× |",
-    f"| the same `rsync -a` again (nothing to send) | {rs['native'][1]:.2f} s | {rs['marfafs'][1]:.2f} s | {rs['marfafs'][1] / rs['native'][1]:.1f}× | |",
-    f"| `cp -r` into the tree | {cp_tree['native']:.2f} s | {cp_tree['marfafs']:.2f} s (+ {cp_settle_s:.2f} s settling) | {cp_tree['marfafs'] / cp_tree['native']:.1f}× | ≤ 3× |",
-    f"| `git add -A` + `git commit` of the vault | {gits['native']:.2f} s | {gits['marfafs']:.2f} s | {gits['marfafs'] / gits['native']:.1f}× | ≤ 2× |",
-    f"| first `grep -r` after a mount (cold natively) | {grep_native:.2f} s | {grep_mount:.2f} s | {grep_mount / grep_native:.1f}× | ≤ 2× |",
+    "| what | native | marfafs | ratio | goal | kbmirror | bindfs |",
+    "|---|---|---|---|---|---|---|",
+    f"| import (`cp -r` natively) | {cp_s:.2f} s | {import_s:.2f} s ({notes / import_s:,.0f} notes/s) | {import_s / cp_s:.1f}× | ≤ 2× | | |",
+    f"| `rsync -a` into the tree | {rs['native'][0]:.2f} s | {rs['marfafs'][0]:.2f} s (+ {rsync_settle_s:.2f} s settling) | {rs['marfafs'][0] / rs['native'][0]:.1f}× | ≤ 3× | "
+    f"{peer('rsync', rs['native'][0], 0)} | {peer('rsync', rs['native'][0], 0, 'bindfs')} |",
+    f"| the same `rsync -a` again (nothing to send) | {rs['native'][1]:.2f} s | {rs['marfafs'][1]:.2f} s | {rs['marfafs'][1] / rs['native'][1]:.1f}× | | "
+    f"{peer('rsync', rs['native'][1], 1)} | {peer('rsync', rs['native'][1], 1, 'bindfs')} |",
+    f"| `cp -r` into the tree | {cp_tree['native']:.2f} s | {cp_tree['marfafs']:.2f} s (+ {cp_settle_s:.2f} s settling) | {cp_tree['marfafs'] / cp_tree['native']:.1f}× | ≤ 3× | "
+    f"{peer('cp', cp_tree['native'])} | {peer('cp', cp_tree['native'], None, 'bindfs')} |",
+    f"| `git add -A` + `git commit` of the vault | {gits['native']:.2f} s | {gits['marfafs']:.2f} s | {gits['marfafs'] / gits['native']:.1f}× | ≤ 2× | "
+    f"{peer('git', gits['native'])} | {peer('git', gits['native'], None, 'bindfs')} |",
+    f"| first `grep -r` after a mount (cold natively) | {grep_native:.2f} s | {grep_mount:.2f} s | {grep_mount / grep_native:.1f}× | ≤ 2× | "
+    f"{peer('grep', grep_native)} | {peer('grep', grep_native, None, 'bindfs')} |",
+    "",
+    "kbmirror (the reference FUSE filesystem of ../shared/bench: no state of its own, each request a system call on the"
+    " directory it mirrors) and bindfs mirror native directories of their own in the same run, page cache dropped alike:"
+    " what they take over native is what a FUSE request's round trip costs on this machine, under any FUSE filesystem.",
     "",
     f"Link resolution: the first listing of `backlinks/` on a fresh mount took {first_backlinks_s:.2f} s, of which the daemon spent "
     f"{index_ms} ms on {links:,} links ({read_ms} ms reading them from the store, {index_ms - read_ms} ms resolving: "
