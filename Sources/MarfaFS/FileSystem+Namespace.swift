@@ -69,7 +69,7 @@ extension FileSystem {
             return (a, inv.filter {
                 switch $0 {
                 case .entry(let pp, _), .inode(let pp): return pp != parent
-                case .replay: return true
+                case .replay, .target: return true
                 }
             })
         }

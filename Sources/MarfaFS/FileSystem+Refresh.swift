@@ -43,6 +43,7 @@ extension FileSystem {
         let typesBefore = catalog.typesIn(.types)
         let newTags = try known.map(\.1) ?? (new == nil ? Set<String>() : read?.tags ?? Set(try store.tags(itemID: new!.id)))
         let vaultBefore = catalog.vault.map { v in (folder: v.folderOf[r], key: catalog.baseName(r).map { VaultIndex.nameKey(Substring($0)) }) }
+        let pathBefore = old == nil ? nil : try? canonicalPath(r)
 
         if let old {
             let v = StateView.of(old.state)
@@ -62,6 +63,15 @@ extension FileSystem {
             catalog.byID.removeValue(forKey: old.id)
             for e in touching { catalog.removeEdge(e) }
             catalog.edgeDirs.removeValue(forKey: r)
+        }
+        // The items whose path in `types/`, `archive/` or `trash/` changed: this one, and any whose
+        // name moved aside for it (FS-7). The symlinks that name them by it hold a target the
+        // kernel caches.
+        var moved = Set<Int64>()
+        if pathBefore != (new == nil ? nil : try? canonicalPath(r)) { moved.insert(r) }
+        for (d, names) in dirs {
+            guard case .typeDir(let v, let t) = d, let table = catalog.typeTables[v]?[t] else { continue }
+            for n in names { if let a = table.keyOf[n], a != r { moved.insert(a) } }
         }
         // Tags.
         for tag in oldTags.union(newTags) {
@@ -98,7 +108,20 @@ extension FileSystem {
         var inv = invalidations(dirs)
         if let vaultBefore { inv += try refreshVault(r, folder: vaultBefore.folder, key: vaultBefore.key, removed: new == nil, facts: read) }
         if case .content = change, let ino = knownIno(.item(r)) { inv.append(.inode(ino)) }
+        for a in moved {
+            inv += targetChanges(of: a, tags: a == r ? oldTags.union(newTags) : catalog.tagsOf[a] ?? [],
+                                 edges: a == r ? touching : Array(catalog.outEdges[a] ?? []) + Array(catalog.inEdges[a] ?? []))
+        }
         return inv
+    }
+
+    /// The symlinks the kernel knows that name item `a` by its path (its entries in `tags/`, its
+    /// `by-id/` entry, the `links/` and `backlinks/` entries of `edges`), after its path changed:
+    /// their targets changed.
+    func targetChanges(of a: Int64, tags: Set<String>, edges: [Int64]) -> [Invalidation] {
+        var nodes: [Node] = [.byIDEntry(a)] + tags.map { .tagEntry($0, a) }
+        for e in edges { nodes += [.linkEntry(.links, e), .linkEntry(.backlinks, e)] }
+        return nodes.compactMap { knownIno($0).map(Invalidation.target) }
     }
 
     /// An item as its file is now: staged new bytes (a save over it) are its file until they are

@@ -82,6 +82,9 @@ public struct FileAttr: Sendable, Hashable {
 public enum Invalidation: Hashable, Sendable {
     case entry(parent: UInt64, name: String)
     case inode(UInt64)
+    /// A symlink whose target changed (the item it names was renamed, archived, trashed, or its
+    /// name moved aside for another's): the kernel drops the target it cached.
+    case target(UInt64)
     case replay(Replay)
 }
 

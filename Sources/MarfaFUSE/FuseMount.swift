@@ -127,7 +127,9 @@ final class Notifier: @unchecked Sendable {
     /// pages (`RequestScope`: a name made, removed or renamed, an attribute set or removed), the
     /// cached pages of the files it rewrote are dropped here, before the reply: a tag put on or
     /// taken off a note through `tags/` or `user.marfa.tags` rewrites its front matter, and the
-    /// next `read(2)` of any program sees the new text however far behind the thread is. Safe from
+    /// next `read(2)` of any program sees the new text however far behind the thread is; so are the
+    /// targets the kernel keeps of the symlinks naming an item it moved (`Invalidation.target`: a
+    /// `readlink` right after `mv` shows the new path). Safe from
     /// here: the call takes none of the inode's locks, only its pages' locks, which a `read` holds
     /// while its request waits for a worker, and the core's lock is not held now. A `write(2)` or
     /// `truncate(2)` holds its file's pages: those requests are outside the scope. The rest goes to
@@ -139,6 +141,8 @@ final class Notifier: @unchecked Sendable {
         later.reserveCapacity(inv.count)
         for i in inv {
             if case .inode(let ino) = i, FileSystem.isItemInode(ino) {
+                _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0)
+            } else if case .target(let ino) = i {
                 _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0)
             } else {
                 later.append(i)
@@ -163,7 +167,7 @@ final class Notifier: @unchecked Sendable {
                 switch inv {
                 case .entry(let parent, let name):
                     _ = name.withCString { fuse_lowlevel_notify_inval_entry(se, parent, $0, name.utf8.count) }
-                case .inode(let ino):
+                case .inode(let ino), .target(let ino):
                     _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0)
                 case .replay(let r):
                     fs?.replaying(r)

@@ -100,6 +100,10 @@ extension FuseMount {
             // The kernel caches ACLs (here: their absence), so `ls -l` stops asking for
             // system.posix_acl_access on every file.
             if (cap & UInt32(FUSE_CAP_POSIX_ACL)) != 0 { conn.pointee.want |= UInt32(FUSE_CAP_POSIX_ACL) }
+            // The kernel keeps a symlink's target (the root's `vault`, followed by every absolute
+            // path into the tree, asked for it at each one); a target that changes is dropped
+            // (`Invalidation.target`).
+            if (cap & UInt32(FUSE_CAP_CACHE_SYMLINKS)) != 0 { conn.pointee.want |= UInt32(FUSE_CAP_CACHE_SYMLINKS) }
             // Writes of up to 1 MiB per request (the kernel splits at 128 KiB otherwise).
             conn.pointee.max_write = 1 << 20
             m.log.info("fuse session ready", metadata: ["no_open": "\(m.noOpen)", "max_write": "\(conn.pointee.max_write)"])
