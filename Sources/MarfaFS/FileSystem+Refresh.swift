@@ -64,15 +64,7 @@ extension FileSystem {
             for e in touching { catalog.removeEdge(e) }
             catalog.edgeDirs.removeValue(forKey: r)
         }
-        // The items whose path in `types/`, `archive/` or `trash/` changed: this one, and any whose
-        // name moved aside for it (FS-7). The symlinks that name them by it hold a target the
-        // kernel caches.
-        var moved = Set<Int64>()
-        if pathBefore != (new == nil ? nil : try? canonicalPath(r)) { moved.insert(r) }
-        for (d, names) in dirs {
-            guard case .typeDir(let v, let t) = d, let table = catalog.typeTables[v]?[t] else { continue }
-            for n in names { if let a = table.keyOf[n], a != r { moved.insert(a) } }
-        }
+        let moved = movedItems(r, from: pathBefore, gone: new == nil, names: dirs)
         // Tags.
         for tag in oldTags.union(newTags) {
             let member = newTags.contains(tag)
@@ -108,19 +100,32 @@ extension FileSystem {
         var inv = invalidations(dirs)
         if let vaultBefore { inv += try refreshVault(r, folder: vaultBefore.folder, key: vaultBefore.key, removed: new == nil, facts: read) }
         if case .content = change, let ino = knownIno(.item(r)) { inv.append(.inode(ino)) }
-        for a in moved {
-            inv += targetChanges(of: a, tags: a == r ? oldTags.union(newTags) : catalog.tagsOf[a] ?? [],
-                                 edges: a == r ? touching : Array(catalog.outEdges[a] ?? []) + Array(catalog.inEdges[a] ?? []))
-        }
+        for a in moved { inv += targetChanges(of: a, tags: a == r ? oldTags.union(newTags) : nil, edges: a == r ? touching : nil) }
         return inv
+    }
+
+    /// The items whose path in `types/`, `archive/` or `trash/` changed with item `r`'s change
+    /// (`names`: the names that changed in each directory): `r` if its own did, and any whose name
+    /// moved aside for it (FS-7). The symlinks that name them by it hold a target the kernel keeps.
+    func movedItems(_ r: Int64, from pathBefore: String?, gone: Bool, names: [Node: Set<String>]) -> Set<Int64> {
+        var moved = Set<Int64>()
+        if pathBefore != (gone ? nil : try? canonicalPath(r)) { moved.insert(r) }
+        for (d, changed) in names {
+            guard case .typeDir(let v, let t) = d, let table = catalog.typeTables[v]?[t] else { continue }
+            for n in changed { if let a = table.keyOf[n], a != r { moved.insert(a) } }
+        }
+        return moved
     }
 
     /// The symlinks the kernel knows that name item `a` by its path (its entries in `tags/`, its
     /// `by-id/` entry, the `links/` and `backlinks/` entries of `edges`), after its path changed:
     /// their targets changed.
-    func targetChanges(of a: Int64, tags: Set<String>, edges: [Int64]) -> [Invalidation] {
-        var nodes: [Node] = [.byIDEntry(a)] + tags.map { .tagEntry($0, a) }
-        for e in edges { nodes += [.linkEntry(.links, e), .linkEntry(.backlinks, e)] }
+    /// `tags`, `edges`: nil for its own now.
+    func targetChanges(of a: Int64, tags: Set<String>?, edges: [Int64]?) -> [Invalidation] {
+        var nodes: [Node] = [.byIDEntry(a)] + (tags ?? catalog.tagsOf[a] ?? []).map { .tagEntry($0, a) }
+        for e in edges ?? Array(catalog.outEdges[a] ?? []) + Array(catalog.inEdges[a] ?? []) {
+            nodes += [.linkEntry(.links, e), .linkEntry(.backlinks, e)]
+        }
         return nodes.compactMap { knownIno($0).map(Invalidation.target) }
     }
 
