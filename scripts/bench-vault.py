@@ -248,7 +248,7 @@ md = [
     " what they take over native is what a FUSE request's round trip costs on this machine, under any FUSE filesystem.",
     "",
     f"Link resolution: the first listing of `backlinks/` on a fresh mount took {first_backlinks_s:.2f} s, of which the daemon spent "
-    f"{index_ms} ms on {links:,} links ({read_ms} ms reading them from the store, {index_ms - read_ms} ms resolving: "
+    f"{index_ms} ms on {links:,} links ({read_ms} ms reading them from the store and building the tree, {index_ms - read_ms} ms resolving: "
     f"{links / max(index_ms - read_ms, 1) * 1000:,.0f} links/s); {listed:,} notes have backlinks, "
     f"{unresolved:,} links name no note (`.marfafs/unresolved`; most of the corpus's relative links point into other folders).",
     f"A link appended to a note through `vault/` shows in its target's `backlinks/` after {latencies[len(latencies) // 2] * 1000:.0f} ms "
