@@ -107,9 +107,10 @@ extension FileSystem {
     /// The items whose path in `types/`, `archive/` or `trash/` changed with item `r`'s change
     /// (`names`: the names that changed in each directory): `r` if its own did, and any whose name
     /// moved aside for it (FS-7). The symlinks that name them by it hold a target the kernel keeps.
+    /// An item just made (no path before) has no symlink the kernel could know.
     func movedItems(_ r: Int64, from pathBefore: String?, gone: Bool, names: [Node: Set<String>]) -> Set<Int64> {
         var moved = Set<Int64>()
-        if pathBefore != (gone ? nil : try? canonicalPath(r)) { moved.insert(r) }
+        if let pathBefore, pathBefore != (gone ? nil : try? canonicalPath(r)) { moved.insert(r) }
         for (d, changed) in names {
             guard case .typeDir(let v, let t) = d, let table = catalog.typeTables[v]?[t] else { continue }
             for n in changed { if let a = table.keyOf[n], a != r { moved.insert(a) } }

@@ -54,7 +54,7 @@ extension FileSystem {
         if catalog.vault != nil { return }
         let start = Date()
         let links = try wrap { try store.allLinks() }
-        catalog.buildVault(links: links, resolve: false)
+        catalog.buildVault(links: links)
         log.info("vault tree built", metadata: ["items": "\(catalog.vault?.folderOf.count ?? 0)", "ms": "\(Int(Date().timeIntervalSince(start) * 1000))"])
     }
 

@@ -192,10 +192,9 @@ extension Catalog {
         return VaultIndex.join(f, n).lowercased()
     }
 
-    /// Builds the index from the catalog and the store's links, and resolves them unless not
-    /// `resolve` (`resolveAllLinks` does it later); returns how many links it resolved.
-    @discardableResult
-    mutating func buildVault(links: [(Int64, String)], resolve: Bool = true) -> Int {
+    /// Builds the index from the catalog and the store's links, its links not resolved yet
+    /// (`resolveAllLinks`).
+    mutating func buildVault(links: [(Int64, String)]) {
         var v = VaultIndex()
         var claims: [String: [NameClaim]] = [:]
         for (r, s) in items where s.state == .active {
@@ -212,7 +211,6 @@ extension Catalog {
             for k in v.linkKeysOf[r] ?? [] { v.linkers[k, default: []].insert(r) }
         }
         vault = v
-        return resolve ? resolveAllLinks() : 0
     }
 
     /// Resolves every note's links (the index built); returns how many it resolved.
@@ -414,10 +412,12 @@ extension FileSystem {
             for k in v.linkKeysOf[r] ?? [] { v.linkers[k, default: []].insert(r) }
         }
         // The links naming this item's old and new name may resolve differently now: re-resolved
-        // in the notes that have them (only those links); its own, all of them.
+        // in the notes that have them (only those links); its own, all of them. Links never
+        // resolved yet are resolved all at once later, as they are then (`ensureLinks`).
+        let resolved = v.linksResolved
         var sources: Set<Int64> = []
         let keys = Set([oldKey, newKey].compactMap { $0 })
-        if oldKey != newKey || old != newFolder {
+        if resolved, oldKey != newKey || old != newFolder {
             for k in keys { sources.formUnion(v.linkers[k] ?? []) }
         }
         sources.remove(r)
@@ -425,6 +425,7 @@ extension FileSystem {
         // makes below would copy a whole table of the index (copy on write).
         catalog.vault = consume v
         var inv = invalidations(dirs)
+        guard resolved else { return inv }
         for src in [r] + sources.sorted() {
             let (added, gone) = catalog.resolveLinks(of: src, only: src == r ? nil : keys)
             for rec in gone { inv += edgeInvalidations(rec); noteEdge(rec, added: false); catalog.removeEdge(rec.rowid) }

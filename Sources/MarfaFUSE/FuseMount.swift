@@ -140,11 +140,10 @@ final class Notifier: @unchecked Sendable {
         var later: [Invalidation] = []
         later.reserveCapacity(inv.count)
         for i in inv {
-            if case .inode(let ino) = i, FileSystem.isItemInode(ino) {
+            switch i {
+            case .inode(let ino) where FileSystem.isItemInode(ino), .target(let ino):
                 _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0)
-            } else if case .target(let ino) = i {
-                _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0)
-            } else {
+            default:
                 later.append(i)
             }
         }

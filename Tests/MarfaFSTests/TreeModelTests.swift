@@ -380,6 +380,7 @@ struct CoreVFS {
             var fresh = c.fs.catalog
             fresh.vault = nil
             fresh.buildVault(links: try c.store.allLinks())
+            _ = fresh.resolveAllLinks()
             let built = Resolution(fresh.vault!)
             if live != built { return "after step \(i) \(op): the live index has \(live), one built afresh \(built)" }
         }
