@@ -86,18 +86,62 @@ extension FileSystem {
     }
 
     /// A rename among local-only names (true: done). Between them and the tree a move is a copy
-    /// and a delete (EXDEV: `mv` does that) (FS-32).
+    /// and a delete (EXDEV: `mv` does that) (FS-32), but for a FIFO, socket or device node, which
+    /// is local-only wherever it is in the tree: it moves over a tree file of the new name, and a
+    /// tree file moved over one takes its name.
     func renameLocalOnly(parent: UInt64, name: String, newParent: UInt64, newName: String, noReplace: Bool, exchange: Bool) throws -> Bool {
         let from = try localTarget(parent: parent, name: name)
-        let isDir = from.map { (try? local.attr($0))?.kind == .directory } ?? locked { (try? childNode(try node(parent), name))??.kind == .directory }
-        let to = try localTarget(parent: newParent, name: newName, making: true, folder: isDir)
+        let fromAttr = from.flatMap { try? local.attr($0) }
+        let isDir = fromAttr.map { $0.kind == .directory } ?? locked { (try? childNode(try node(parent), name))??.kind == .directory }
+        var to = try localTarget(parent: newParent, name: newName, making: true, folder: isDir)
+        if from != nil, to == nil, let a = fromAttr, a.special != 0 {
+            to = try specialTarget(parent: newParent, name: newName, replacing: !noReplace && !exchange)
+        }
         if let from, let to {
             try local.rename(from, to, noReplace: noReplace, exchange: exchange)
             for p in Set([parent, newParent]) where !LocalFiles.owns(p) { touchNames(p) }
             return true
         }
+        if from == nil, let to, !exchange, let a = try? local.attr(to), a.special != 0,
+           locked({ (try? childNode(try node(parent), name)) ?? nil }) != nil {
+            if noReplace { throw FSError(.exists, newName) }
+            if isDir { throw FSError(.notDirectory, newName) }
+            try local.unlink(to)
+            return false
+        }
         if from != nil || to != nil { throw FSError(.crossView, "\(name): local-only files and the tree's are apart") }
         return false
+    }
+
+    // MARK: FIFOs, sockets and device nodes
+
+    /// `mknod(2)` of anything but a regular file: a FIFO, socket or device node is made among the
+    /// local-only files (FS-32), whatever its name, in any folder of the vault's tree; it holds no
+    /// bytes to keep or sync. Elsewhere (`types/`, `tags/`) it is EPERM.
+    public func mknod(parent: UInt64, name: String, mode: UInt32, rdev: UInt64) throws -> FileAttr {
+        guard let rel = try specialTarget(parent: parent, name: name) else {
+            throw FSError(.notPermitted, "FIFOs, sockets and device nodes are made only in the vault's tree")
+        }
+        return try makeLocal(rel, parent: parent) { try local.mknod(rel, mode: mode, rdev: rdev) }
+    }
+
+    /// Where a FIFO, socket or device node named `name` in `parent` lives among the local-only
+    /// files: nil if `parent` is not a folder of the tree (or a local directory). A name the tree
+    /// holds is EEXIST, or with `replacing` its file goes first (a directory: EISDIR).
+    func specialTarget(parent: UInt64, name: String, replacing: Bool = false) throws -> String? {
+        if LocalFiles.owns(parent) { return VaultIndex.join(try local.rel(parent), name) }
+        let found: (folder: String, taken: Node?)? = try locked {
+            guard case .treeDir(let f) = try node(parent) else { return nil }
+            try checkName(name)
+            return (f, try childNode(.treeDir(f), name))
+        }
+        guard let found else { return nil }
+        if let taken = found.taken {
+            guard replacing else { throw FSError(.exists, name) }
+            if taken.kind == .directory { throw FSError(.isDirectory, name) }
+            try unlink(parent: parent, name: name)
+        }
+        return VaultIndex.join(found.folder, name)
     }
 
     /// The folder of the tree a rename is about to move, and where to.

@@ -385,7 +385,10 @@ extension FileSystem {
     public func link(ino: UInt64, newParent: UInt64, newName: String) throws -> FileAttr {
         // Hard links among local-only files are the disk's own (git may make them).
         if LocalFiles.owns(ino) {
-            guard let rel = try localTarget(parent: newParent, name: newName, making: true) else {
+            // A FIFO, socket or device node is local-only wherever it is in the tree.
+            let special = (try? local.attr(ino: ino))?.special ?? 0
+            guard let rel = try localTarget(parent: newParent, name: newName, making: true)
+                    ?? (special != 0 ? specialTarget(parent: newParent, name: newName) : nil) else {
                 throw FSError(.crossView, "a local-only file is linked only among local-only files")
             }
             return try makeLocal(rel, parent: newParent) { try local.link(ino, to: rel) }

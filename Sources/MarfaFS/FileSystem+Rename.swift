@@ -56,6 +56,8 @@ extension FileSystem {
                 if case .tagDir(let parent) = np { to = Self.tagPath(parent, newName) }
                 return try renameTags(from, to: to, over: dst) + invalidations((p, [name]), (np, [newName]))
             case (.treeDir, .treeDir(let from), .treeDir(let f2)):
+                // A folder that holds local-only entries (`.git`, a FIFO) is not empty (FS-32).
+                if case .treeDir(let d)? = dst, local.hasEntries(d) { throw FSError(.notEmpty, newName) }
                 let prefix = VaultText.folderPrefix
                 return try renameTags(prefix + from, to: prefix + VaultIndex.join(f2, newName), over: dst.map { n in
                     if case .treeDir(let d) = n { return .tagDir(prefix + d) }

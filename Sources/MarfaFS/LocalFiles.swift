@@ -134,6 +134,10 @@ final class LocalFiles: @unchecked Sendable {
         a.mode = bits == 0 ? Store.noPermissionsMark : bits
         a.atimeNs = ns(st.st_atim)
         a.ctimeNs = ns(st.st_ctim)
+        if type == S_IFIFO || type == S_IFSOCK || type == S_IFCHR || type == S_IFBLK {
+            a.special = type
+            a.rdev = UInt64(st.st_rdev)
+        }
         return a
     }
 
@@ -244,6 +248,14 @@ final class LocalFiles: @unchecked Sendable {
 
     func mkdir(_ rel: String, mode: UInt16) throws -> FileAttr {
         guard Glibc.mkdir(real(rel), mode_t(mode)) == 0 else { throw Self.fail("mkdir \(rel)") }
+        return try attr(rel)
+    }
+
+    /// A FIFO, socket or device node (`mode`: its type and permission bits, the umask applied).
+    func mknod(_ rel: String, mode: UInt32, rdev: UInt64) throws -> FileAttr {
+        guard Glibc.mknod(real(rel), mode_t(mode), dev_t(rdev)) == 0 else { throw Self.fail("mknod \(rel)") }
+        // The daemon's own umask must not narrow what the caller asked for.
+        _ = fchmodat(AT_FDCWD, real(rel), mode_t(mode & 0o7777), 0)
         return try attr(rel)
     }
 

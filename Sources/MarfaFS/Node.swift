@@ -65,6 +65,10 @@ public struct FileAttr: Sendable, Hashable {
     /// Last access and last change of the node (FS-31); nil: its mtime.
     public var atimeNs: Int64?
     public var ctimeNs: Int64?
+    /// A FIFO, socket or device node (local-only, FS-32): its type bits (`S_IFIFO`, …) and device
+    /// number; 0 for every other node (`kind` then says what it is; for these it is `.file`).
+    public var special: UInt32 = 0
+    public var rdev: UInt64 = 0
 
     /// The permission bits the kernel is told.
     public var permissions: UInt16 {

@@ -35,7 +35,7 @@ private func fill(_ st: inout stat, _ a: FileAttr, uid: uid_t, gid: gid_t) {
     st.st_ino = UInt(a.ino)
     switch a.kind {
     case .directory: st.st_mode = S_IFDIR; st.st_nlink = 2
-    case .file: st.st_mode = S_IFREG; st.st_nlink = nlink_t(a.nlink)
+    case .file: st.st_mode = a.special != 0 ? a.special : S_IFREG; st.st_nlink = nlink_t(a.nlink); st.st_rdev = UInt(a.rdev)
     case .symlink: st.st_mode = S_IFLNK; st.st_nlink = 1
     }
     st.st_mode |= mode_t(a.permissions)
@@ -161,9 +161,13 @@ extension FuseMount {
                 _ = t.withCString { fuse_reply_readlink(req, $0) }
             }
         }
-        ops.mknod = { req, parent, cname, mode, _ in
+        ops.mknod = { req, parent, cname, mode, rdev in
             guarded(req, "mknod") { m in
-                guard (mode & S_IFMT) == S_IFREG else { throw FSError(.notPermitted, "only regular files can be made here") }
+                if (mode & S_IFMT) != S_IFREG {
+                    // A FIFO, socket or device node: local-only in the tree (FS-32), EPERM elsewhere.
+                    var e = entryParam(try RequestScope.within { try m.fs.mknod(parent: parent, name: try name(cname), mode: UInt32(mode), rdev: UInt64(rdev)) })
+                    return replyEntry(m, req, &e)
+                }
                 let a = try RequestScope.within { try m.fs.create(parent: parent, name: try name(cname), reader: reader(req)) }
                 var e = entryParam(try withMode(m, a, mode, reader(req)))
                 replyEntry(m, req, &e)
