@@ -35,6 +35,8 @@ struct InodeTable {
     func existing(_ n: Node) -> UInt64? { byNode[n] }
     func node(_ i: UInt64) -> Node? { byIno[i] }
 
+    var hasUnsaved: Bool { !unsaved.isEmpty }
+
     mutating func takeUnsaved() -> [String: UInt64] {
         defer { unsaved = [:] }
         return unsaved

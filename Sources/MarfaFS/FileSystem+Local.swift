@@ -61,10 +61,7 @@ extension FileSystem {
         if !folder.isEmpty {
             let tag = VaultText.folderPrefix + folder
             try locked {
-                if !catalog.localTags.contains(tag) {
-                    try wrap { try store.addLocalTag(tag) }
-                    catalog.localTags.insert(tag)
-                }
+                if !catalog.localTags.contains(tag) { try stageFolder(tag) }
             }
         }
         touchNames(parent)

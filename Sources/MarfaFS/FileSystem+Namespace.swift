@@ -164,8 +164,7 @@ extension FileSystem {
                 default: tag = Self.tag(fromName: name)
                 }
                 try Self.checkTag(tag)
-                try wrap { try store.addLocalTag(tag) }
-                catalog.localTags.insert(tag)
+                try stageFolder(tag)
                 // The kernel makes the new directory's entry from this answer: it is shown before the
                 // names around it are listed for forgetting, so that entry is never one of them (a
                 // shell that has already moved into it keeps its working directory: FS-31).
@@ -269,8 +268,15 @@ extension FileSystem {
         guard case .treeDir(let f) = p, !f.isEmpty else { return }
         let tag = VaultText.folderPrefix + f
         if catalog.localTags.contains(tag) { return }
-        try wrap { try store.addLocalTag(tag) }
+        try stageFolder(tag)
+    }
+
+    /// Keeps a folder or tag made here (`mkdir`, or one kept while empty) without waiting for the
+    /// store's writer (`Store.stageLocalTag`); the settler writes its row. Call with the lock held.
+    func stageFolder(_ tag: String) throws {
+        try wrap { try store.stageLocalTag(tag) }
         catalog.localTags.insert(tag)
+        settler.wake()
     }
 
     public func rmdir(parent: UInt64, name: String, reader: Int32 = 0) throws {

@@ -113,7 +113,8 @@ extension FileSystem {
     public func stopSettling() {
         settler.stop()
         do {
-            try locked { try settleNow(); saveDirTimes(); try wrap { try store.saveItemNumbers() } }
+            try locked { try settleNow(); saveDirTimes(); saveTreeDirs(); try wrap { try store.saveItemNumbers() } }
+            try store.flushPendingFolders()
         } catch {
             log.error("settling at unmount failed; the next mount settles", metadata: ["error": "\(error)"])
         }
@@ -160,6 +161,9 @@ extension FileSystem {
         // waits with the core's lock held, after the file it is settling.
         let batch = 16
         do {
+            // Folders made and numbered since the last pass.
+            try store.flushPendingFolders()
+            locked { saveTreeDirs() }
             // Staged files quiet for the window first (by their last change, not their mtime,
             // which `rsync -a` sets to the source's), in one transaction; a new file still being
             // written stays staged (`rsync`'s temporary file until its rename), one staged for
@@ -181,7 +185,8 @@ extension FileSystem {
             }
             let inv: [Invalidation] = try locked {
                 let inv = try settled(rows, read: read)
-                if !more, store.stagingIsEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty {
+                if !more, store.stagingIsEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty,
+                   !store.hasPendingFolders, !inodes.hasUnsaved {
                     settler.settledAll()
                     saveDirTimes()
                 } else if !more, !store.stagingIsEmpty {
@@ -233,6 +238,14 @@ final class Settler: @unchecked Sendable {
             dirty = true
             cond.signal()
         }
+        cond.unlock()
+    }
+
+    /// Work that is not a write (a folder's row, a folder's number to record): a pass soon,
+    /// without putting off the files' window.
+    func wake() {
+        cond.lock()
+        if !dirty { dirty = true; cond.signal() }
         cond.unlock()
     }
 

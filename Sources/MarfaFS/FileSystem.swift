@@ -137,7 +137,8 @@ public final class FileSystem: @unchecked Sendable {
 
     func locked<T>(_ body: () throws -> T) rethrows -> T {
         lock.lock()
-        defer { saveTreeDirs(); lock.unlock() }
+        // Folders numbered meanwhile are recorded by the settler, not while a request waits.
+        defer { if inodes.hasUnsaved { settler.wake() }; lock.unlock() }
         return try body()
     }
 

@@ -241,6 +241,23 @@ extension Store {
         try write { db in try db.run("INSERT OR IGNORE INTO local_tags(tag) VALUES (?)", [tag]) }
     }
 
+    /// A folder or tag made by the mount's `mkdir`, kept as `addLocalTag` keeps it without waiting
+    /// for the store's writer: recorded at once beside the store (`PendingFolders`), its row
+    /// written by the next write transaction (`flushPendingFolders`). Every query of
+    /// `local_tags` runs in a write transaction, or counts the pending ones too.
+    public func stageLocalTag(_ tag: String) throws {
+        try pendingFolders.add(tag)
+    }
+
+    /// Whether folders `stageLocalTag` recorded wait for their rows.
+    public var hasPendingFolders: Bool { !pendingFolders.isEmpty }
+
+    /// Writes the rows of the folders `stageLocalTag` recorded, if any.
+    public func flushPendingFolders() throws {
+        if pendingFolders.isEmpty { return }
+        try write { _ in }
+    }
+
     public func removeLocalTag(_ tag: String) throws {
         try write { db in
             // Trashed and archived items keep their tags (a restore puts them back where they were)

@@ -150,7 +150,7 @@ extension Store {
                 """)
         }
         var out = Set<String>()
-        for t in tags {
+        for t in tags + pendingFolders.all.filter({ $0.hasPrefix(VaultText.folderPrefix) }) {
             var f = Substring(t.dropFirst(VaultText.folderPrefix.count))
             while !f.isEmpty, out.insert(String(f)).inserted {
                 guard let i = f.lastIndex(of: "/") else { break }

@@ -42,6 +42,8 @@ public final class Store: Sendable {
     public let blobs: BlobReader
     /// Files made through the mount, not yet in the store (see `Staging`).
     let staging: Staging
+    /// Folders made by `mkdir` whose rows the next write transaction writes (`stageLocalTag`).
+    let pendingFolders: PendingFolders
     /// Blob files being written, until they settle (see `Spool`).
     public let spool: Spool
     /// Blobs copied into the cache and not yet named by their item, with how many copies hold them.
@@ -129,6 +131,7 @@ public final class Store: Sendable {
         })
         blobs = try BlobReader(path: path)
         staging = Staging(path: path + "-staged")
+        pendingFolders = PendingFolders(path: path + "-folders")
         spool = Spool(directory: path + "-spool")
     }
 
@@ -210,7 +213,7 @@ public final class Store: Sendable {
     }
 
     public func localTags() throws -> [String] {
-        try pool.read { db in try String.fetchAll(db, sql: "SELECT tag FROM local_tags") }
+        Array(Set(try pool.read { db in try String.fetchAll(db, sql: "SELECT tag FROM local_tags") }).union(pendingFolders.all))
     }
 
     public func allEdges() throws -> [EdgeRecord] {
@@ -311,8 +314,10 @@ public final class Store: Sendable {
             return try pool.write { db in
                 waiting = false
                 writersWaiting.subtract(1, ordering: .relaxed)
-                // First: the body may remove an item, and its numbers with it.
+                // First: the body may remove an item, and its numbers with it; or a folder made
+                // meanwhile, whose row it may look for.
                 try Self.writeNumbers(db, numbers)
+                try pendingFolders.flush(db)
                 let result = try body(db)
                 // Whatever the body changed, the bytes items had are kept as their history (FS-33).
                 try keepVersions(db)

@@ -80,4 +80,25 @@ extension MountTests {
             #expect(r.out == "10000 operations, 0 mismatches")
         }
     }
+
+    /// Folders made with `mkdir` are recorded before the request is answered, not when the settler
+    /// writes their rows: killed right after, the mount has every one, empty ones too, and their
+    /// rows once it writes.
+    @Test func FS15_foldersMadeJustBeforeAKillAreThereAfter() throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        try h.mount()
+        #expect(h.sh("mkdir -p vault/a/b vault/c tags/project && printf n > vault/a/n.md").status == 0)
+        h.killDaemon()
+        try h.mount()
+        #expect(h.sh("find vault/ tags/project -maxdepth 2 | sort").out == "tags/project\nvault/\nvault/a\nvault/a/b\nvault/a/n.md\nvault/c")
+        #expect(MountHarness.eventually {
+            h.sql("SELECT group_concat(tag, ' ') FROM (SELECT tag FROM local_tags ORDER BY tag)") == "folder:a folder:a/b folder:c project"
+        }, "\(h.sql("SELECT group_concat(tag, ' ') FROM local_tags"))")
+        // Removed, they stay removed across the next kill.
+        #expect(h.sh("rmdir vault/a/b vault/c").status == 0)
+        h.killDaemon()
+        try h.mount()
+        #expect(h.sh("find vault/ -mindepth 1 | sort").out == "vault/a\nvault/a/n.md")
+    }
 }
