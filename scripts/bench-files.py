@@ -159,7 +159,7 @@ for i in range(args.runs):
     })
     run(bin_, "unmount", mnt)
     mounts.remove(mnt)
-    for suffix in ["", "-wal", "-shm", "-staged", "-reserve", ".lock", ".log"]:
+    for suffix in ["", "-wal", "-shm", "-staged", "-folders", "-reserve", ".lock", ".log"]:
         try:
             os.remove(store + suffix)
         except OSError:
