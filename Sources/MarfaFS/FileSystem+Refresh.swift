@@ -238,6 +238,8 @@ extension FileSystem {
                 out += edgeInvalidations(rec) + reresolve(catalog.byID[rec.edge.sourceID])
             } catch { log.error("reading an edge failed", metadata: ["edge": "\(id)", "error": "\(error)"]) }
         }
+        // The links naming names that came or went, while their edges' changes are replayed.
+        out += resolvePendingLinks()
         // After the invalidations: a watcher that reads on the event reads the new bytes, and a
         // name to create or remove is no longer cached.
         return out + (replays + (edgeReplays ?? [])).map { .replay($0) }

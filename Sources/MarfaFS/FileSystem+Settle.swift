@@ -61,7 +61,7 @@ extension FileSystem {
         // Read in one transaction: nothing the loop does changes another item's row, tags or links.
         let facts = try wrap { try read.map(store.facts) ?? store.facts(rowids: rows) }
         for r in rows { inv += try refreshItem(r, facts: facts) }
-        return inv + followStore(store.takeAnnouncements())
+        return inv + followStore(store.takeAnnouncements()) + resolvePendingLinks()
     }
 
     /// Settles what an operation on `nodes` needs settled before it queues a mutation about them

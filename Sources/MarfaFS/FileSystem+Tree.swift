@@ -61,7 +61,11 @@ extension FileSystem {
     /// The index with every link resolved (`links/`, `backlinks/`, `.marfafs/unresolved`): the
     /// first call resolves them all, as the notes are then.
     func ensureLinks() throws {
-        if catalog.vault?.linksResolved == true { return }
+        if catalog.vault?.linksResolved == true {
+            // Names that came since the settler's last pass: the links naming them, as they are now.
+            if catalog.vault?.pendingKeys.isEmpty == false { notify(resolvePendingLinks()) }
+            return
+        }
         let start = Date()
         try ensureVault()
         let read = Date()

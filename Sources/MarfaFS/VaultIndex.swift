@@ -40,6 +40,9 @@ struct VaultIndex {
     /// edges in the catalog). Until then a change resolves nothing: the first resolution takes
     /// every note as it is by then.
     var linksResolved = false
+    /// Name keys of items that came, went or moved since the links naming them were last
+    /// re-resolved (`FileSystem.resolvePendingLinks`).
+    var pendingKeys: Set<String> = []
 
     struct Derived: Hashable { var target: Int64; var edgeType: String }
     struct DerivedKey: Hashable { var source: Int64; var target: Int64; var edgeType: String }
@@ -411,23 +414,40 @@ extension FileSystem {
             v.setLinks(r, after)
             for k in v.linkKeysOf[r] ?? [] { v.linkers[k, default: []].insert(r) }
         }
-        // The links naming this item's old and new name may resolve differently now: re-resolved
-        // in the notes that have them (only those links); its own, all of them. Links never
-        // resolved yet are resolved all at once later, as they are then (`ensureLinks`).
+        // Its own links are resolved again now. The links naming its old and new name may resolve
+        // differently too: in the notes that have them, later, every such name at once
+        // (`resolvePendingLinks`), not in the request that made the name (each new file of `cp -r`
+        // re-resolved every note naming it). Links never resolved yet are resolved all at once
+        // later, as they are then (`ensureLinks`).
         let resolved = v.linksResolved
-        var sources: Set<Int64> = []
-        let keys = Set([oldKey, newKey].compactMap { $0 })
         if resolved, oldKey != newKey || old != newFolder {
-            for k in keys { sources.formUnion(v.linkers[k] ?? []) }
+            v.pendingKeys.formUnion([oldKey, newKey].compactMap { $0 })
+            settler.wake()
         }
-        sources.remove(r)
         // Handed back, not copied: `v` must not outlive this line, or each change `resolveLinks`
         // makes below would copy a whole table of the index (copy on write).
         catalog.vault = consume v
         var inv = invalidations(dirs)
         guard resolved else { return inv }
-        for src in [r] + sources.sorted() {
-            let (added, gone) = catalog.resolveLinks(of: src, only: src == r ? nil : keys)
+        let (added, gone) = catalog.resolveLinks(of: r)
+        for rec in gone { inv += edgeInvalidations(rec); noteEdge(rec, added: false); catalog.removeEdge(rec.rowid) }
+        for rec in added { inv += edgeInvalidations(rec); noteEdge(rec, added: true) }
+        return inv
+    }
+
+    /// Re-resolves, in the notes that have them, the links naming the names that came, went or
+    /// moved since the last call (`VaultIndex.pendingKeys`); returns what the kernel must forget.
+    /// Called by the settler's passes (`settled`), by whatever shows edges before it does so
+    /// (`ensureLinks`), and as the store's changes are followed (their edges' watchers hear of
+    /// them). Call with the lock held.
+    func resolvePendingLinks() -> [Invalidation] {
+        guard catalog.vault?.linksResolved == true, let keys = catalog.vault?.pendingKeys, !keys.isEmpty else { return [] }
+        catalog.vault!.pendingKeys = []
+        var sources = Set<Int64>()
+        for k in keys { sources.formUnion(catalog.vault!.linkers[k] ?? []) }
+        var inv: [Invalidation] = []
+        for src in sources.sorted() {
+            let (added, gone) = catalog.resolveLinks(of: src, only: keys)
             for rec in gone { inv += edgeInvalidations(rec); noteEdge(rec, added: false); catalog.removeEdge(rec.rowid) }
             for rec in added { inv += edgeInvalidations(rec); noteEdge(rec, added: true) }
         }
