@@ -163,7 +163,7 @@ extension FuseMount {
         }
         ops.mknod = { req, parent, cname, mode, rdev in
             guarded(req, "mknod") { m in
-                if (mode & S_IFMT) != S_IFREG {
+                if (mode & S_IFMT) != S_IFREG && (mode & S_IFMT) != 0 {
                     // A FIFO, socket or device node: local-only in the tree (FS-32), EPERM elsewhere.
                     var e = entryParam(try RequestScope.within { try m.fs.mknod(parent: parent, name: try name(cname), mode: UInt32(mode), rdev: UInt64(rdev)) })
                     return replyEntry(m, req, &e)
