@@ -39,15 +39,19 @@ final class PendingFolders: @unchecked Sendable {
             if fd < 0 {
                 fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
                 guard fd >= 0 else { throw StoreError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
+                // A line torn by a power cut is cut off, so this one starts a line of its own (only
+                // the mount, which holds the store's lock, appends: a reader never cuts).
+                _ = ftruncate(fd, off_t(Self.wholeLines(path).count))
             }
             let line = Array((tag + "\n").utf8)
             let start = lseek(fd, 0, SEEK_END)
             let n = line.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
             guard n == line.count else {
-                let why = n < 0 ? String(cString: strerror(errno)) : "short write"
+                let e = n < 0 ? errno : ENOSPC
+                let why = n < 0 ? String(cString: strerror(e)) : "short write"
                 // A half line would join the next one: cut back to the lines before it.
                 if start >= 0 { _ = ftruncate(fd, start) }
-                throw errno == ENOSPC || errno == EDQUOT ? StoreError.noSpace("cannot record folder \(tag): \(why)")
+                throw e == ENOSPC || e == EDQUOT ? StoreError.noSpace("cannot record folder \(tag): \(why)")
                     : StoreError.io("cannot record folder \(tag) in \(path): \(why)")
             }
             tags.insert(tag)
@@ -79,15 +83,17 @@ final class PendingFolders: @unchecked Sendable {
         }
     }
 
-    /// The tags a file holds: whole lines that are valid tags. A torn last line is cut off, so
-    /// the next append starts a line of its own.
-    private static func read(_ path: String) -> Set<String> {
+    /// The file's bytes up to its last newline (a torn last line left out).
+    private static func wholeLines(_ path: String) -> ArraySlice<UInt8> {
         guard let data = FileManager.default.contents(atPath: path) else { return [] }
         let bytes = [UInt8](data)
-        let whole = (bytes.lastIndex(of: UInt8(ascii: "\n")) ?? -1) + 1
-        if whole < bytes.count { _ = truncate(path, off_t(whole)) }
+        return bytes[..<((bytes.lastIndex(of: UInt8(ascii: "\n")) ?? -1) + 1)]
+    }
+
+    /// The tags a file holds: whole lines that are valid tags.
+    private static func read(_ path: String) -> Set<String> {
         var out = Set<String>()
-        for l in bytes[..<whole].split(separator: UInt8(ascii: "\n")) {
+        for l in wholeLines(path).split(separator: UInt8(ascii: "\n")) {
             let tag = String(decoding: l, as: UTF8.self)
             if Store.isLocalTag(tag) { out.insert(tag) }
         }
