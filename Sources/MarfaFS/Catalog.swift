@@ -53,6 +53,9 @@ struct Catalog {
     var stagedModes: [Int64: UInt16] = [:]
     /// Permission bits set on folders of the vault's tree (FS-31).
     var dirModes: [String: UInt16] = [:]
+    /// Owners other than the mount's user (FS-31): of items, by rowid, and of the tree's folders.
+    var owners: [Int64: Store.Owner] = [:]
+    var dirOwners: [String: Store.Owner] = [:]
     /// Access and change times by inode, while mounted (FS-31).
     var atimes: [UInt64: Int64] = [:]
     var ctimes: [UInt64: Int64] = [:]
@@ -88,6 +91,8 @@ struct Catalog {
         for s in try store.allScratch() { addScratch(s) }
         dirTimes = try store.dirTimes()
         dirModes = try store.treeDirModes()
+        owners = try store.itemOwners()
+        dirOwners = try store.treeDirOwners()
         for (number, r) in try store.itemNumbers() where items[r] != nil {
             aliases[number] = r
             itemNumber[r] = number

@@ -128,6 +128,14 @@ extension FileSystem {
             }
         }
         guard let (ff, tf) = folders else { return }
+        // What is kept by folder path follows (what was at the new paths goes).
+        func follow<V>(_ d: inout [String: V]) {
+            var kept = d.filter { under($0.key, tf, tf) == nil }
+            for (p, v) in d { if let m = under(p, ff, tf) { kept[p] = nil; kept[m] = v } }
+            d = kept
+        }
+        follow(&catalog.dirModes)
+        follow(&catalog.dirOwners)
         for (key, ns) in catalog.dirTimes {
             guard let path = key.hasPrefix("vault/") ? String(key.dropFirst(6)) : nil, let moved = under(path, ff, tf) else { continue }
             catalog.dirTimes[key] = nil

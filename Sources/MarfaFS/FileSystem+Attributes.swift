@@ -3,9 +3,10 @@ import MarfaModel
 import MarfaStore
 
 /// What `stat` shows besides names and sizes, and `setattr` (FS-31): permission bits (a file's are
-/// kept with its item and synced, a folder's are kept locally), the owner (the mount's user: a
-/// `chown` to it succeeds, to anyone else is EPERM), and the three times — mtime kept with the file
-/// (FS-28), atime and ctime kept by the mount while it runs (after a remount: the mtime).
+/// kept with its item and synced, a folder's are kept locally), the owner and group (the mount's
+/// user's until a `chown` or another user's create: kept locally, `Store+Owners`), and the three
+/// times — mtime kept with the file (FS-28), atime and ctime kept by the mount while it runs
+/// (after a remount: the mtime).
 extension FileSystem {
     /// A change of attributes (`setattr`): what is nil stays.
     public struct AttrChange: Sendable {
@@ -26,7 +27,10 @@ extension FileSystem {
         switch n {
         case .item(let r):
             a.mode = a.kind == .symlink ? 0 : catalog.stagedModes[r].map { Store.storedMode($0, default: Store.defaultFileMode) ?? 0 } ?? catalog.items[r]?.mode ?? 0
-        case .treeDir(let f): a.mode = catalog.dirModes[f] ?? 0
+            if let o = catalog.owners[r] { a.uid = o.uid; a.gid = o.gid }
+        case .treeDir(let f):
+            a.mode = catalog.dirModes[f] ?? 0
+            if let o = catalog.dirOwners[f] { a.uid = o.uid; a.gid = o.gid }
         case .detached(let d): a.mode = catalog.detached[d]?.mode ?? 0
         default: break
         }
@@ -80,10 +84,9 @@ extension FileSystem {
         if LocalFiles.owns(ino) { return try local.setattr(ino, c) }
         // A replayed change (FS-25): already applied; the request only makes the kernel tell watchers.
         if isReplay(reader) { return try getattr(ino) }
-        // The mount's files belong to the mount's user: another owner is refused, before anything changes.
         if try locked({ Self.isHistory(try node(ino)) }) { throw FSError(.readOnly, "history/ is read-only") }
-        if let u = c.uid, u != uid { throw FSError(.notPermitted, "files of this mount belong to uid \(uid)") }
-        if let g = c.gid, g != gid { throw FSError(.notPermitted, "files of this mount belong to gid \(gid)") }
+        // The kernel has checked that the caller may (`default_permissions`), before anything changes.
+        if c.uid != nil || c.gid != nil { try setOwner(ino, uid: c.uid, gid: c.gid) }
         if let size = c.size {
             guard size >= 0 else { throw FSError(.invalid, "negative size") }
             try changeFile(ino, reaching: size, .truncate(size: size), by: reader)
@@ -96,6 +99,36 @@ extension FileSystem {
             changed(n)
         }
         return try getattr(ino)
+    }
+
+    /// A `chown` (FS-31): an item's or folder's owner and group are kept (the mount's own as nil);
+    /// the views' directories and symlinks belong to the mount's user (another is EPERM).
+    func setOwner(_ ino: UInt64, uid u: UInt32?, gid g: UInt32?) throws {
+        try locked {
+            let n = try node(ino)
+            func merged(_ o: Store.Owner?) -> Store.Owner {
+                let nu = u.map { $0 == uid ? nil : $0 } ?? o?.uid, ng = g.map { $0 == gid ? nil : $0 } ?? o?.gid
+                return Store.Owner(uid: nu, gid: ng)
+            }
+            switch n {
+            case .item(let r):
+                guard let id = catalog.items[r]?.id else { throw FSError(.notFound, "item \(r)") }
+                let o = merged(catalog.owners[r])
+                if o == (catalog.owners[r] ?? Store.Owner()) { return }
+                try wrap { try store.setOwner(itemID: id, o) }
+                catalog.owners[r] = o.isDefault ? nil : o
+            case .treeDir(let f):
+                let o = merged(catalog.dirOwners[f])
+                if o == (catalog.dirOwners[f] ?? Store.Owner()) { return }
+                _ = self.ino(n)
+                saveTreeDirs()
+                try wrap { try store.setTreeDirOwner(f, o) }
+                catalog.dirOwners[f] = o.isDefault ? nil : o
+            default:
+                if let u, u != uid { throw FSError(.notPermitted, "this directory belongs to uid \(uid)") }
+                if let g, g != gid { throw FSError(.notPermitted, "this directory belongs to gid \(gid)") }
+            }
+        }
     }
 
     func setMode(_ ino: UInt64, _ mode: UInt16) throws {

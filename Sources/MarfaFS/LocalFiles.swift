@@ -134,6 +134,7 @@ final class LocalFiles: @unchecked Sendable {
         a.mode = bits == 0 ? Store.noPermissionsMark : bits
         a.atimeNs = ns(st.st_atim)
         a.ctimeNs = ns(st.st_ctim)
+        a.uid = st.st_uid; a.gid = st.st_gid
         if type == S_IFIFO || type == S_IFSOCK || type == S_IFCHR || type == S_IFBLK {
             a.special = type
             a.rdev = UInt64(st.st_rdev)

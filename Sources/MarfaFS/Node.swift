@@ -69,6 +69,9 @@ public struct FileAttr: Sendable, Hashable {
     /// number; 0 for every other node (`kind` then says what it is; for these it is `.file`).
     public var special: UInt32 = 0
     public var rdev: UInt64 = 0
+    /// Owner and group (FS-31); nil: the mount's user and group.
+    public var uid: UInt32?
+    public var gid: UInt32?
 
     /// The permission bits the kernel is told.
     public var permissions: UInt16 {

@@ -39,7 +39,7 @@ private func fill(_ st: inout stat, _ a: FileAttr, uid: uid_t, gid: gid_t) {
     case .symlink: st.st_mode = S_IFLNK; st.st_nlink = 1
     }
     st.st_mode |= mode_t(a.permissions)
-    st.st_uid = uid; st.st_gid = gid
+    st.st_uid = a.uid ?? uid; st.st_gid = a.gid ?? gid
     st.st_size = Int(a.size)
     st.st_blksize = 4096
     st.st_blocks = Int((a.size + 511) / 512)
@@ -53,6 +53,20 @@ private func withMode(_ m: FuseMount, _ a: FileAttr, _ mode: mode_t, _ reader: I
     let bits = UInt16(truncatingIfNeeded: mode & 0o7777)
     guard bits != a.permissions else { return a }
     return try m.fs.setattr(a.ino, FileSystem.AttrChange(mode: bits), reader: reader)
+}
+
+/// A file, folder, symlink or node just made is its maker's, with their group (FS-31), as on a
+/// disk: another user than the mount's (a mount with `--allow-other`), or the mount's own when the
+/// name took back the identity of a file just removed (an editor's delete and create, FS-13),
+/// whose owner was another. A local-only file the daemon may not give away (a mount by a user
+/// other than root) stays the daemon's.
+private func withOwner(_ m: FuseMount, _ a: FileAttr, _ req: fuse_req_t?) throws -> FileAttr {
+    guard let ctx = fuse_req_ctx(req)?.pointee else { return a }
+    let mine = ctx.uid == getuid() && ctx.gid == getgid()
+    if mine && a.uid == nil && a.gid == nil || FileSystem.isLocalInode(a.ino) && (a.uid ?? getuid()) == ctx.uid && (a.gid ?? getgid()) == ctx.gid { return a }
+    let change = FileSystem.AttrChange(uid: ctx.uid, gid: ctx.gid)
+    if FileSystem.isLocalInode(a.ino) { return (try? m.fs.setattr(a.ino, change, reader: reader(req))) ?? a }
+    return try m.fs.setattr(a.ino, change, reader: reader(req))
 }
 
 /// Answers with an inode, counted as a reference the kernel holds until it forgets it (FS-31).
@@ -165,18 +179,19 @@ extension FuseMount {
             guarded(req, "mknod") { m in
                 if (mode & S_IFMT) != S_IFREG && (mode & S_IFMT) != 0 {
                     // A FIFO, socket or device node: local-only in the tree (FS-32), EPERM elsewhere.
-                    var e = entryParam(try RequestScope.within { try m.fs.mknod(parent: parent, name: try name(cname), mode: UInt32(mode), rdev: UInt64(rdev)) })
+                    let a = try RequestScope.within { try m.fs.mknod(parent: parent, name: try name(cname), mode: UInt32(mode), rdev: UInt64(rdev)) }
+                    var e = entryParam(try withOwner(m, a, req))
                     return replyEntry(m, req, &e)
                 }
                 let a = try RequestScope.within { try m.fs.create(parent: parent, name: try name(cname), reader: reader(req)) }
-                var e = entryParam(try withMode(m, a, mode, reader(req)))
+                var e = entryParam(try withOwner(m, try withMode(m, a, mode, reader(req)), req))
                 replyEntry(m, req, &e)
             }
         }
         ops.mkdir = { req, parent, cname, mode in
             guarded(req, "mkdir") { m in
                 let a = try RequestScope.within { try m.fs.mkdir(parent: parent, name: try name(cname), reader: reader(req)) }
-                var e = entryParam(try withMode(m, a, mode, reader(req)))
+                var e = entryParam(try withOwner(m, try withMode(m, a, mode, reader(req)), req))
                 replyEntry(m, req, &e)
             }
         }
@@ -194,7 +209,8 @@ extension FuseMount {
         }
         ops.symlink = { req, target, parent, cname in
             guarded(req, "symlink") { m in
-                var e = entryParam(try RequestScope.within { try m.fs.symlink(target: try name(target), parent: parent, name: try name(cname), reader: reader(req)) })
+                let a = try RequestScope.within { try m.fs.symlink(target: try name(target), parent: parent, name: try name(cname), reader: reader(req)) }
+                var e = entryParam(try withOwner(m, a, req))
                 replyEntry(m, req, &e)
             }
         }
@@ -302,7 +318,7 @@ extension FuseMount {
             guarded(req, "create") { m in
                 guard (mode & S_IFMT) == S_IFREG || (mode & S_IFMT) == 0 else { throw FSError(.notPermitted, "only regular files") }
                 let a = try RequestScope.within { try m.fs.create(parent: parent, name: try name(cname), reader: reader(req)) }
-                var e = entryParam(try withMode(m, a, mode, reader(req)))
+                var e = entryParam(try withOwner(m, try withMode(m, a, mode, reader(req)), req))
                 marfafs_fi_set_cache(fi, 0)
                 m.fs.kernelLooked(e.ino)
                 if fuse_reply_create(req, &e, fi) != 0 { m.fs.kernelForgot(e.ino, 1) }

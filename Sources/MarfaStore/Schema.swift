@@ -236,6 +236,13 @@ enum Schema {
             BEGIN UPDATE items SET mode = CASE WHEN (NEW.type = 'core.file' OR NEW.type LIKE 'core.file.%')
               AND json_extract(NEW.properties, '$.mime_type') = 'inode/symlink' THEN 41471 END WHERE rowid = NEW.rowid; END;
             """),
+        ("v18-owners", """
+            -- FS-31: a file's or folder's owner and group, when not the mount's user and group
+            -- (NULL): local to this store, never queued or synced.
+            CREATE TABLE owners(item_id TEXT PRIMARY KEY, uid INTEGER, gid INTEGER) WITHOUT ROWID;
+            ALTER TABLE tree_dirs ADD COLUMN uid INTEGER;
+            ALTER TABLE tree_dirs ADD COLUMN gid INTEGER;
+            """),
     ]
 
     static func insertBuiltInTypes(_ db: Database) throws {

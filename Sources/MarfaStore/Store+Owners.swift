@@ -1,0 +1,53 @@
+import Foundation
+import GRDB
+
+/// Owners (FS-31): a file's or folder's owner and group, set by `chown` or by the user who made it
+/// (a mount with `--allow-other`), kept in this store as a disk keeps them and never queued or
+/// synced (another mount shows its own user). Nil for the mount's own user or group, which is what
+/// a file has until then.
+extension Store {
+    public struct Owner: Sendable, Hashable {
+        public var uid: UInt32?
+        public var gid: UInt32?
+        public init(uid: UInt32? = nil, gid: UInt32? = nil) { self.uid = uid; self.gid = gid }
+        public var isDefault: Bool { uid == nil && gid == nil }
+    }
+
+    /// The items with an owner or group of their own, by rowid.
+    public func itemOwners() throws -> [Int64: Owner] {
+        try pool.read { db in
+            var out: [Int64: Owner] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT items.rowid AS r, owners.uid AS u, owners.gid AS g FROM owners JOIN items ON items.id = owners.item_id") {
+                out[row["r"]] = Owner(uid: (row["u"] as Int64?).map { UInt32(truncatingIfNeeded: $0) }, gid: (row["g"] as Int64?).map { UInt32(truncatingIfNeeded: $0) })
+            }
+            return out
+        }
+    }
+
+    /// Sets item `itemID`'s owner (its row need not exist yet: a file staged by the mount).
+    public func setOwner(itemID: String, _ o: Owner) throws {
+        try write { db in
+            if o.isDefault {
+                try db.run("DELETE FROM owners WHERE item_id = ?", [itemID])
+            } else {
+                try db.run("INSERT OR REPLACE INTO owners(item_id, uid, gid) VALUES (?, ?, ?)", [itemID, o.uid.map { Int64($0) }, o.gid.map { Int64($0) }])
+            }
+        }
+    }
+
+    /// The folders of the tree with an owner or group of their own, by path.
+    public func treeDirOwners() throws -> [String: Owner] {
+        try pool.read { db in
+            var out: [String: Owner] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT path, uid, gid FROM tree_dirs WHERE uid IS NOT NULL OR gid IS NOT NULL") {
+                out[row["path"]] = Owner(uid: (row["uid"] as Int64?).map { UInt32(truncatingIfNeeded: $0) }, gid: (row["gid"] as Int64?).map { UInt32(truncatingIfNeeded: $0) })
+            }
+            return out
+        }
+    }
+
+    /// Sets a folder's owner; the folder must have its number (`saveTreeDirInodes`).
+    public func setTreeDirOwner(_ path: String, _ o: Owner) throws {
+        try write { db in try db.run("UPDATE tree_dirs SET uid = ?, gid = ? WHERE path = ?", [o.uid.map { Int64($0) }, o.gid.map { Int64($0) }, path]) }
+    }
+}
