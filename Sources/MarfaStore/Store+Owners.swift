@@ -16,11 +16,8 @@ extension Store {
     /// The items with an owner or group of their own, by rowid.
     public func itemOwners() throws -> [Int64: Owner] {
         try pool.read { db in
-            var out: [Int64: Owner] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT items.rowid AS r, owners.uid AS u, owners.gid AS g FROM owners JOIN items ON items.id = owners.item_id") {
-                out[row["r"]] = Owner(uid: (row["u"] as Int64?).map { UInt32(truncatingIfNeeded: $0) }, gid: (row["g"] as Int64?).map { UInt32(truncatingIfNeeded: $0) })
-            }
-            return out
+            let rows = try Row.fetchAll(db, sql: "SELECT items.rowid AS r, owners.uid, owners.gid FROM owners JOIN items ON items.id = owners.item_id")
+            return Dictionary(rows.map { ($0["r"] as Int64, Self.owner($0)) }, uniquingKeysWith: { a, _ in a })
         }
     }
 
@@ -38,12 +35,14 @@ extension Store {
     /// The folders of the tree with an owner or group of their own, by path.
     public func treeDirOwners() throws -> [String: Owner] {
         try pool.read { db in
-            var out: [String: Owner] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT path, uid, gid FROM tree_dirs WHERE uid IS NOT NULL OR gid IS NOT NULL") {
-                out[row["path"]] = Owner(uid: (row["uid"] as Int64?).map { UInt32(truncatingIfNeeded: $0) }, gid: (row["gid"] as Int64?).map { UInt32(truncatingIfNeeded: $0) })
-            }
-            return out
+            let rows = try Row.fetchAll(db, sql: "SELECT path, uid, gid FROM tree_dirs WHERE uid IS NOT NULL OR gid IS NOT NULL")
+            return Dictionary(rows.map { ($0["path"] as String, Self.owner($0)) }, uniquingKeysWith: { a, _ in a })
         }
+    }
+
+    /// A row's `uid` and `gid` columns.
+    private static func owner(_ row: Row) -> Owner {
+        Owner(uid: (row["uid"] as Int64?).map { UInt32(truncatingIfNeeded: $0) }, gid: (row["gid"] as Int64?).map { UInt32(truncatingIfNeeded: $0) })
     }
 
     /// Sets a folder's owner; the folder must have its number (`saveTreeDirInodes`).
