@@ -234,8 +234,11 @@ extension FileSystem {
         // What a descriptor open on the target's file keeps (FS-31), before its bytes change; the
         // mode the new file has, which the name has from now on, as on a disk.
         let held = heldFile(t)
-        var newMode: UInt16?
-        if case .item(let r) = source { newMode = catalog.stagedModes.removeValue(forKey: r) ?? catalog.items[r].map { Store.permissions($0.mode, default: Store.defaultFileMode) } }
+        var newMode: UInt16?, newOwner = Store.Owner()
+        if case .item(let r) = source {
+            newMode = catalog.stagedModes.removeValue(forKey: r) ?? catalog.items[r].map { Store.permissions($0.mode, default: Store.defaultFileMode) }
+            newOwner = catalog.owners[r] ?? Store.Owner()
+        }
         // Its base is what the renaming program saw of the item (FS-29).
         if let f = try wrap({ try store.saveOver(t, from: source, by: currentWriter) }) {
             // A new file saved over the item never gets a row of its own, and the item's names,
@@ -256,6 +259,11 @@ extension FileSystem {
             return inv
         }
         if let newMode { try keepMode(t, newMode) }
+        // And the owner.
+        if newOwner != (catalog.owners[t] ?? Store.Owner()), let id = catalog.items[t]?.id {
+            try wrap { try store.setOwner(itemID: id, newOwner) }
+            catalog.owners[t] = newOwner.isDefault ? nil : newOwner
+        }
         if catalog.items[r] == nil {
             // The source is no item of its own any more: its inode (its rowid's, or the number it
             // took when it was made again) is the target's now.

@@ -156,6 +156,9 @@ import Testing
             #expect(h.sh("mv vault/o vault/o2 && stat -c '%u:%g' vault/n.md vault/o2").out == "12345:23456\n\(getuid()):34567")
             #expect(h.sh("chown \(getuid()):\(getgid()) vault/n.md && stat -c '%u:%g' vault/n.md").out == "\(getuid()):\(getgid())")
             #expect(h.sql("SELECT count(*) FROM owners") == "0", "the mount's own user is kept as no owner at all")
+            // A file renamed over another keeps its own owner, as on a disk (an editor's save).
+            #expect(h.sh("printf s > vault/s.md && chown 12345 vault/s.md && printf t > vault/t.md && mv vault/s.md vault/t.md && stat -c %u vault/t.md").out == "12345")
+            #expect(h.sh("printf u > vault/u.md && mv vault/u.md vault/t.md && stat -c %u vault/t.md").out == "\(getuid())")
             // The access time is kept as set.
             #expect(h.sh("touch -a -d '2021-03-04 05:06:07 UTC' vault/n.md && stat -c %X vault/n.md").out == "1614834367")
             // A folder's time follows the names in it.
