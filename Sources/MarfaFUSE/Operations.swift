@@ -61,9 +61,8 @@ private func withMode(_ m: FuseMount, _ a: FileAttr, _ mode: mode_t, _ reader: I
 /// whose owner was another. A local-only file the daemon may not give away (a mount by a user
 /// other than root) stays the daemon's.
 private func withOwner(_ m: FuseMount, _ a: FileAttr, _ req: fuse_req_t?) throws -> FileAttr {
-    guard let ctx = fuse_req_ctx(req)?.pointee else { return a }
-    let mine = ctx.uid == getuid() && ctx.gid == getgid()
-    if mine && a.uid == nil && a.gid == nil || FileSystem.isLocalInode(a.ino) && (a.uid ?? getuid()) == ctx.uid && (a.gid ?? getgid()) == ctx.gid { return a }
+    // Already the maker's (nil: the mount's user and group).
+    guard let ctx = fuse_req_ctx(req)?.pointee, (a.uid ?? getuid(), a.gid ?? getgid()) != (ctx.uid, ctx.gid) else { return a }
     let change = FileSystem.AttrChange(uid: ctx.uid, gid: ctx.gid)
     if FileSystem.isLocalInode(a.ino) { return (try? m.fs.setattr(a.ino, change, reader: reader(req))) ?? a }
     return try m.fs.setattr(a.ino, change, reader: reader(req))
