@@ -104,6 +104,7 @@ extension FileSystem {
     /// A `chown` (FS-31): an item's or folder's owner and group are kept (the mount's own as nil);
     /// the views' directories and symlinks belong to the mount's user (another is EPERM).
     func setOwner(_ ino: UInt64, uid u: UInt32?, gid g: UInt32?) throws {
+        awaitQuietCommitForFolder(ino)
         try locked {
             let n = try node(ino)
             func merged(_ o: Store.Owner?) -> Store.Owner {
@@ -131,7 +132,17 @@ extension FileSystem {
         }
     }
 
+    /// A folder's mode or owner is written to the store at once: the settler's commit of quiet
+    /// files, which holds the store's writer for tens of milliseconds in a long copy, ends before
+    /// the lock is taken (`rsync -a` makes each folder 0700 and later sets its mode: with the lock
+    /// held through that wait, every request of the mount waited too).
+    private func awaitQuietCommitForFolder(_ ino: UInt64) {
+        if FileSystem.isItemInode(ino) || LocalFiles.owns(ino) { return }
+        if locked({ if case .treeDir? = try? node(ino) { return true }; return false }) { store.awaitQuietCommit() }
+    }
+
     func setMode(_ ino: UInt64, _ mode: UInt16) throws {
+        awaitQuietCommitForFolder(ino)
         try locked {
             let n = try node(ino)
             switch n {
