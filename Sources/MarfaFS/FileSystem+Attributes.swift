@@ -113,11 +113,8 @@ extension FileSystem {
             }
             switch n {
             case .item(let r):
-                guard let id = catalog.items[r]?.id else { throw FSError(.notFound, "item \(r)") }
-                let o = merged(catalog.owners[r])
-                if o == (catalog.owners[r] ?? Store.Owner()) { return }
-                try wrap { try store.setOwner(itemID: id, o) }
-                catalog.owners[r] = o.isDefault ? nil : o
+                guard catalog.items[r] != nil else { throw FSError(.notFound, "item \(r)") }
+                try keepOwner(r, merged(catalog.owners[r]))
             case .treeDir(let f):
                 let o = merged(catalog.dirOwners[f])
                 if o == (catalog.dirOwners[f] ?? Store.Owner()) { return }
@@ -130,6 +127,13 @@ extension FileSystem {
                 if let g, g != gid { throw FSError(.notPermitted, "this directory belongs to gid \(gid)") }
             }
         }
+    }
+
+    /// Item `r`'s owner and group are `o` (with the lock held): stored unless they already are.
+    func keepOwner(_ r: Int64, _ o: Store.Owner) throws {
+        guard o != (catalog.owners[r] ?? Store.Owner()), let id = catalog.items[r]?.id else { return }
+        try wrap { try store.setOwner(itemID: id, o) }
+        catalog.owners[r] = o.isDefault ? nil : o
     }
 
     /// A folder's mode or owner is written to the store at once: the settler's commit of quiet

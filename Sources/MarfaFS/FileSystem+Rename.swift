@@ -260,10 +260,7 @@ extension FileSystem {
         }
         if let newMode { try keepMode(t, newMode) }
         // And the owner.
-        if newOwner != (catalog.owners[t] ?? Store.Owner()), let id = catalog.items[t]?.id {
-            try wrap { try store.setOwner(itemID: id, newOwner) }
-            catalog.owners[t] = newOwner.isDefault ? nil : newOwner
-        }
+        try keepOwner(t, newOwner)
         if catalog.items[r] == nil {
             // The source is no item of its own any more: its inode (its rowid's, or the number it
             // took when it was made again) is the target's now.

@@ -30,7 +30,10 @@ private func guarded(_ req: fuse_req_t?, _ op: StaticString, _ body: (FuseMount)
     }
 }
 
-private func fill(_ st: inout stat, _ a: FileAttr, uid: uid_t, gid: gid_t) {
+/// The mount's user and group, read once: a file with no owner of its own is theirs (FS-31).
+private let mountUser = (uid: getuid(), gid: getgid())
+
+private func fill(_ st: inout stat, _ a: FileAttr) {
     st = stat()
     st.st_ino = UInt(a.ino)
     switch a.kind {
@@ -39,7 +42,7 @@ private func fill(_ st: inout stat, _ a: FileAttr, uid: uid_t, gid: gid_t) {
     case .symlink: st.st_mode = S_IFLNK; st.st_nlink = 1
     }
     st.st_mode |= mode_t(a.permissions)
-    st.st_uid = a.uid ?? uid; st.st_gid = a.gid ?? gid
+    st.st_uid = a.uid ?? mountUser.uid; st.st_gid = a.gid ?? mountUser.gid
     st.st_size = Int(a.size)
     st.st_blksize = 4096
     st.st_blocks = Int((a.size + 511) / 512)
@@ -62,7 +65,7 @@ private func withMode(_ m: FuseMount, _ a: FileAttr, _ mode: mode_t, _ reader: I
 /// other than root) stays the daemon's.
 private func withOwner(_ m: FuseMount, _ a: FileAttr, _ req: fuse_req_t?) throws -> FileAttr {
     // Already the maker's (nil: the mount's user and group).
-    guard let ctx = fuse_req_ctx(req)?.pointee, (a.uid ?? getuid(), a.gid ?? getgid()) != (ctx.uid, ctx.gid) else { return a }
+    guard let ctx = fuse_req_ctx(req)?.pointee, (a.uid ?? mountUser.uid, a.gid ?? mountUser.gid) != (ctx.uid, ctx.gid) else { return a }
     let change = FileSystem.AttrChange(uid: ctx.uid, gid: ctx.gid)
     if FileSystem.isLocalInode(a.ino) { return (try? m.fs.setattr(a.ino, change, reader: reader(req))) ?? a }
     return try m.fs.setattr(a.ino, change, reader: reader(req))
@@ -78,7 +81,7 @@ private func entryParam(_ a: FileAttr) -> fuse_entry_param {
     var e = fuse_entry_param()
     e.ino = a.ino
     e.generation = 1
-    fill(&e.attr, a, uid: getuid(), gid: getgid())
+    fill(&e.attr, a)
     e.attr_timeout = a.timeout
     e.entry_timeout = a.entryTimeout ?? a.timeout
     return e
@@ -145,7 +148,7 @@ extension FuseMount {
         ops.getattr = { req, ino, _ in
             guarded(req, "getattr") { m in
                 let a = try m.fs.getattr(ino, reader: reader(req))
-                var st = stat(); fill(&st, a, uid: getuid(), gid: getgid())
+                var st = stat(); fill(&st, a)
                 fuse_reply_attr(req, &st, a.timeout)
             }
         }
@@ -164,7 +167,7 @@ extension FuseMount {
                 if set(FUSE_SET_ATTR_UID) { c.uid = st.st_uid }
                 if set(FUSE_SET_ATTR_GID) { c.gid = st.st_gid }
                 let a = try m.fs.setattr(ino, c, reader: reader(req))
-                var out = stat(); fill(&out, a, uid: getuid(), gid: getgid())
+                var out = stat(); fill(&out, a)
                 fuse_reply_attr(req, &out, a.timeout)
             }
         }
@@ -350,7 +353,7 @@ extension FuseMount {
                     if i >= 2 && n <= room { fs.kernelLooked(e.ino) }
                     return n
                 }
-                var st = stat(); fill(&st, a, uid: getuid(), gid: getgid())
+                var st = stat(); fill(&st, a)
                 return fuse_add_direntry(req, dst, room, entryName, &st, off_t(i + 1))
             }
             if n > size - used { break }
