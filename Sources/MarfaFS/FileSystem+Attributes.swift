@@ -104,7 +104,6 @@ extension FileSystem {
     /// A `chown` (FS-31): an item's or folder's owner and group are kept (the mount's own as nil);
     /// the views' directories and symlinks belong to the mount's user (another is EPERM).
     func setOwner(_ ino: UInt64, uid u: UInt32?, gid g: UInt32?) throws {
-        awaitQuietCommitForFolder(ino)
         try locked {
             let n = try node(ino)
             func merged(_ o: Store.Owner?) -> Store.Owner {
@@ -118,10 +117,9 @@ extension FileSystem {
             case .treeDir(let f):
                 let o = merged(catalog.dirOwners[f])
                 if o == (catalog.dirOwners[f] ?? Store.Owner()) { return }
-                _ = self.ino(n)
-                saveTreeDirs()
-                try wrap { try store.setTreeDirOwner(f, o) }
+                try wrap { try store.setTreeDirOwner(f, ino: self.ino(n), o) }
                 catalog.dirOwners[f] = o.isDefault ? nil : o
+                settler.wake()
             default:
                 if let u, u != uid { throw FSError(.notPermitted, "this directory belongs to uid \(uid)") }
                 if let g, g != gid { throw FSError(.notPermitted, "this directory belongs to gid \(gid)") }
@@ -136,27 +134,16 @@ extension FileSystem {
         catalog.owners[r] = o.isDefault ? nil : o
     }
 
-    /// A folder's mode or owner is written to the store at once: the settler's commit of quiet
-    /// files, which holds the store's writer for tens of milliseconds in a long copy, ends before
-    /// the lock is taken (`rsync -a` makes each folder 0700 and later sets its mode: with the lock
-    /// held through that wait, every request of the mount waited too).
-    private func awaitQuietCommitForFolder(_ ino: UInt64) {
-        if FileSystem.isItemInode(ino) || LocalFiles.owns(ino) { return }
-        if locked({ if case .treeDir? = try? node(ino) { return true }; return false }) { store.awaitQuietCommit() }
-    }
-
     func setMode(_ ino: UInt64, _ mode: UInt16) throws {
-        awaitQuietCommitForFolder(ino)
         try locked {
             let n = try node(ino)
             switch n {
             case .item(let r):
                 try keepMode(r, mode & 0o7777)
             case .treeDir(let f):
-                _ = self.ino(n)
-                saveTreeDirs()
-                try wrap { try store.setTreeDirMode(f, mode: mode) }
+                try wrap { try store.setTreeDirMode(f, ino: self.ino(n), mode: mode) }
                 catalog.dirModes[f] = Store.storedMode(mode, default: Store.defaultDirMode)
+                settler.wake()
             case .detached(let d):
                 catalog.detached[d]?.mode = Store.storedMode(mode, default: Store.defaultFileMode) ?? 0
             default:

@@ -41,9 +41,10 @@ extension FileSystem {
                 return nil
             }
         }
-        guard settler.mayHaveWork || !spoolRows.isEmpty else { return }
+        guard settler.mayHaveWork || !spoolRows.isEmpty || !settledUnseen.isEmpty else { return }
         try wrap { try store.commitStaged() }
-        let rows = try wrap { try store.settle() }
+        let rows = try wrap { try store.settle() } + settledUnseen
+        settledUnseen = []
         let spooled = spoolRows.isEmpty ? [] : try wrap { try store.settleSpools(spoolRows) }
         // Spool files left waiting keep the background thread awake for them.
         if spoolsToSettle().isEmpty { settler.settledAll() }
@@ -80,9 +81,10 @@ extension FileSystem {
             }
         }
         guard !rows.isEmpty else { return }
+        let unseen = rows.filter { settledUnseen.remove($0) != nil }
         let done = try wrap { try store.settle(rowids: rows) }
         let spooled = try wrap { try store.settleSpools(rows.filter { store.spool.has($0) }) }
-        notify(try settled(done + spooled))
+        notify(try settled(done + spooled + unseen))
     }
 
     /// The staging key of a file that is staged (not yet in the store), to act on: a file the
@@ -172,9 +174,14 @@ extension FileSystem {
             // the files being committed (`Store.beginQuietCommit`).
             let quiet = (since: before, stagedBefore: Int64((Date().timeIntervalSince1970 - settler.maxDelay) * 1e9))
             if settler.commitTurn(firstOfRound: firstOfRound), let c = try locked({ try store.beginQuietCommit(quiet) }) {
-                try store.finishQuietCommit(c)
+                // New files quiet for the window are settled by the commit itself; the catalog
+                // takes them below, a batch at a time, as it takes the settled ones.
+                let settledByCommit = try store.finishQuietCommit(c)
+                if !settledByCommit.isEmpty { locked { settledUnseen.formUnion(settledByCommit) } }
             }
-            let (rows, more) = try store.settleGivingWay(writtenBefore: before, limit: batch)
+            let unseen: [Int64] = locked { Array(settledUnseen.prefix(batch)) }
+            let (settledNow, moreToSettle) = unseen.isEmpty ? try store.settleGivingWay(writtenBefore: before, limit: batch) : ([], true)
+            let rows = unseen + settledNow
             // The rows as the store has them now are read before the lock is taken (the modes of
             // files committed since their `chmod` are stored first, as `settled` would): under
             // it, the catalog takes them, unless the store was written meanwhile.
@@ -184,6 +191,10 @@ extension FileSystem {
                 read = try store.readFacts(rowids: rows)
             }
             let inv: [Invalidation] = try locked {
+                // Rows a request has brought up to date meanwhile (`settleNow`, `settleOnly`) are
+                // left out; the rest are seen now.
+                let rows = settledNow + unseen.filter { settledUnseen.remove($0) != nil }
+                let more = moreToSettle || !settledUnseen.isEmpty
                 let inv = try settled(rows, read: read)
                 if !more, store.stagingIsEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty,
                    !store.hasPendingFolders, !inodes.hasUnsaved {
@@ -197,7 +208,7 @@ extension FileSystem {
             }
             notify(inv)
             settleQuietSpools()
-            return more
+            return moreToSettle || locked({ !settledUnseen.isEmpty })
         } catch {
             noteError(error)
             log.error("settling failed; retried on the next pass", metadata: ["error": "\(error)"])

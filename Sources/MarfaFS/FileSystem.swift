@@ -57,6 +57,10 @@ public final class FileSystem: @unchecked Sendable {
     let gid: UInt32
     /// Settles written files once they have been quiet this long (FS-14).
     let settler: Settler
+    /// Rows the settler's commit settled whose catalog entries it has not yet brought up to date
+    /// (it does so a batch at a time, giving way to requests); a settle that needs them current
+    /// takes them first (lock held).
+    var settledUnseen: Set<Int64> = []
     /// The text of each control file as its last stat saw it: a read right after serves the same
     /// bytes, so the length the kernel was told and the bytes it reads agree.
     var controlSnapshots: [String: (text: String, at: Date)] = [:]

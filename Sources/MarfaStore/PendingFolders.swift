@@ -1,28 +1,88 @@
 import Foundation
 import GRDB
+import MarfaModel
 
-/// Folders (and tags) made through the mount with `mkdir` before their `local_tags` row is written:
-/// the request does not wait for the store's writer, which the settler may hold through a commit
-/// and whose commits may wait for the disk (a WAL header's sync, pages under writeback). `cp -r`
-/// makes a folder before each folder's files; waiting there cost a tenth of its time.
+/// Folders (and tags) made through the mount with `mkdir` before their `local_tags` row is written,
+/// and folders' permission bits and owners set by `chmod` and `chown` before their `tree_dirs` row
+/// is: the request does not wait for the store's writer, which the settler may hold through a
+/// commit and whose commits may wait for the disk (a WAL header's sync, pages under writeback).
+/// `cp -r` makes a folder before each folder's files; waiting there cost a tenth of its time.
+/// `rsync -a` makes each folder 0700 and sets its mode once its files are in: waiting there for
+/// the settler's commit of a thousand files stopped the copy for a tenth of a second each time.
 ///
-/// Each is appended to `<store>-folders` at once (a line each, `tag\n`, in one `write(2)`), so a
-/// killed mount loses none; the next write transaction of the store writes them all to
-/// `local_tags` (`Store.write`: `flush`), and once it has committed the file holds only the ones
-/// still pending, rewritten aside and renamed over. A line without its newline (torn by a power
-/// cut), or not a valid tag, is skipped. A store opened reads what the file holds as pending.
+/// Each is appended to `<store>-folders` at once (a line each, in one `write(2)`), so a killed mount
+/// loses none; the next write transaction of the store writes them all (`Store.write`: `flush`),
+/// and once it has committed the file holds only the ones still pending, rewritten aside and
+/// renamed over. A made folder's line is its tag (`tag\n`); a folder's mode or owner is a tab and
+/// a JSON object (`\t{"ino":…,"kind":"mode","mode":…,"path":…}\n`, `"kind":"owner"` with `uid`
+/// and `gid`; null: the mount's default), which no tag can be (a tag holds no control character),
+/// so an older reader skips it. The last line for a path wins. A line without its newline (torn by
+/// a power cut), or not one of these, is skipped. A store opened reads what the file holds as
+/// pending.
 ///
 /// Lock order: the store's writer, then `lock` (nothing here takes the writer).
 final class PendingFolders: @unchecked Sendable {
+    /// A folder's mode (`kind == .mode`, in `mode`) or owner (`.owner`, in `uid` and `gid`) as
+    /// set, with the number the mount gave the folder (its `tree_dirs` row may not exist yet).
+    struct Attr: Sendable, Hashable {
+        enum Kind: String, Sendable { case mode, owner }
+        var kind: Kind
+        var path: String
+        var ino: UInt64
+        /// Nil: the default.
+        var mode: Int64?
+        var uid: Int64?
+        var gid: Int64?
+
+        struct Key: Hashable { var kind: Kind; var path: String }
+        var key: Key { Key(kind: kind, path: path) }
+
+        var line: String {
+            var o: [String: JSONValue] = ["kind": .string(kind.rawValue), "path": .string(path), "ino": .int(Int64(bitPattern: ino))]
+            switch kind {
+            case .mode: o["mode"] = mode.map(JSONValue.int) ?? .null
+            case .owner: o["uid"] = uid.map(JSONValue.int) ?? .null; o["gid"] = gid.map(JSONValue.int) ?? .null
+            }
+            return "\t" + JSONCoding.encode(o) + "\n"
+        }
+
+        init(kind: Kind, path: String, ino: UInt64, mode: Int64? = nil, uid: Int64? = nil, gid: Int64? = nil) {
+            self.kind = kind; self.path = path; self.ino = ino; self.mode = mode; self.uid = uid; self.gid = gid
+        }
+
+        /// The attribute a line after its tab holds; nil if it holds none.
+        init?(line: String) {
+            guard let o = (try? JSONParser.parse(line))?.objectValue, let kind = o["kind"]?.stringValue.flatMap(Kind.init),
+                  let path = o["path"]?.stringValue, case .int(let ino)? = o["ino"] else { return nil }
+            func int(_ k: String) -> Int64? { if case .int(let v)? = o[k] { return v }; return nil }
+            self.init(kind: kind, path: path, ino: UInt64(bitPattern: ino), mode: int("mode"), uid: int("uid"), gid: int("gid"))
+        }
+
+        /// Writes it to the folder's row, made if it has none yet (the number it was given, taken
+        /// from whatever row had it, as `saveTreeDirInodes` does).
+        func write(_ db: Database) throws {
+            try db.run("DELETE FROM tree_dirs WHERE ino = ? AND path <> ?", [Int64(bitPattern: ino), path])
+            switch kind {
+            case .mode:
+                try db.run("INSERT INTO tree_dirs(path, ino, mode) VALUES (?, ?, ?) ON CONFLICT(path) DO UPDATE SET mode = excluded.mode",
+                           [path, Int64(bitPattern: ino), mode])
+            case .owner:
+                try db.run("INSERT INTO tree_dirs(path, ino, uid, gid) VALUES (?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET uid = excluded.uid, gid = excluded.gid",
+                           [path, Int64(bitPattern: ino), uid, gid])
+            }
+        }
+    }
+
     let path: String
     private let lock = NSLock()
     private var tags: Set<String>
+    private var attrs: [Attr.Key: Attr]
     /// Appended to; -1 until the first append.
     private var fd: Int32 = -1
 
     init(path: String) {
         self.path = path
-        tags = Self.read(path)
+        (tags, attrs) = Self.read(path)
     }
 
     deinit { if fd >= 0 { close(fd) } }
@@ -30,50 +90,71 @@ final class PendingFolders: @unchecked Sendable {
     private func locked<T>(_ body: () throws -> T) rethrows -> T { lock.lock(); defer { lock.unlock() }; return try body() }
 
     var all: Set<String> { locked { tags } }
-    var isEmpty: Bool { locked { tags.isEmpty } }
+    var isEmpty: Bool { locked { tags.isEmpty && attrs.isEmpty } }
+    /// The folders' modes and owners waiting for their rows, by path.
+    func pendingAttrs(_ kind: Attr.Kind) -> [String: Attr] {
+        locked { Dictionary(attrs.values.filter { $0.kind == kind }.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a }) }
+    }
 
     /// Records `tag` as made; it is in the file when this returns.
     func add(_ tag: String) throws {
         try locked {
             if tags.contains(tag) { return }
-            if fd < 0 {
-                fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
-                guard fd >= 0 else { throw StoreError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
-                // A line torn by a power cut is cut off, so this one starts a line of its own (only
-                // the mount, which holds the store's lock, appends: a reader never cuts).
-                _ = ftruncate(fd, off_t(Self.wholeLines(path).count))
-            }
-            let line = Array((tag + "\n").utf8)
-            let start = lseek(fd, 0, SEEK_END)
-            let n = line.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            guard n == line.count else {
-                let e = n < 0 ? errno : ENOSPC
-                let why = n < 0 ? String(cString: strerror(e)) : "short write"
-                // A half line would join the next one: cut back to the lines before it.
-                if start >= 0 { _ = ftruncate(fd, start) }
-                throw e == ENOSPC || e == EDQUOT ? StoreError.noSpace("cannot record folder \(tag): \(why)")
-                    : StoreError.io("cannot record folder \(tag) in \(path): \(why)")
-            }
+            try append(tag + "\n", what: "folder \(tag)")
             tags.insert(tag)
         }
     }
 
-    /// Inside a write transaction (`Store.write`): writes every pending tag's row; once the
-    /// transaction commits they are no longer pending.
-    func flush(_ db: Database) throws {
-        let pending = all
-        if pending.isEmpty { return }
-        for t in pending { try db.run("INSERT OR IGNORE INTO local_tags(tag) VALUES (?)", [t]) }
-        db.afterNextTransaction(onCommit: { [self] _ in committed(pending) })
+    /// Records a folder's mode or owner as set; it is in the file when this returns.
+    func set(_ a: Attr) throws {
+        try locked {
+            if attrs[a.key] == a { return }
+            try append(a.line, what: "the \(a.kind.rawValue) of folder \(a.path)")
+            attrs[a.key] = a
+        }
     }
 
-    /// `done` is in the store: the file keeps the rest (rewritten aside, renamed over; on failure
-    /// it keeps them all, which a later flush writes again to no effect).
-    private func committed(_ done: Set<String>) {
+    /// Appends a whole line (the lock held).
+    private func append(_ text: String, what: String) throws {
+        if fd < 0 {
+            fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw StoreError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
+            // A line torn by a power cut is cut off, so this one starts a line of its own (only
+            // the mount, which holds the store's lock, appends: a reader never cuts).
+            _ = ftruncate(fd, off_t(Self.wholeLines(path).count))
+        }
+        let line = Array(text.utf8)
+        let start = lseek(fd, 0, SEEK_END)
+        let n = line.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        guard n == line.count else {
+            let e = n < 0 ? errno : ENOSPC
+            let why = n < 0 ? String(cString: strerror(e)) : "short write"
+            // A half line would join the next one: cut back to the lines before it.
+            if start >= 0 { _ = ftruncate(fd, start) }
+            throw e == ENOSPC || e == EDQUOT ? StoreError.noSpace("cannot record \(what): \(why)")
+                : StoreError.io("cannot record \(what) in \(path): \(why)")
+        }
+    }
+
+    /// Inside a write transaction (`Store.write`): writes every pending tag's row and folder
+    /// attribute; once the transaction commits they are no longer pending (an attribute set again
+    /// meanwhile stays, with its new value).
+    func flush(_ db: Database) throws {
+        let (pending, set) = locked { (tags, attrs) }
+        if pending.isEmpty && set.isEmpty { return }
+        for t in pending { try db.run("INSERT OR IGNORE INTO local_tags(tag) VALUES (?)", [t]) }
+        for a in set.values { try a.write(db) }
+        db.afterNextTransaction(onCommit: { [self] _ in committed(pending, set) })
+    }
+
+    /// `done` and `doneAttrs` are in the store: the file keeps the rest (rewritten aside, renamed
+    /// over; on failure it keeps them all, which a later flush writes again to no effect).
+    private func committed(_ done: Set<String>, _ doneAttrs: [Attr.Key: Attr]) {
         locked {
             tags.subtract(done)
+            for (k, a) in doneAttrs where attrs[k] == a { attrs[k] = nil }
             let aside = path + ".new"
-            let text = Array(tags.sorted().map { $0 + "\n" }.joined().utf8)
+            let text = Array((tags.sorted().map { $0 + "\n" } + attrs.values.map(\.line)).joined().utf8)
             let f = open(aside, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
             guard f >= 0 else { return }
             let n = text.withUnsafeBytes { Glibc.write(f, $0.baseAddress, $0.count) }
@@ -90,13 +171,18 @@ final class PendingFolders: @unchecked Sendable {
         return bytes[..<((bytes.lastIndex(of: UInt8(ascii: "\n")) ?? -1) + 1)]
     }
 
-    /// The tags a file holds: whole lines that are valid tags.
-    private static func read(_ path: String) -> Set<String> {
-        var out = Set<String>()
+    /// The tags and attributes a file holds: whole lines that are valid tags, or attributes (the
+    /// last for each folder).
+    private static func read(_ path: String) -> (Set<String>, [Attr.Key: Attr]) {
+        var out = Set<String>(), attrs: [Attr.Key: Attr] = [:]
         for l in wholeLines(path).split(separator: UInt8(ascii: "\n")) {
+            if l.first == UInt8(ascii: "\t") {
+                if let a = Attr(line: String(decoding: l.dropFirst(), as: UTF8.self)) { attrs[a.key] = a }
+                continue
+            }
             let tag = String(decoding: l, as: UTF8.self)
             if Store.isLocalTag(tag) { out.insert(tag) }
         }
-        return out
+        return (out, attrs)
     }
 }

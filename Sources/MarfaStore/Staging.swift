@@ -242,6 +242,8 @@ final class Staging: @unchecked Sendable {
     struct PendingCommit: Sendable {
         let files: [File]
         let generation: Int64
+        /// Those of `files` unchanged since `quiet.since` (the others were staged too long).
+        let quiet: Set<Key>
     }
 
     /// Begins the settler's commit (the lock held only for this step): the files that have not
@@ -282,7 +284,7 @@ final class Staging: @unchecked Sendable {
             let staying = Set(stays.map(\.key))
             let committed = list.filter { !staying.contains($0.key) }
             committing = Set(committed.map(\.key))
-            return PendingCommit(files: committed, generation: g)
+            return PendingCommit(files: committed, generation: g, quiet: Set(committed.filter { changedNs[$0.key].map { $0.last <= quiet.since } ?? false }.map(\.key)))
         }
     }
 

@@ -142,16 +142,21 @@ extension Store {
         return ext
     }
 
-    /// A folder's permission bits (nil: the default).
+    /// The folders' permission bits other than the default, by path (those set and not yet
+    /// written too).
     public func treeDirModes() throws -> [String: UInt16] {
-        try pool.read { db in
+        var modes = try pool.read { db in
             Dictionary(try Row.fetchAll(db, sql: "SELECT path, mode FROM tree_dirs WHERE mode IS NOT NULL").map { ($0[0] as String, UInt16(truncatingIfNeeded: $0[1] as Int64)) },
                        uniquingKeysWith: { a, _ in a })
         }
+        for (path, a) in pendingFolders.pendingAttrs(.mode) { modes[path] = a.mode.map { UInt16(truncatingIfNeeded: $0) } }
+        return modes
     }
 
-    /// Sets a folder's permission bits; the folder must have its number (`saveTreeDirInodes`).
-    public func setTreeDirMode(_ path: String, mode: UInt16) throws {
-        try write { db in try db.run("UPDATE tree_dirs SET mode = ? WHERE path = ?", [Self.storedMode(mode, default: Self.defaultDirMode).map { Int64($0) }, path]) }
+    /// Sets the permission bits of the folder at `path`, numbered `ino` by the mount, without
+    /// waiting for the store's writer: recorded at once beside the store and written by the next
+    /// write transaction, as a folder made by `mkdir` is (`PendingFolders`).
+    public func setTreeDirMode(_ path: String, ino: UInt64, mode: UInt16) throws {
+        try pendingFolders.set(.init(kind: .mode, path: path, ino: ino, mode: Self.storedMode(mode, default: Self.defaultDirMode).map { Int64($0) }))
     }
 }

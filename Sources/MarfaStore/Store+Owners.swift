@@ -32,12 +32,18 @@ extension Store {
         }
     }
 
-    /// The folders of the tree with an owner or group of their own, by path.
+    /// The folders of the tree with an owner or group of their own, by path (those set and not
+    /// yet written too).
     public func treeDirOwners() throws -> [String: Owner] {
-        try pool.read { db in
+        var owners = try pool.read { db in
             let rows = try Row.fetchAll(db, sql: "SELECT path, uid, gid FROM tree_dirs WHERE uid IS NOT NULL OR gid IS NOT NULL")
             return Dictionary(rows.map { ($0["path"] as String, Self.owner($0)) }, uniquingKeysWith: { a, _ in a })
         }
+        for (path, a) in pendingFolders.pendingAttrs(.owner) {
+            let o = Owner(uid: a.uid.map { UInt32(truncatingIfNeeded: $0) }, gid: a.gid.map { UInt32(truncatingIfNeeded: $0) })
+            owners[path] = o.isDefault ? nil : o
+        }
+        return owners
     }
 
     /// A row's `uid` and `gid` columns.
@@ -45,8 +51,9 @@ extension Store {
         Owner(uid: (row["uid"] as Int64?).map { UInt32(truncatingIfNeeded: $0) }, gid: (row["gid"] as Int64?).map { UInt32(truncatingIfNeeded: $0) })
     }
 
-    /// Sets a folder's owner; the folder must have its number (`saveTreeDirInodes`).
-    public func setTreeDirOwner(_ path: String, _ o: Owner) throws {
-        try write { db in try db.run("UPDATE tree_dirs SET uid = ?, gid = ? WHERE path = ?", [o.uid.map { Int64($0) }, o.gid.map { Int64($0) }, path]) }
+    /// Sets the owner of the folder at `path`, numbered `ino` by the mount, without waiting for the
+    /// store's writer (as `setTreeDirMode`).
+    public func setTreeDirOwner(_ path: String, ino: UInt64, _ o: Owner) throws {
+        try pendingFolders.set(.init(kind: .owner, path: path, ino: ino, uid: o.uid.map { Int64($0) }, gid: o.gid.map { Int64($0) }))
     }
 }

@@ -134,26 +134,38 @@ extension Store {
     /// Writes what `beginQuietCommit` chose to the store in one transaction, with no lock of the
     /// mount's held: requests on other files go on meanwhile (the store's writer is busy, so one
     /// that must write waits for it). On failure the files stay staged.
-    public func finishQuietCommit(_ c: QuietCommit) throws {
-        quietCommitGate.close()
-        defer { quietCommitGate.open() }
-        try staging.finishCommit(c.pending, { files, g in try writeStaged(files, generation: g) }, durable: { try syncDurably() })
+    ///
+    /// A new text file quiet for the settle window is settled as it is committed (FS-14): parsed
+    /// before the transaction begins, and written once, with its create queued, as `import` writes
+    /// one. It would settle in the next batch anyway; written unsettled, it was written twice, and
+    /// its bytes copied once more for its history. Returns the rows settled so; the mount's view
+    /// of them is brought up to date by the caller, as after a batch of `settleGivingWay`.
+    @discardableResult
+    public func finishQuietCommit(_ c: QuietCommit) throws -> [Int64] {
+        var prepared: [StagedKey: PreparedItem] = [:]
+        for f in c.pending.files where c.pending.quiet.contains(f.key) {
+            guard case .item(var n, let created) = f.origin, !TypeSchema.isBlobType(n.type) else { continue }
+            n.content = f.bytes
+            // A file the store would refuse (too large) is committed unsettled: it settles, and
+            // fails, as any written file does.
+            prepared[f.key] = try? prepareItem(n, createdNs: created)
+        }
+        try staging.finishCommit(c.pending, { files, g in try writeStaged(files, generation: g, settled: prepared) }, durable: { try syncDurably() })
+        return c.pending.files.compactMap { prepared[$0.key] != nil ? $0.key.rowid : nil }
     }
-
-    /// Returns once no commit of quiet files is writing. That commit holds the store's writer in
-    /// one transaction (tens of milliseconds in a long copy, about 1,400 files); a request that
-    /// will write calls this before it takes the mount's lock, so that it does not wait for the
-    /// writer with the lock held, and every other request with it. Holds no lock on return: a
-    /// commit may begin again (at most one each half second).
-    public func awaitQuietCommit() { quietCommitGate.pass() }
 
     /// Staged files written in one transaction, which names generation `g + 1` as the journal's
     /// generation not yet committed.
-    private func writeStaged(_ files: [StagedFile], generation g: Int64) throws {
+    /// `settled`: new items written settled, as prepared (`finishQuietCommit`).
+    private func writeStaged(_ files: [StagedFile], generation g: Int64, settled: [StagedKey: PreparedItem] = [:]) throws {
         try write { db in
             for f in files {
                 switch f.origin {
                 case .item(var n, let created):
+                    if let p = settled[f.key] {
+                        _ = try insertPrepared(db, p, rowid: f.key.rowid, mtimeNs: f.mtimeNs)
+                        continue
+                    }
                     n.content = f.bytes
                     _ = try insertItem(db, n, rowid: f.key.rowid, unsettled: true, createdNs: created, mtimeNs: f.mtimeNs)
                 case .scratch(let dir, let name):

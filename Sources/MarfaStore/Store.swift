@@ -53,9 +53,6 @@ public final class Store: Sendable {
     /// Writes waiting for the store's writer (`write`): the settler's batch gives way to them
     /// (`settleGivingWay`).
     let writersWaiting = Atomic<Int>(0)
-    /// Shut while the settler's commit of quiet files is writing (`finishQuietCommit`), for
-    /// `awaitQuietCommit`.
-    let quietCommitGate = Gate()
     /// Counts the write transactions committed (`commitCount`).
     private let commits = CommitCounter()
     /// Blobs let go while something still named them (an unsettled save): looked at again when
@@ -401,17 +398,4 @@ private final class CommitCounter: TransactionObserver, Sendable {
     func databaseDidChange(with event: DatabaseEvent) {}
     func databaseDidCommit(_ db: Database) { count.add(1, ordering: .releasing) }
     func databaseDidRollback(_ db: Database) {}
-}
-
-/// A gate threads wait at while it is shut. Its condition's lock is the only lock it takes, and
-/// only for its own flag.
-final class Gate: @unchecked Sendable {
-    private let cond = NSCondition()
-    private var shut = false
-
-    var isShut: Bool { cond.lock(); defer { cond.unlock() }; return shut }
-    func close() { cond.lock(); shut = true; cond.unlock() }
-    func open() { cond.lock(); shut = false; cond.broadcast(); cond.unlock() }
-    /// Returns once the gate is open.
-    func pass() { cond.lock(); while shut { cond.wait() }; cond.unlock() }
 }

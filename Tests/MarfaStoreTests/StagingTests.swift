@@ -384,35 +384,6 @@ extension StagingTests {
         #expect(try after.allSummaries().filter { $0.stem == "quiet" }.count == 1)
     }
 
-    /// A request that will write (a folder's `chmod`) waits for the settler's commit of quiet
-    /// files before it takes the mount's lock (FS-14): `awaitQuietCommit` returns only once the
-    /// commit has written every file it chose, and at once when none is writing.
-    @Test func FS14_awaitQuietCommitReturnsOnceTheCommitHasWritten() throws {
-        let t = try TempStore()
-        let s = t.store
-        try s.recoverStaged()
-        let body = String(repeating: "A line of a note that makes the commit take a while.\n", count: 60)
-        var last = StagedKey(.item, 0)
-        for i in 0..<3000 { last = try Self.note(s, "n\(i).md", "# Note \(i)\n" + body) }
-        let now = Store.ns(Date())
-        let c = try #require(try s.beginQuietCommit((since: now, stagedBefore: now)))
-        #expect(c.count == 3000)
-        let done = DispatchSemaphore(value: 0)
-        Thread { try? s.finishQuietCommit(c); done.signal() }.start()
-        let deadline = Date().addingTimeInterval(10)
-        while !s.quietCommitGate.isShut, Date() < deadline { Thread.sleep(forTimeInterval: 0.0001) }
-        #expect(s.quietCommitGate.isShut, "the commit of 3,000 files is seen writing")
-        s.awaitQuietCommit()
-        // Read from the store's rows before anything that waits for the commit itself.
-        #expect(try s.item(rowid: last.rowid) != nil, "the commit had written its files when the wait returned")
-        #expect(!s.isStaged(last))
-        #expect(try s.textContent(rowid: last.rowid) == Array(("# Note 2999\n" + body).utf8))
-        #expect(done.wait(timeout: .now() + 10) == .success)
-        let t0 = Date()
-        s.awaitQuietCommit()
-        #expect(Date().timeIntervalSince(t0) < 0.5, "no commit writing: no wait")
-    }
-
     /// The settler's batch gives way to a write that waits for the store's writer (FS-14): a
     /// request's `mkdir` waits for one file's settling, not a whole batch's. The batch stops
     /// early, says more may be waiting, and the next one goes on where it stopped.
