@@ -13,12 +13,13 @@ each with wikilinks and relative Markdown links):
   rsync       `rsync -a` of the notes into `vault/copy/` and into a native directory, then the
               same again (nothing to transfer), side by side.
   cp -r       `cp -r` of the notes into `vault/cp/` and into a native directory.
+  rm -rf      `rm -rf` of that copy, in the tree (every note goes to the trash) and natively.
               After each write into the tree, the time the daemon still took to settle what it
               wrote (a read of `.marfafs/status` waits for it) is measured apart.
   git         `git init` + `git add -A` + `git commit` of the rsynced copy in `vault/copy/` (its
               `.git` is local-only, FS-32) and of the native copy.
   grep        the first `grep -r` of the vault after a fresh mount, beside a cold native `grep -r`.
-  peers       the tree's rows (rsync -a, cp -r, git, a cold grep -r) also through two other FUSE
+  peers       the tree's rows (rsync -a, cp -r, rm -rf, git, a cold grep -r) also through two other FUSE
               filesystems over a native directory, in the same run: kbmirror (the reference FUSE
               filesystem of ../shared/bench, KBMIRROR: its binary; `scripts/bench vault` builds it)
               and bindfs. What they take is the cost of FUSE itself on this machine (a request's
@@ -133,6 +134,10 @@ try:
                "marfafs": timed("cp", "-r", corpus, os.path.join(mnt, "vault", "cp"))}
     cp_settle_s = settling()
 
+    # rm -rf of that copy, in the tree (each file goes to the trash, FS-4) and natively.
+    rm_tree = {"native": timed("rm", "-rf", os.path.join(base, "native-cp")),
+               "marfafs": timed("rm", "-rf", os.path.join(mnt, "vault", "cp"))}
+
     # git add -A + commit of the copy, in the tree and natively (identity from the command line).
     git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com", "-c", "gc.auto=0"]
     gits = {}
@@ -150,7 +155,7 @@ finally:
 
 def peer_rows(name, cmd):
     """The tree's rows through a FUSE peer mirroring a directory of its own: rsync -a (twice),
-    cp -r, git add -A + commit, a cold grep -r. None if the peer cannot be had here."""
+    cp -r, rm -rf, git add -A + commit, a cold grep -r. None if the peer cannot be had here."""
     if not cmd:
         return None
     back, pm = os.path.join(base, f"peer-{name}"), os.path.join(base, f"peer-{name}-mnt")
@@ -166,6 +171,7 @@ def peer_rows(name, cmd):
             return None
         out = {"rsync": [timed("rsync", "-a", corpus + "/", pm + "/copy/"), timed("rsync", "-a", corpus + "/", pm + "/copy/")],
                "cp": timed("cp", "-r", corpus, pm + "/cp")}
+        out["rm"] = timed("rm", "-rf", pm + "/cp")
         run("git", "init", "-q", pm + "/copy")
         drop_caches()
         t0 = time.monotonic()
@@ -201,7 +207,7 @@ finally:
 row = {"notes": notes, "cp_s": cp_s, "import_s": import_s, "first_backlinks_s": first_backlinks_s, "links": links,
        "index_ms": index_ms, "read_ms": read_ms, "unresolved": unresolved, "targets_with_backlinks": listed,
        "new_link_p50_s": latencies[len(latencies) // 2], "new_link_max_s": latencies[-1], "rsync": rs, "rsync_same": diff,
-       "cp_tree": cp_tree, "git": gits, "grep": {"native": grep_native, "marfafs": grep_mount},
+       "cp_tree": cp_tree, "rm_tree": rm_tree, "git": gits, "grep": {"native": grep_native, "marfafs": grep_mount},
        "settling_after_s": {"rsync": rsync_settle_s, "cp": cp_settle_s}, "peers": peers}
 json.dump(row, open(os.path.join(outdir, "vault.json"), "w"), indent=1)
 
@@ -238,6 +244,8 @@ md = [
     f"{peer('rsync', rs['native'][1], 1)} | {peer('rsync', rs['native'][1], 1, 'bindfs')} |",
     f"| `cp -r` into the tree | {cp_tree['native']:.2f} s | {cp_tree['marfafs']:.2f} s (+ {cp_settle_s:.2f} s settling) | {cp_tree['marfafs'] / cp_tree['native']:.1f}× | ≤ 3× | "
     f"{peer('cp', cp_tree['native'])} | {peer('cp', cp_tree['native'], None, 'bindfs')} |",
+    f"| `rm -rf` of that copy | {rm_tree['native']:.2f} s | {rm_tree['marfafs']:.2f} s | {rm_tree['marfafs'] / rm_tree['native']:.1f}× | | "
+    f"{peer('rm', rm_tree['native'])} | {peer('rm', rm_tree['native'], None, 'bindfs')} |",
     f"| `git add -A` + `git commit` of the vault | {gits['native']:.2f} s | {gits['marfafs']:.2f} s | {gits['marfafs'] / gits['native']:.1f}× | ≤ 2× | "
     f"{peer('git', gits['native'])} | {peer('git', gits['native'], None, 'bindfs')} |",
     f"| first `grep -r` after a mount (cold natively) | {grep_native:.2f} s | {grep_mount:.2f} s | {grep_mount / grep_native:.1f}× | ≤ 2× | "

@@ -33,15 +33,16 @@ extension FileSystem {
         case .metadata, .content: break
         }
         let old = catalog.items[r]
-        let read = facts?[r]
-        let new = removed ? nil : try (known.map(\.0) ?? (facts != nil ? read?.summary : store.summary(rowid: r))).map(withUnsettledBytes)
+        // What the store has of it, read in one transaction (its row, tags and links) unless given.
+        let read = removed || known != nil ? facts?[r] : try facts.map { $0[r] } ?? wrap { try store.facts(rowid: r) }
+        let new = removed ? nil : (known.map(\.0) ?? read?.summary).map(withUnsettledBytes)
         var dirs: [Node: Set<String>] = [:]
         // Edge directories that name this item, before the change.
         let touching = Array(catalog.outEdges[r] ?? []) + Array(catalog.inEdges[r] ?? [])
         let edgeDirsBefore = edgeDirNames(of: r, edges: touching)
         let oldTags = catalog.tagsOf[r] ?? []
         let typesBefore = catalog.typesIn(.types)
-        let newTags = try known.map(\.1) ?? (new == nil ? Set<String>() : read?.tags ?? Set(try store.tags(itemID: new!.id)))
+        let newTags = known.map(\.1) ?? read?.tags ?? []
         let vaultBefore = catalog.vault.map { v in (folder: v.folderOf[r], key: catalog.baseName(r).map { VaultIndex.nameKey(Substring($0)) }) }
         let pathBefore = old == nil ? nil : try? canonicalPath(r)
 
