@@ -140,19 +140,44 @@ extension Store {
     /// one. It would settle in the next batch anyway; written unsettled, it was written twice, and
     /// its bytes copied once more for its history. Returns the rows settled so; the mount's view
     /// of them is brought up to date by the caller, as after a batch of `settleGivingWay`.
+    ///
+    /// A file larger than `settleAtCommitBytes` (a note is a few kilobytes) is committed unsettled
+    /// and settles in a batch: its parsing would hold back the commit of every other file, and a
+    /// batch gives way to requests where the commit does not.
+    ///
+    /// A settled file takes more room than an unsettled one (its text parsed into properties, its
+    /// create queued). When the disk refuses the commit, the same files go in unsettled at once,
+    /// and for `settleAtCommitPause` seconds after, files are committed unsettled: a nearly full
+    /// disk takes them a little at a time, as it did before, and they are not parsed again at
+    /// every try.
     @discardableResult
     public func finishQuietCommit(_ c: QuietCommit) throws -> [Int64] {
         var prepared: [StagedKey: PreparedItem] = [:]
-        for f in c.pending.files where c.pending.quiet.contains(f.key) {
-            guard case .item(var n, let created) = f.origin, !TypeSchema.isBlobType(n.type) else { continue }
-            n.content = f.bytes
-            // A file the store would refuse (too large) is committed unsettled: it settles, and
-            // fails, as any written file does.
-            prepared[f.key] = try? prepareItem(n, createdNs: created)
+        if Self.ns(Date()) >= settleAtCommitFrom.load(ordering: .relaxed) {
+            for f in c.pending.files where c.pending.quiet.contains(f.key) && f.bytes.count <= Self.settleAtCommitBytes {
+                guard case .item(var n, let created) = f.origin, !TypeSchema.isBlobType(n.type) else { continue }
+                n.content = f.bytes
+                // A file the store would refuse (too large) is committed unsettled: it settles, and
+                // fails, as any written file does.
+                prepared[f.key] = try? prepareItem(n, createdNs: created)
+            }
         }
-        try staging.finishCommit(c.pending, { files, g in try writeStaged(files, generation: g, settled: prepared) }, durable: { try syncDurably() })
+        try staging.finishCommit(c.pending, { files, g in
+            do {
+                try writeStaged(files, generation: g, settled: prepared)
+            } catch StoreError.noSpace where !prepared.isEmpty {
+                prepared = [:]
+                settleAtCommitFrom.store(Self.ns(Date()) + Int64(Self.settleAtCommitPause * 1e9), ordering: .relaxed)
+                try writeStaged(files, generation: g)
+            }
+        }, durable: { try syncDurably() })
         return c.pending.files.compactMap { prepared[$0.key] != nil ? $0.key.rowid : nil }
     }
+
+    /// Seconds the settler's commits write new files unsettled after the disk refused one.
+    static let settleAtCommitPause: Double = 30
+    /// The largest file the settler's commit settles.
+    static let settleAtCommitBytes = 32 << 10
 
     /// Staged files written in one transaction, which names generation `g + 1` as the journal's
     /// generation not yet committed.

@@ -53,6 +53,9 @@ public final class Store: Sendable {
     /// Writes waiting for the store's writer (`write`): the settler's batch gives way to them
     /// (`settleGivingWay`).
     let writersWaiting = Atomic<Int>(0)
+    /// When the settler's commits settle quiet new files again (nanoseconds, wall clock): a
+    /// while after the disk refused one (`finishQuietCommit`).
+    let settleAtCommitFrom = Atomic<Int64>(0)
     /// Counts the write transactions committed (`commitCount`).
     private let commits = CommitCounter()
     /// Blobs let go while something still named them (an unsettled save): looked at again when

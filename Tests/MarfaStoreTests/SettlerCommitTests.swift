@@ -12,7 +12,8 @@ import Testing
     /// (FS-14): one transaction, and the same item, tags, links and queued changes as a file
     /// committed unsettled and settled in a batch after. A file committed because it was staged
     /// too long, still being written, is committed unsettled; one whose front matter does not
-    /// parse is kept invalid with its body's tags (FS-32), as a batch keeps it.
+    /// parse is kept invalid with its body's tags (FS-32), as a batch keeps it. A file larger
+    /// than a note is committed unsettled.
     @Test func FS14_aQuietNewFileIsSettledByTheCommitThatWritesIt() throws {
         let t = try TempStore()
         let s = t.store
@@ -25,6 +26,8 @@ import Testing
         let broken = "---\ntitle: Plans: the broken ones\n---\nsee [[later]] #gamma\n"
         let quiet = try StagingTests.note(s, "plans.md", text, tags: ["folder:a"])
         let quietBroken = try StagingTests.note(s, "broken.md", broken, tags: ["folder:a"])
+        // Larger than a note: its parsing would hold the commit back; it settles in a batch.
+        let large = try StagingTests.note(s, "large.md", "# Large\n" + String(repeating: "a long line of a long note\n", count: 1500))
         Thread.sleep(forTimeInterval: 0.01)
         let since = Store.ns(Date())
         Thread.sleep(forTimeInterval: 0.01)
@@ -32,12 +35,13 @@ import Testing
         let busyBroken = try StagingTests.note(s, "broken.md", broken, tags: ["folder:b"])
         let commits = s.commitCount
         let c = try #require(try s.beginQuietCommit((since: since, stagedBefore: Store.ns(Date()))))
-        #expect(c.count == 4)
+        #expect(c.count == 5)
         #expect(Set(try s.finishQuietCommit(c)) == [quiet.rowid, quietBroken.rowid])
         #expect(s.commitCount == commits + 1, "written in one transaction")
         #expect(try s.item(rowid: quiet.rowid)?.unsettled == false)
         #expect(try s.item(rowid: busy.rowid)?.unsettled == true, "still being written: settles in its own time")
-        #expect(Set(try s.settle()) == [busy.rowid, busyBroken.rowid])
+        #expect(try s.item(rowid: large.rowid)?.unsettled == true)
+        #expect(Set(try s.settle()) == [busy.rowid, busyBroken.rowid, large.rowid])
 
         func same(_ a: StagedKey, _ b: StagedKey) throws {
             let x = try #require(try s.item(rowid: a.rowid)), y = try #require(try s.item(rowid: b.rowid))
