@@ -42,6 +42,10 @@ extension FileSystem {
             }
         }
         guard settler.mayHaveWork || !spoolRows.isEmpty || !settledUnseen.isEmpty else { return }
+        // A removal's mutation needs only the files written before it settled first: with none
+        // written since everything last settled, the rest (links naming a name that came or went,
+        // folders' times) waits for the settler's pass. Each `unlink` of `rm -rf` did it all.
+        if case .none = spools, !settler.mayHaveWrittenFiles, settledUnseen.isEmpty { return }
         try wrap { try store.commitStaged() }
         let rows = try wrap { try store.settle() } + settledUnseen
         settledUnseen = []
@@ -229,6 +233,8 @@ final class Settler: @unchecked Sendable {
     let maxDelay: Double
     private let cond = NSCondition()
     private var dirty = true
+    /// A file was written since everything last settled (`noteWrite`, `settledAll`).
+    private var written = true
     private var running = false
     private var lastWrite = Date().timeIntervalSince1970
     private var firstPending: Double? = Date().timeIntervalSince1970
@@ -238,9 +244,11 @@ final class Settler: @unchecked Sendable {
     init(window: Double, maxDelay: Double = 1) { self.window = window; self.maxDelay = maxDelay }
 
     var mayHaveWork: Bool { cond.lock(); defer { cond.unlock() }; return dirty }
+    var mayHaveWrittenFiles: Bool { cond.lock(); defer { cond.unlock() }; return written }
 
     func noteWrite() {
         cond.lock()
+        written = true
         lastWrite = Date().timeIntervalSince1970
         if firstPending == nil { firstPending = lastWrite }
         // Already dirty: the thread is waiting for a deadline and reads `lastWrite` when it wakes,
@@ -266,7 +274,7 @@ final class Settler: @unchecked Sendable {
     }
 
     func settledAll() {
-        cond.lock(); dirty = false; firstPending = nil; cond.unlock()
+        cond.lock(); dirty = false; written = false; firstPending = nil; cond.unlock()
     }
 
     /// When a pass last committed the staged files.

@@ -268,3 +268,35 @@ extension FileSystemTests {
         #expect(try c.names(".marfafs/vault") == ["m.md"])
     }
 }
+
+/// What a removal settles first (FS-14, FS-15).
+@Suite struct RemovalTests {
+    /// A removal settles the files written before it, so that its mutation follows theirs; with
+    /// none written since everything last settled it writes the store once, for the trash: each
+    /// `unlink` of `rm -rf` also looked for unsettled files and wrote the folders' times.
+    @Test func FS14_aRemovalSettlesOnlyWhenFilesWereWrittenBeforeIt() throws {
+        let c = try Core()
+        _ = try c.fs.mkdir(parent: try c.ino(".marfafs/vault"), name: "d")
+        for i in 0..<4 { try c.write(".marfafs/vault/d/n\(i).md", "# N\(i)\nsee [[n\((i + 1) % 4)]]\n") }
+        try c.fs.locked { try c.fs.settleNow() }
+        // Links in use: a name that goes has the links naming it resolved again, by the settler.
+        #expect(try !c.names("backlinks/core.note").isEmpty)
+        let d = try c.ino(".marfafs/vault/d")
+
+        try c.fs.unlink(parent: d, name: "n3.md")
+        let before = c.store.commitCount
+        try c.fs.unlink(parent: d, name: "n1.md")
+        #expect(c.store.commitCount == before + 1, "the trash only")
+        #expect(try c.names(".marfafs/vault/d") == ["n0.md", "n2.md"])
+        #expect(try c.names("trash/core.note").contains { $0.hasPrefix("n1") })
+
+        // A file written, then another removed: the written one settles first.
+        try c.write(".marfafs/vault/d/n2.md", "# N2 again\n")
+        let n2 = try c.ino(".marfafs/vault/d/n2.md")
+        let row = Int64(n2 - FileSystem.itemInoBase)
+        #expect(try c.store.item(rowid: row)?.unsettled == true)
+        try c.fs.unlink(parent: d, name: "n0.md")
+        #expect(try c.store.item(rowid: row)?.unsettled == false)
+        #expect(try c.store.textContent(rowid: row) == Array("# N2 again\n".utf8))
+    }
+}
