@@ -30,6 +30,21 @@ final class TempStore {
         #expect(q[0].payload["properties"]?.objectValue?["body"] == "hello\n")
     }
 
+    /// A move to the trash and back (FS-4) returns the row as the store then holds it, though it
+    /// does not read it again.
+    @Test func FS4_aStateChangeReturnsTheRowAsStored() throws {
+        let t = try TempStore()
+        let made = try t.store.createItem(NewItem(type: "core.note", fileName: "a.md", content: Array("# A\nsee [[b]] #x\n".utf8)))
+        for state in [ItemState.trashed, .active, .archived] {
+            let back = try t.store.setState(rowid: made.rowid, state)
+            let read = try #require(try t.store.item(rowid: made.rowid))
+            #expect(back.item.state == state && read.item.state == state)
+            #expect(back.item.updatedAt == read.item.updatedAt && back.mtimeNs == read.mtimeNs)
+            #expect(back.item.properties == read.item.properties && back.item.version == read.item.version)
+            #expect(back.raw == read.raw && back.size == read.size && back.sync == read.sync && back.stem == read.stem)
+        }
+    }
+
     /// FS-14: facts read before the mount's lock is taken are taken under it only while no write
     /// has committed since; after any write (of any item) they are read again.
     @Test func FS14_factsReadAheadAreReadAgainAfterAWrite() throws {
