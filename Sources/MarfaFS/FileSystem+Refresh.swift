@@ -33,8 +33,8 @@ extension FileSystem {
         case .metadata, .content: break
         }
         let old = catalog.items[r]
-        // What the store has of it, read in one transaction (its row, tags and links) unless given.
-        let read = removed || known != nil ? facts?[r] : try facts.map { $0[r] } ?? wrap { try store.facts(rowid: r) }
+        // What the store has of it: as given, or read in one go (its row, tags and links).
+        let read = try facts.map { $0[r] } ?? (removed || known != nil ? nil : wrap { try store.facts(rowid: r) })
         let new = removed ? nil : (known.map(\.0) ?? read?.summary).map(withUnsettledBytes)
         var dirs: [Node: Set<String>] = [:]
         // Edge directories that name this item, before the change.

@@ -41,11 +41,12 @@ extension FileSystem {
                 return nil
             }
         }
-        guard settler.mayHaveWork || !spoolRows.isEmpty || !settledUnseen.isEmpty else { return }
         // A removal's mutation needs only the files written before it settled first: with none
         // written since everything last settled, the rest (links naming a name that came or went,
         // folders' times) waits for the settler's pass. Each `unlink` of `rm -rf` did it all.
-        if case .none = spools, !settler.mayHaveWrittenFiles, settledUnseen.isEmpty { return }
+        let removal: Bool
+        if case .none = spools { removal = true } else { removal = false }
+        guard (removal ? settler.mayHaveWrittenFiles : settler.mayHaveWork) || !spoolRows.isEmpty || !settledUnseen.isEmpty else { return }
         try wrap { try store.commitStaged() }
         let rows = try wrap { try store.settle() } + settledUnseen
         settledUnseen = []
@@ -194,7 +195,7 @@ extension FileSystem {
                 locked { applyStagedModes() }
                 read = try store.readFacts(rowids: rows)
             }
-            let inv: [Invalidation] = try locked {
+            let (inv, more): ([Invalidation], Bool) = try locked {
                 // Rows a request has brought up to date meanwhile (`settleNow`, `settleOnly`) are
                 // left out; the rest are seen now.
                 let rows = settledNow + unseen.filter { settledUnseen.remove($0) != nil }
@@ -208,11 +209,11 @@ extension FileSystem {
                     // New files waiting for their own quiet window: looked at again in a while.
                     settler.retryAfter(settler.window)
                 }
-                return inv
+                return (inv, more)
             }
             notify(inv)
             settleQuietSpools()
-            return moreToSettle || locked({ !settledUnseen.isEmpty })
+            return more
         } catch {
             noteError(error)
             log.error("settling failed; retried on the next pass", metadata: ["error": "\(error)"])

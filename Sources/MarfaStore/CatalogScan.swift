@@ -102,8 +102,6 @@ extension Store {
         }
     }
 
-    /// `ItemFacts` read outside the mount's lock, with the store's count of committed writes
-    /// taken before the read (`facts(_:)`).
     /// One item's `ItemFacts` (nil: it has no row), off one of the statement connections: its row
     /// with its links, then its tags, each a statement of its own (`readStatement`). A request that
     /// changed one item reads it back so: three reads on three connections cost three times the
@@ -120,6 +118,8 @@ extension Store {
         }
     }
 
+    /// `ItemFacts` read outside the mount's lock, with the store's count of committed writes
+    /// taken before the read (`facts(_:)`).
     public struct FactsRead: Sendable {
         let rowids: [Int64]
         let facts: [Int64: ItemFacts]

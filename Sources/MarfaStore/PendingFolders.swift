@@ -22,53 +22,51 @@ import MarfaModel
 ///
 /// Lock order: the store's writer, then `lock` (nothing here takes the writer).
 final class PendingFolders: @unchecked Sendable {
-    /// A folder's mode (`kind == .mode`, in `mode`) or owner (`.owner`, in `uid` and `gid`) as
-    /// set, with the number the mount gave the folder (its `tree_dirs` row may not exist yet).
+    /// A folder's mode or owner as set, with the number the mount gave the folder (its
+    /// `tree_dirs` row may not exist yet). Nil values: the default.
     struct Attr: Sendable, Hashable {
+        enum Value: Sendable, Hashable {
+            case mode(Int64?)
+            case owner(uid: Int64?, gid: Int64?)
+        }
         enum Kind: String, Sendable { case mode, owner }
-        var kind: Kind
         var path: String
         var ino: UInt64
-        /// Nil: the default.
-        var mode: Int64?
-        var uid: Int64?
-        var gid: Int64?
+        var value: Value
 
+        var kind: Kind {
+            if case .mode = value { return .mode }
+            return .owner
+        }
         struct Key: Hashable { var kind: Kind; var path: String }
         var key: Key { Key(kind: kind, path: path) }
 
         var line: String {
             var o: [String: JSONValue] = ["kind": .string(kind.rawValue), "path": .string(path), "ino": .int(Int64(bitPattern: ino))]
-            switch kind {
-            case .mode: o["mode"] = mode.map(JSONValue.int) ?? .null
-            case .owner: o["uid"] = uid.map(JSONValue.int) ?? .null; o["gid"] = gid.map(JSONValue.int) ?? .null
+            switch value {
+            case .mode(let m): o["mode"] = m.map(JSONValue.int) ?? .null
+            case .owner(let u, let g): o["uid"] = u.map(JSONValue.int) ?? .null; o["gid"] = g.map(JSONValue.int) ?? .null
             }
             return "\t" + JSONCoding.encode(o) + "\n"
         }
 
-        init(kind: Kind, path: String, ino: UInt64, mode: Int64? = nil, uid: Int64? = nil, gid: Int64? = nil) {
-            self.kind = kind; self.path = path; self.ino = ino; self.mode = mode; self.uid = uid; self.gid = gid
-        }
+        init(path: String, ino: UInt64, _ value: Value) { self.path = path; self.ino = ino; self.value = value }
 
         /// The attribute a line after its tab holds; nil if it holds none.
         init?(line: String) {
             guard let o = (try? JSONParser.parse(line))?.objectValue, let kind = o["kind"]?.stringValue.flatMap(Kind.init),
                   let path = o["path"]?.stringValue, case .int(let ino)? = o["ino"] else { return nil }
             func int(_ k: String) -> Int64? { if case .int(let v)? = o[k] { return v }; return nil }
-            self.init(kind: kind, path: path, ino: UInt64(bitPattern: ino), mode: int("mode"), uid: int("uid"), gid: int("gid"))
+            self.init(path: path, ino: UInt64(bitPattern: ino), kind == .mode ? .mode(int("mode")) : .owner(uid: int("uid"), gid: int("gid")))
         }
 
-        /// Writes it to the folder's row, made if it has none yet (the number it was given, taken
-        /// from whatever row had it, as `saveTreeDirInodes` does).
+        /// Writes it to the folder's row, numbered first (`Store.numberTreeDir`: the row made if
+        /// it has none yet).
         func write(_ db: Database) throws {
-            try db.run("DELETE FROM tree_dirs WHERE ino = ? AND path <> ?", [Int64(bitPattern: ino), path])
-            switch kind {
-            case .mode:
-                try db.run("INSERT INTO tree_dirs(path, ino, mode) VALUES (?, ?, ?) ON CONFLICT(path) DO UPDATE SET mode = excluded.mode",
-                           [path, Int64(bitPattern: ino), mode])
-            case .owner:
-                try db.run("INSERT INTO tree_dirs(path, ino, uid, gid) VALUES (?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET uid = excluded.uid, gid = excluded.gid",
-                           [path, Int64(bitPattern: ino), uid, gid])
+            try Store.numberTreeDir(db, path, ino)
+            switch value {
+            case .mode(let m): try db.run("UPDATE tree_dirs SET mode = ? WHERE path = ?", [m, path])
+            case .owner(let u, let g): try db.run("UPDATE tree_dirs SET uid = ?, gid = ? WHERE path = ?", [u, g, path])
             }
         }
     }
@@ -91,9 +89,9 @@ final class PendingFolders: @unchecked Sendable {
 
     var all: Set<String> { locked { tags } }
     var isEmpty: Bool { locked { tags.isEmpty && attrs.isEmpty } }
-    /// The folders' modes and owners waiting for their rows, by path.
-    func pendingAttrs(_ kind: Attr.Kind) -> [String: Attr] {
-        locked { Dictionary(attrs.values.filter { $0.kind == kind }.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a }) }
+    /// The folders' modes or owners waiting for their rows, by path.
+    func pendingAttrs(_ kind: Attr.Kind) -> [String: Attr.Value] {
+        locked { Dictionary(attrs.values.filter { $0.kind == kind }.map { ($0.path, $0.value) }, uniquingKeysWith: { a, _ in a }) }
     }
 
     /// Records `tag` as made; it is in the file when this returns.

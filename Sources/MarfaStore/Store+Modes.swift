@@ -149,7 +149,7 @@ extension Store {
             Dictionary(try Row.fetchAll(db, sql: "SELECT path, mode FROM tree_dirs WHERE mode IS NOT NULL").map { ($0[0] as String, UInt16(truncatingIfNeeded: $0[1] as Int64)) },
                        uniquingKeysWith: { a, _ in a })
         }
-        for (path, a) in pendingFolders.pendingAttrs(.mode) { modes[path] = a.mode.map { UInt16(truncatingIfNeeded: $0) } }
+        for case let (path, .mode(m)) in pendingFolders.pendingAttrs(.mode) { modes[path] = m.map { UInt16(truncatingIfNeeded: $0) } }
         return modes
     }
 
@@ -157,6 +157,6 @@ extension Store {
     /// waiting for the store's writer: recorded at once beside the store and written by the next
     /// write transaction, as a folder made by `mkdir` is (`PendingFolders`).
     public func setTreeDirMode(_ path: String, ino: UInt64, mode: UInt16) throws {
-        try pendingFolders.set(.init(kind: .mode, path: path, ino: ino, mode: Self.storedMode(mode, default: Self.defaultDirMode).map { Int64($0) }))
+        try pendingFolders.set(.init(path: path, ino: ino, .mode(Self.storedMode(mode, default: Self.defaultDirMode).map { Int64($0) })))
     }
 }

@@ -39,8 +39,8 @@ extension Store {
             let rows = try Row.fetchAll(db, sql: "SELECT path, uid, gid FROM tree_dirs WHERE uid IS NOT NULL OR gid IS NOT NULL")
             return Dictionary(rows.map { ($0["path"] as String, Self.owner($0)) }, uniquingKeysWith: { a, _ in a })
         }
-        for (path, a) in pendingFolders.pendingAttrs(.owner) {
-            let o = Owner(uid: a.uid.map { UInt32(truncatingIfNeeded: $0) }, gid: a.gid.map { UInt32(truncatingIfNeeded: $0) })
+        for case let (path, .owner(u, g)) in pendingFolders.pendingAttrs(.owner) {
+            let o = Owner(uid: u.map { UInt32(truncatingIfNeeded: $0) }, gid: g.map { UInt32(truncatingIfNeeded: $0) })
             owners[path] = o.isDefault ? nil : o
         }
         return owners
@@ -54,6 +54,6 @@ extension Store {
     /// Sets the owner of the folder at `path`, numbered `ino` by the mount, without waiting for the
     /// store's writer (as `setTreeDirMode`).
     public func setTreeDirOwner(_ path: String, ino: UInt64, _ o: Owner) throws {
-        try pendingFolders.set(.init(kind: .owner, path: path, ino: ino, uid: o.uid.map { Int64($0) }, gid: o.gid.map { Int64($0) }))
+        try pendingFolders.set(.init(path: path, ino: ino, .owner(uid: o.uid.map { Int64($0) }, gid: o.gid.map { Int64($0) })))
     }
 }

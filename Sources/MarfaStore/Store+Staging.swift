@@ -157,8 +157,8 @@ extension Store {
             for f in c.pending.files where c.pending.quiet.contains(f.key) && f.bytes.count <= Self.settleAtCommitBytes {
                 guard case .item(var n, let created) = f.origin, !TypeSchema.isBlobType(n.type) else { continue }
                 n.content = f.bytes
-                // A file the store would refuse (too large) is committed unsettled: it settles, and
-                // fails, as any written file does.
+                // Nothing may throw before `finishCommit`, which ends the commit begun: one that
+                // cannot be prepared goes in unsettled.
                 prepared[f.key] = try? prepareItem(n, createdNs: created)
             }
         }

@@ -16,11 +16,15 @@ extension Store {
     public func saveTreeDirInodes(_ numbers: [String: UInt64]) throws {
         if numbers.isEmpty { return }
         try write { db in
-            for (path, ino) in numbers {
-                try db.run("DELETE FROM tree_dirs WHERE ino = ? AND path <> ?", [Int64(bitPattern: ino), path])
-                try db.run("INSERT INTO tree_dirs(path, ino) VALUES (?, ?) ON CONFLICT(path) DO UPDATE SET ino = excluded.ino", [path, Int64(bitPattern: ino)])
-            }
+            for (path, ino) in numbers { try Self.numberTreeDir(db, path, ino) }
         }
+    }
+
+    /// The folder at `path` has number `ino` (its row made if it has none; whatever row had the
+    /// number gives it up).
+    static func numberTreeDir(_ db: Database, _ path: String, _ ino: UInt64) throws {
+        try db.run("DELETE FROM tree_dirs WHERE ino = ? AND path <> ?", [Int64(bitPattern: ino), path])
+        try db.run("INSERT INTO tree_dirs(path, ino) VALUES (?, ?) ON CONFLICT(path) DO UPDATE SET ino = excluded.ino", [path, Int64(bitPattern: ino)])
     }
 
     /// A folder renamed: its number and its sub-folders' follow it, as do the times set on them;
