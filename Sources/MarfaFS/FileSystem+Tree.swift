@@ -168,6 +168,26 @@ extension FileSystem {
         }
     }
 
+    /// The directories a directory holds, for its link count (`..` of each, as a disk counts
+    /// them: `find` and pjdfstest read it). The views whose count would take a walk of every item
+    /// (`links/`, `backlinks/`, `history/`) say 0: a link count of 2.
+    /// Call with the lock held.
+    func subdirectoryCount(_ n: Node) -> UInt32 {
+        switch n {
+        // `.marfafs` is one too, reachable though never listed.
+        case .root: return UInt32(Self.rootEntries.count { $0.1.kind == .directory } + 1)
+        case .viewRoot(let v): return UInt32(catalog.typesIn(v).count)
+        case .tagsRoot: return UInt32(catalog.tagChildren("").count)
+        case .tagDir(let tag): return UInt32(catalog.tagChildren(tag).count)
+        case .treeDir(let f):
+            let folders = catalog.subfolders(f)
+            // Local-only folders (`.git`) are folders of the tree too; the local side also holds a
+            // folder for each tree folder with a local entry deeper down.
+            return UInt32(folders.count + local.subdirectories(f).count { !folders.contains($0) })
+        default: return 0
+        }
+    }
+
     func listedChildren(_ n: Node) throws -> [(String, Node)] {
         if Self.showsEdges(n) { try ensureLinks() }
         switch n {

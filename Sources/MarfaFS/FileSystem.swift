@@ -227,7 +227,7 @@ public final class FileSystem: @unchecked Sendable {
             return FileAttr(ino: i, kind: .symlink, size: Int64(target.utf8.count), mtimeNs: mtimeOf(n), nlink: 1, timeout: cacheTimeout)
         default:
             let mtime = dirKey(n).flatMap { catalog.dirTimes[$0] } ?? Int64(mountedAt.timeIntervalSince1970 * 1e9)
-            return FileAttr(ino: i, kind: .directory, size: 4096, mtimeNs: mtime, nlink: 2, timeout: cacheTimeout)
+            return FileAttr(ino: i, kind: .directory, size: 4096, mtimeNs: mtime, nlink: 2 + subdirectoryCount(n), timeout: cacheTimeout)
         }
     }
 

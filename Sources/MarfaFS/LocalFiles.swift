@@ -102,6 +102,23 @@ final class LocalFiles: @unchecked Sendable {
         return false
     }
 
+    /// The names of the directories in local folder `rel` (none when it has no local side).
+    func subdirectories(_ rel: String) -> [String] {
+        guard let d = opendir(real(rel)) else { return [] }
+        defer { closedir(d) }
+        var out: [String] = []
+        while let e = readdir(d) {
+            let name = Self.name(e)
+            guard name != "." && name != ".." else { continue }
+            if e.pointee.d_type == UInt8(DT_DIR) || (e.pointee.d_type == UInt8(DT_UNKNOWN) && isDirectory(rel.isEmpty ? name : rel + "/" + name)) {
+                out.append(name)
+            }
+        }
+        return out
+    }
+
+    private func isDirectory(_ rel: String) -> Bool { lstatOrNil(rel).map { $0.st_mode & S_IFMT == S_IFDIR } ?? false }
+
     private static func name(_ e: UnsafeMutablePointer<dirent>) -> String {
         withUnsafePointer(to: e.pointee.d_name) { p in p.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) } }
     }

@@ -37,7 +37,8 @@ private func fill(_ st: inout stat, _ a: FileAttr) {
     st = stat()
     st.st_ino = UInt(a.ino)
     switch a.kind {
-    case .directory: st.st_mode = S_IFDIR; st.st_nlink = 2
+    // A directory counts its own two links and one per directory in it (`FileSystem.subdirectoryCount`).
+    case .directory: st.st_mode = S_IFDIR; st.st_nlink = nlink_t(max(2, a.nlink))
     case .file: st.st_mode = a.special != 0 ? a.special : S_IFREG; st.st_nlink = nlink_t(a.nlink); st.st_rdev = UInt(a.rdev)
     case .symlink: st.st_mode = S_IFLNK; st.st_nlink = 1
     }

@@ -184,4 +184,18 @@ import Testing
         try h.mount()
         #expect(h.sh("stat -c '%a %n' vault/made0 vault/later vault/d").out == "0 vault/made0\n0 vault/later\n0 vault/d", "across a remount")
     }
+    /// A folder's link count is 2 and one per folder in it, as a disk counts them, tree folders and
+    /// local-only ones alike, before and after a folder moves between them (pjdfstest rename/24);
+    /// `tags/` counts its tag directories.
+    @Test func FS31_aFoldersLinkCountCountsTheFoldersInIt() throws {
+        try MountHarness.with { h in
+            #expect(h.sh("mkdir -p vault/p/src vault/q && printf 'x\\n' > vault/p/n.md").status == 0)
+            #expect(h.sh("stat -c %h vault/p vault/q").out == "3\n2")
+            #expect(h.sh("mv vault/p/src vault/q/dst && stat -c %h vault/p vault/q").out == "2\n3")
+            #expect(h.sh("mkdir -p vault/q/.git/objects && stat -c %h vault/q vault/q/.git").out == "4\n3", "a local-only folder counts")
+            #expect(h.sh("rmdir vault/q/dst && stat -c %h vault/q").out == "3")
+            let tags = Int(h.sh("ls -d tags/*/ | wc -l").out) ?? -1
+            #expect(h.sh("stat -c %h tags").out == "\(tags + 2)")
+        }
+    }
 }
