@@ -81,19 +81,21 @@ final class LocalFiles: @unchecked Sendable {
     }
 
     private func lstatOrNil(_ rel: String) -> Glibc.stat? {
-        var st = Glibc.stat()
-        return lstat(real(rel), &st) == 0 ? st : nil
+        atOrNil(rel) { dir, name in
+            var st = Glibc.stat()
+            return fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? st : nil
+        }
     }
 
     /// Whether `rel` exists here.
-    func exists(_ rel: String) -> Bool {
-        var st = Glibc.stat()
-        return lstat(real(rel), &st) == 0
-    }
+    func exists(_ rel: String) -> Bool { lstatOrNil(rel) != nil }
+
+    /// `opendir` of local folder `rel`.
+    private func openDirectory(_ rel: String) -> OpaquePointer? { atOrNil(rel) { Self.openDirectory($0, $1) } }
 
     /// Whether a tree folder holds local entries (a folder with `.git` in it is not empty).
     func hasEntries(_ folder: String) -> Bool {
-        guard let d = opendir(real(folder)) else { return false }
+        guard let d = openDirectory(folder) else { return false }
         defer { closedir(d) }
         while let e = readdir(d) {
             let name = Self.name(e)
@@ -104,7 +106,7 @@ final class LocalFiles: @unchecked Sendable {
 
     /// The names of the directories in local folder `rel` (none when it has no local side).
     func subdirectories(_ rel: String) -> [String] {
-        guard let d = opendir(real(rel)) else { return [] }
+        guard let d = openDirectory(rel) else { return [] }
         defer { closedir(d) }
         var out: [String] = []
         while let e = readdir(d) {
@@ -138,7 +140,7 @@ final class LocalFiles: @unchecked Sendable {
 
     func attr(_ rel: String) throws -> FileAttr {
         var st = Glibc.stat()
-        guard lstat(real(rel), &st) == 0 else { throw Self.fail("lstat \(rel)") }
+        guard try at(rel, { fstatat($0, $1, &st, AT_SYMLINK_NOFOLLOW) }) == 0 else { throw Self.fail("lstat \(rel)") }
         return Self.attr(st, ino: number(st, rel))
     }
 
@@ -161,7 +163,7 @@ final class LocalFiles: @unchecked Sendable {
 
     /// The entries of a local directory, with their attributes.
     func list(_ rel: String) throws -> [DirEntry] {
-        guard let d = opendir(real(rel)) else { throw Self.fail("opendir \(rel)") }
+        guard let d = openDirectory(rel) else { throw Self.fail("opendir \(rel)") }
         defer { closedir(d) }
         var out: [DirEntry] = []
         while let e = readdir(d) {
@@ -178,10 +180,12 @@ final class LocalFiles: @unchecked Sendable {
     /// A descriptor on the file (`O_RDWR`, or read-only where writing is not allowed).
     private func fd(_ ino: UInt64) throws -> Int32 {
         if let f = locked({ fds[ino] }) { touch(ino); return f }
-        let path = real(try rel(ino))
-        var f = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
-        if f < 0 && (errno == EACCES || errno == EROFS || errno == EISDIR) { f = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
-        guard f >= 0 else { throw Self.fail("open \(path)") }
+        let rel = try rel(ino)
+        let f = try at(rel) { dir, name in
+            let f = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+            return f < 0 && (errno == EACCES || errno == EROFS || errno == EISDIR) ? openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : f
+        }
+        guard f >= 0 else { throw Self.fail("open \(rel)") }
         return keep(f, for: ino)
     }
 
@@ -231,9 +235,8 @@ final class LocalFiles: @unchecked Sendable {
 
     func fsync(_ ino: UInt64) throws {
         let rel = try rel(ino)
-        var st = Glibc.stat()
-        if lstat(real(rel), &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR {
-            let d = open(real(rel), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if let st = lstatOrNil(rel), (st.st_mode & S_IFMT) == S_IFDIR {
+            let d = try at(rel) { openat($0, $1, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
             guard d >= 0 else { throw Self.fail("open \(rel)") }
             defer { close(d) }
             if Glibc.fsync(d) != 0 { throw Self.fail("fsync") }
@@ -250,13 +253,11 @@ final class LocalFiles: @unchecked Sendable {
 
     /// Makes the folder that holds local entries of tree folder `folder` (and its parents).
     func makeContainer(_ folder: String) throws {
-        do { try FileManager.default.createDirectory(atPath: real(folder), withIntermediateDirectories: true) } catch {
-            throw FSError(.io, "cannot make \(real(folder)): \(error)")
-        }
+        try makeFolders(folder)
     }
 
     func create(_ rel: String, mode: UInt16) throws -> FileAttr {
-        let f = open(real(rel), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(mode))
+        let f = try at(rel) { openat($0, $1, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(mode)) }
         guard f >= 0 else { throw Self.fail("create \(rel)") }
         let made: FileAttr
         do { made = try attr(rel) } catch { close(f); throw error }
@@ -265,39 +266,41 @@ final class LocalFiles: @unchecked Sendable {
     }
 
     func mkdir(_ rel: String, mode: UInt16) throws -> FileAttr {
-        guard Glibc.mkdir(real(rel), mode_t(mode)) == 0 else { throw Self.fail("mkdir \(rel)") }
+        guard try at(rel, { mkdirat($0, $1, mode_t(mode)) }) == 0 else { throw Self.fail("mkdir \(rel)") }
         return try attr(rel)
     }
 
     /// A FIFO, socket or device node (`mode`: its type and permission bits, the umask applied).
     func mknod(_ rel: String, mode: UInt32, rdev: UInt64) throws -> FileAttr {
-        guard Glibc.mknod(real(rel), mode_t(mode), dev_t(rdev)) == 0 else { throw Self.fail("mknod \(rel)") }
-        // The daemon's own umask must not narrow what the caller asked for.
-        _ = fchmodat(AT_FDCWD, real(rel), mode_t(mode & 0o7777), 0)
+        try at(rel) { dir, name in
+            guard mknodat(dir, name, mode_t(mode), dev_t(rdev)) == 0 else { throw Self.fail("mknod \(rel)") }
+            // The daemon's own umask must not narrow what the caller asked for.
+            _ = fchmodat(dir, name, mode_t(mode & 0o7777), 0)
+        }
         return try attr(rel)
     }
 
     func symlink(_ target: String, _ rel: String) throws -> FileAttr {
-        guard Glibc.symlink(target, real(rel)) == 0 else { throw Self.fail("symlink \(rel)") }
+        guard try at(rel, { symlinkat(target, $0, $1) }) == 0 else { throw Self.fail("symlink \(rel)") }
         return try attr(rel)
     }
 
     func readlink(_ ino: UInt64) throws -> String {
         var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = Glibc.readlink(real(try rel(ino)), &buf, Int(PATH_MAX))
+        let n = try at(try rel(ino)) { readlinkat($0, $1, &buf, Int(PATH_MAX)) }
         guard n >= 0 else { throw Self.fail("readlink") }
         return String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     func unlink(_ rel: String) throws {
         let st = lstatOrNil(rel)
-        guard Glibc.unlink(real(rel)) == 0 else { throw Self.fail("unlink \(rel)") }
+        guard try at(rel, { unlinkat($0, $1, 0) }) == 0 else { throw Self.fail("unlink \(rel)") }
         if let st { unnamed(rel, st) }
     }
 
     func rmdir(_ rel: String) throws {
         let st = lstatOrNil(rel)
-        guard Glibc.rmdir(real(rel)) == 0 else { throw Self.fail("rmdir \(rel)") }
+        guard try at(rel, { unlinkat($0, $1, AT_REMOVEDIR) }) == 0 else { throw Self.fail("rmdir \(rel)") }
         if let st { unnamed(rel, st) }
     }
 
@@ -305,8 +308,7 @@ final class LocalFiles: @unchecked Sendable {
     func rename(_ from: String, _ to: String, noReplace: Bool, exchange: Bool) throws {
         let flags: UInt32 = (noReplace ? 1 : 0) | (exchange ? 2 : 0)
         let replaced = exchange ? nil : lstatOrNil(to)
-        let rc = flags == 0 ? Glibc.rename(real(from), real(to))
-            : marfafs_renameat2(AT_FDCWD, real(from), AT_FDCWD, real(to), flags)
+        let rc = try renameAt(from, to, flags: flags)
         guard rc == 0 else { throw Self.fail("rename \(from)") }
         if let replaced, let now = lstatOrNil(to), now.st_ino != replaced.st_ino { unnamed(to, replaced) }
         if exchange {
@@ -325,22 +327,36 @@ final class LocalFiles: @unchecked Sendable {
         if (st.st_mode & S_IFMT) == S_IFDIR { moved(from: from, to: to) }
     }
 
+    /// `renameat2(2)` of two local paths.
+    private func renameAt(_ from: String, _ to: String, flags: UInt32) throws -> Int32 {
+        try at(from) { d1, n1 in try at(to) { marfafs_renameat2(d1, n1, $0, $1, flags) } }
+    }
+
+    /// `truncate(2)` of (`dir`, `name`) from `at`.
+    private static func truncate(_ dir: Int32, _ name: String, _ size: Int64) -> Int32 {
+        let f = openat(dir, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard f >= 0 else { return -1 }
+        defer { close(f) }
+        return ftruncate(f, off_t(size))
+    }
+
     /// A tree folder was renamed: its local entries (and its sub-folders') go along.
     func moveFolder(from: String, to: String) throws {
         guard exists(from) else { return }
-        if exists(to), !hasEntries(to) { Glibc.rmdir(real(to)) }
+        if exists(to), !hasEntries(to) { try? rmdir(to) }
         if !VaultIndex.parent(to).isEmpty { try makeContainer(VaultIndex.parent(to)) }
-        guard Glibc.rename(real(from), real(to)) == 0 else { throw Self.fail("moving the local files of \(from)") }
+        guard try renameAt(from, to, flags: 0) == 0 else { throw Self.fail("moving the local files of \(from)") }
         moved(from: from, to: to)
     }
 
     /// A tree folder was removed: its (empty) container goes too.
     func dropContainer(_ folder: String) {
-        if !folder.isEmpty, exists(folder), !hasEntries(folder) { Glibc.rmdir(real(folder)) }
+        if !folder.isEmpty, exists(folder), !hasEntries(folder) { try? rmdir(folder) }
     }
 
     func link(_ ino: UInt64, to rel: String) throws -> FileAttr {
-        guard Glibc.link(real(try self.rel(ino)), real(rel)) == 0 else { throw Self.fail("link \(rel)") }
+        let from = try self.rel(ino)
+        guard try at(from, { d1, n1 in try at(rel) { linkat(d1, n1, $0, $1, 0) } }) == 0 else { throw Self.fail("link \(rel)") }
         return try attr(rel)
     }
 
@@ -348,23 +364,25 @@ final class LocalFiles: @unchecked Sendable {
 
     func setattr(_ ino: UInt64, _ c: FileSystem.AttrChange) throws -> FileAttr {
         let rel = try rel(ino)
-        let path = real(rel)
-        if let size = c.size {
-            let rc = locked({ fds[ino] }).map { ftruncate($0, off_t(size)) } ?? truncate(path, off_t(size))
-            if rc != 0 { throw Self.fail("truncate \(rel)") }
-        }
-        if let m = c.mode, fchmodat(AT_FDCWD, path, mode_t(m), 0) != 0 { throw Self.fail("chmod \(rel)") }
-        if c.uid != nil || c.gid != nil {
-            let u = c.uid.map { uid_t($0) } ?? uid_t.max, g = c.gid.map { gid_t($0) } ?? gid_t.max
-            if lchown(path, u, g) != 0 { throw Self.fail("chown \(rel)") }
-        }
-        if c.mtimeNs != nil || c.atimeNs != nil {
-            func ts(_ ns: Int64?) -> timespec {
-                guard let ns else { return timespec(tv_sec: 0, tv_nsec: (1 << 30) - 2) }
-                return timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
+        let open = locked { fds[ino] }
+        try at(rel) { dir, name in
+            if let size = c.size {
+                let rc = open.map { ftruncate($0, off_t(size)) } ?? Self.truncate(dir, name, size)
+                if rc != 0 { throw Self.fail("truncate \(rel)") }
             }
-            let times = [ts(c.atimeNs), ts(c.mtimeNs)]
-            if utimensat(AT_FDCWD, path, times, AT_SYMLINK_NOFOLLOW) != 0 { throw Self.fail("utimensat \(rel)") }
+            if let m = c.mode, fchmodat(dir, name, mode_t(m), 0) != 0 { throw Self.fail("chmod \(rel)") }
+            if c.uid != nil || c.gid != nil {
+                let u = c.uid.map { uid_t($0) } ?? uid_t.max, g = c.gid.map { gid_t($0) } ?? gid_t.max
+                if fchownat(dir, name, u, g, AT_SYMLINK_NOFOLLOW) != 0 { throw Self.fail("chown \(rel)") }
+            }
+            if c.mtimeNs != nil || c.atimeNs != nil {
+                func ts(_ ns: Int64?) -> timespec {
+                    guard let ns else { return timespec(tv_sec: 0, tv_nsec: (1 << 30) - 2) }
+                    return timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
+                }
+                let times = [ts(c.atimeNs), ts(c.mtimeNs)]
+                if utimensat(dir, name, times, AT_SYMLINK_NOFOLLOW) != 0 { throw Self.fail("utimensat \(rel)") }
+            }
         }
         return try attr(rel)
     }
@@ -372,33 +390,38 @@ final class LocalFiles: @unchecked Sendable {
     // MARK: extended attributes (user.* as on the disk below)
 
     func getxattr(_ ino: UInt64, _ name: String) throws -> [UInt8] {
-        let path = real(try rel(ino))
-        let n = lgetxattr(path, name, nil, 0)
-        guard n >= 0 else { throw Self.fail("getxattr") }
-        var buf = [UInt8](repeating: 0, count: n)
-        let m = buf.withUnsafeMutableBytes { lgetxattr(path, name, $0.baseAddress, n) }
-        guard m >= 0 else { throw Self.fail("getxattr") }
-        return Array(buf.prefix(m))
+        try at(try rel(ino)) { dir, file in
+            let path = Self.xattrPath(dir, file)
+            let n = lgetxattr(path, name, nil, 0)
+            guard n >= 0 else { throw Self.fail("getxattr") }
+            var buf = [UInt8](repeating: 0, count: n)
+            let m = buf.withUnsafeMutableBytes { lgetxattr(path, name, $0.baseAddress, n) }
+            guard m >= 0 else { throw Self.fail("getxattr") }
+            return Array(buf.prefix(m))
+        }
     }
 
     func setxattr(_ ino: UInt64, _ name: String, _ value: [UInt8], flags: Int32) throws {
-        let path = real(try rel(ino))
-        let rc = value.withUnsafeBytes { lsetxattr(path, name, $0.baseAddress, value.count, flags) }
+        let rc = try at(try rel(ino)) { dir, file in
+            value.withUnsafeBytes { lsetxattr(Self.xattrPath(dir, file), name, $0.baseAddress, value.count, flags) }
+        }
         if rc != 0 { throw Self.fail("setxattr") }
     }
 
     func listxattr(_ ino: UInt64) throws -> [String] {
-        let path = real(try rel(ino))
-        let n = llistxattr(path, nil, 0)
-        guard n >= 0 else { throw Self.fail("listxattr") }
-        var buf = [CChar](repeating: 0, count: n)
-        let m = llistxattr(path, &buf, n)
-        guard m >= 0 else { throw Self.fail("listxattr") }
-        return buf.prefix(m).split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        try at(try rel(ino)) { dir, file in
+            let path = Self.xattrPath(dir, file)
+            let n = llistxattr(path, nil, 0)
+            guard n >= 0 else { throw Self.fail("listxattr") }
+            var buf = [CChar](repeating: 0, count: n)
+            let m = llistxattr(path, &buf, n)
+            guard m >= 0 else { throw Self.fail("listxattr") }
+            return buf.prefix(m).split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        }
     }
 
     func removexattr(_ ino: UInt64, _ name: String) throws {
-        if lremovexattr(real(try rel(ino)), name) != 0 { throw Self.fail("removexattr") }
+        if try at(try rel(ino), { lremovexattr(Self.xattrPath($0, $1), name) }) != 0 { throw Self.fail("removexattr") }
     }
 }
 
