@@ -51,7 +51,7 @@ extension FileSystem {
         if case .blob(let h, _)? = d?.content { store.releaseBlobAndDropIfUnused(h) }
     }
 
-    func kernelHolds(_ ino: UInt64) -> Bool { kernelRefs.withLock { $0[ino] != nil } }
+    public func kernelHolds(_ ino: UInt64) -> Bool { kernelRefs.withLock { $0[ino] != nil } }
 
     /// Item `r`'s file is replaced under its name (call with the lock held, before its bytes
     /// change): the item's inode becomes `number`'s (a new number when nil), and the old inode, if

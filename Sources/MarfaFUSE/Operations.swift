@@ -88,6 +88,13 @@ private func entryParam(_ a: FileAttr) -> fuse_entry_param {
     return e
 }
 
+/// A node's file type bits (`S_IFDIR`, `S_IFREG`, …), for an entry sent without its attributes.
+private func modeType(_ a: FileAttr) -> mode_t {
+    var st = stat()
+    fill(&st, a)
+    return st.st_mode & S_IFMT
+}
+
 /// A name from the kernel; names that are not UTF-8 are refused (EINVAL), never repaired.
 private func name(_ p: UnsafePointer<CChar>?) throws -> String {
     guard let p, let s = String(validatingCString: p) else { throw FSError(.badName, "a name that is not UTF-8") }
@@ -348,10 +355,16 @@ extension FuseMount {
                 let room = size - used
                 if plus {
                     var e = entryParam(a)
-                    if i < 2 { e = fuse_entry_param(); e.attr.st_ino = UInt(a.ino); e.attr.st_mode = S_IFDIR }
+                    // `.` and `..`, and an entry whose inode the kernel holds with attributes that
+                    // last (kept true by invalidations), go without attributes: a `READDIRPLUS`
+                    // entry with them makes the kernel drop the inode's cached POSIX ACL, and
+                    // `ls -l` then asks for it again, file by file.
+                    if i < 2 || (a.timeout >= fs.cacheTimeout && fs.kernelHolds(a.ino)) {
+                        e = fuse_entry_param(); e.attr.st_ino = UInt(a.ino); e.attr.st_mode = modeType(a)
+                    }
                     let n = fuse_add_direntry_plus(req, dst, room, entryName, &e, off_t(i + 1))
                     // An entry that fits is a reference the kernel takes (not `.` and `..`).
-                    if i >= 2 && n <= room { fs.kernelLooked(e.ino) }
+                    if e.ino != 0 && n <= room { fs.kernelLooked(e.ino) }
                     return n
                 }
                 var st = stat(); fill(&st, a)

@@ -198,4 +198,27 @@ import Testing
             #expect(h.sh("stat -c %h tags").out == "\(tags + 2)")
         }
     }
+    /// A listing's entries whose inodes the kernel already holds come without attributes (FS-31:
+    /// so it keeps their cached POSIX ACLs, and `ls -l` does not ask for each again); what a
+    /// listing shows after the kernel dropped its cached pages (a page-cache drop, memory
+    /// reclaim) is still every entry with its type, size and mode, including one changed through
+    /// another path and one renamed since.
+    @Test func FS31_aListingAfterThePageCacheWentShowsEveryEntryAsItIs() throws {
+        try MountHarness.with { h in
+            #expect(h.sh("mkdir -p vault/d/sub && for i in $(seq 1 40); do printf 'n%s\\n' $i > vault/d/n$i.md; done && ln -s n1.md vault/d/link && chmod 600 vault/d/n2.md").status == 0)
+            #expect(h.sh("ls -l vault/d > /dev/null && ls -l types/core.note > /dev/null").status == 0)
+            // Changed elsewhere, and renamed, after the kernel took the entries in.
+            #expect(h.sh("printf 'longer text now\\n' > types/core.note/n3.md && mv vault/d/n4.md vault/d/moved.md").status == 0)
+            let root = h.sh("id -u").out == "0"
+            if root { #expect(h.sh("sync && echo 1 > /proc/sys/vm/drop_caches").status == 0) }
+            let listed = h.sh("ls -l vault/d | awk 'NR > 1 {print substr($1, 1, 10), $5, $9}'").out.split(separator: "\n")
+            #expect(listed.count == 42, "\(listed)")
+            #expect(listed.contains("-rw-r--r-- 16 n3.md"), "the size written through types/")
+            #expect(listed.contains("-rw------- 3 n2.md"))
+            #expect(listed.contains("-rw-r--r-- 3 moved.md") && !listed.contains { $0.hasSuffix(" n4.md") })
+            #expect(listed.contains { $0.hasPrefix("lrwxrwxrwx") && $0.hasSuffix(" link") })
+            #expect(listed.contains { $0.hasPrefix("drwxr-xr-x") && $0.hasSuffix(" sub") })
+            #expect(h.sh("find vault/d -type f | wc -l; find vault/d -type d | wc -l; find vault/d -type l | wc -l").out == "40\n2\n1")
+        }
+    }
 }
