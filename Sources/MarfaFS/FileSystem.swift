@@ -88,6 +88,9 @@ public final class FileSystem: @unchecked Sendable {
         // settle now, before anything is served (FS-15). On a disk too full for that (FS-28) the
         // mount comes up all the same: the files stay staged, and settle once there is room.
         try store.recoverStaged(keepOnFullDisk: true)
+        if let (aside, why) = store.unrecoveredJournal.withLock({ $0 }) {
+            logger.warning("a staging journal that is not this store's was set aside", metadata: ["kept_as": "\(aside)", "names": "\(why)"])
+        }
         var fullDisk = !store.stagingIsEmpty
         do { try store.settle() } catch StoreError.noSpace { fullDisk = true }
         self.catalog = try Catalog(store: store)

@@ -73,9 +73,7 @@ final class Staging: @unchecked Sendable {
     private let overlayLock = NSLock()
     private var overlays: Set<Int64> = []
 
-    init(path: String) {
-        self.path = path
-    }
+    init(path: String) { self.path = path }
 
     deinit { if fd >= 0 { close(fd) } }
 
@@ -110,16 +108,11 @@ final class Staging: @unchecked Sendable {
     func isNew(_ key: Key) -> Bool {
         locked {
             awaitCommitted([key])
-            guard let f = files[key] else { return false }
-            if case .overlay = f.origin { return false }
-            return true
+            if let f = files[key], case .overlay = f.origin { return false }
+            return files[key] != nil
         }
     }
     private var all: [File] { Self.ordered(files) }
-    /// Staged files in the order they are committed: items, then scratch files, by rowid.
-    private static func ordered(_ files: [Key: File]) -> [File] {
-        files.values.sorted { ($0.key.kind.rawValue, $0.key.rowid) < ($1.key.kind.rawValue, $1.key.rowid) }
-    }
 
     // MARK: changes (each appended to the journal before it is applied in memory)
 
@@ -320,13 +313,6 @@ final class Staging: @unchecked Sendable {
         return t.last > quiet.since && t.first > quiet.stagedBefore
     }
 
-    /// The records that make `files` again, as they are.
-    private static func records(of files: [File]) -> [Record] {
-        files.flatMap { f -> [Record] in
-            [.create(f), f.bytes.isEmpty ? .truncate(f.key, size: 0, mtimeNs: f.mtimeNs) : .write(f.key, offset: 0, data: f.bytes, mtimeNs: f.mtimeNs)]
-        }
-    }
-
     /// Replaces the journal by one that holds generation `g` with `files` only (the lock held):
     /// written beside it, made durable, renamed over it. A crash leaves one or the other, whole.
     private func rewrite(generation g: Int64, _ files: [File]) throws {
@@ -353,6 +339,19 @@ final class Staging: @unchecked Sendable {
 
     /// Appends go on in the recovered generation, its files staged (their commit met a full disk).
     func resume() throws { try locked { try openIfNeeded(); resetTo = nil; ready = true } }
+
+    /// Renames the journal aside, whole (`<journal>.unrecovered-<time>`), and forgets what it
+    /// staged (its records name rows the store does not have); returns the new name.
+    func setAside() throws -> String {
+        try locked {
+            if fd >= 0 { close(fd); fd = -1 }
+            let aside = path + ".unrecovered-\(Int(Date().timeIntervalSince1970))"
+            guard rename(path, aside) == 0 else { throw StoreError.io("cannot set \(path) aside: \(String(cString: strerror(errno)))") }
+            files.removeAll(); changedNs.removeAll(); totalBytesValue = 0; end = 0; allocated = 0; ready = false
+            overlayLock.withLock { overlays.removeAll() }
+            return aside
+        }
+    }
 
     /// Puts recovered files back in memory (their records are in the journal already).
     func restore(_ list: [File], generation g: Int64) {

@@ -200,6 +200,18 @@ public struct StagedFile: Sendable {
 }
 
 extension Staging {
+    /// Staged files in the order they are committed: items, then scratch files, by rowid.
+    static func ordered(_ files: [Key: File]) -> [File] {
+        files.values.sorted { ($0.key.kind.rawValue, $0.key.rowid) < ($1.key.kind.rawValue, $1.key.rowid) }
+    }
+
+    /// The records that make `files` again, as they are.
+    static func records(of files: [File]) -> [Record] {
+        files.flatMap { f -> [Record] in
+            [.create(f), f.bytes.isEmpty ? .truncate(f.key, size: 0, mtimeNs: f.mtimeNs) : .write(f.key, offset: 0, data: f.bytes, mtimeNs: f.mtimeNs)]
+        }
+    }
+
     /// What one record does to a set of staged files: live, and when a journal is replayed.
     static func apply(_ rec: Record, to files: inout [Key: File]) {
         func change(_ k: Key, _ body: (inout File) -> Void) {

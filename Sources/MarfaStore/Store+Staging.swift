@@ -232,6 +232,14 @@ extension Store {
             if releaseReserve(), (try? commitStaged()) != nil { return files.count }
             guard keepOnFullDisk else { throw StoreError.noSpace(why) }
             try staging.resume()
+        } catch StoreError.notFound(let what) {
+            // Records that name rows this store does not have: a journal left beside a store
+            // that was deleted or replaced. It is kept whole under another name (said in
+            // `unrecoveredJournal`), and this store starts a journal of its own.
+            let aside = try staging.setAside()
+            unrecoveredJournal.withLock { $0 = (aside, what) }
+            try staging.startGeneration(g, fresh: true)
+            return 0
         }
         return files.count
     }

@@ -63,6 +63,9 @@ public final class Store: Sendable {
     let blobsToRecheck = Mutex<Set<String>>([])
     /// No server has seen this store: queued changes keep no payload (`useLocalOnly`).
     let localOnly = Mutex(false)
+    /// A staging journal recovery set aside (`recoverStaged`): its new name, and the row it named
+    /// that this store does not have. Nil when none was.
+    public let unrecoveredJournal = Mutex<(path: String, reason: String)?>(nil)
     /// The device label in the names of conflicted copies made here (FS-20, FS-24).
     public let device = Mutex(ProcessInfo.processInfo.hostName)
     /// Who makes the changes of the transaction under way, for history (`Store+History`).

@@ -226,7 +226,7 @@ struct ImportCommand: ParsableCommand {
         lock.record("import by pid \(getpid())")
         let store = try Store(path: storeOption.path)
         // Files a killed mount left staged are committed before anything is added.
-        try store.recoverStaged()
+        try store.recoverStagedSaying()
         // No server: the queue keeps no payloads (a later mount with --server writes them).
         try store.useLocalOnly()
         let listing = try Vault.list(root)
@@ -305,7 +305,7 @@ struct ExportCommand: ParsableCommand {
         defer { withExtendedLifetime(lock) {} }
         let store = try Store(path: storeOption.path)
         // What a killed mount left (staged files, blobs being written) is taken up first.
-        try store.recoverStaged()
+        try store.recoverStagedSaying()
         let items = try store.allSummaries().filter { $0.state == .active }.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
         var progress = Progress(label: "exporting", total: items.count)
         var used = Set<String>()

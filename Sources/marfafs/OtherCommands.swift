@@ -298,7 +298,7 @@ struct TrashCommand: ParsableCommand {
                 let lock = try StoreLock(store: storeOption.path)
                 guard FileManager.default.fileExists(atPath: storeOption.path) else { throw CLIError("no store at \(storeOption.path)") }
                 let store = try Store(path: storeOption.path)
-                try store.recoverStaged()
+                try store.recoverStagedSaying()
                 let purged = try store.purgeTrash()
                 try store.dropUnusedBlobs()
                 print("purged \(purged.count) items")

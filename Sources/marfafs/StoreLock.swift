@@ -1,4 +1,5 @@
 import Foundation
+import MarfaStore
 
 /// An exclusive lock on a store (`<store>.lock`), held by a mount for its whole life, so an
 /// import, export or second mount cannot change the store behind the mount's back.
@@ -37,5 +38,15 @@ final class StoreLock {
         }
         flock(fd, LOCK_UN)
         return true
+    }
+}
+
+extension Store {
+    /// `recoverStaged` for a command: a journal it set aside is said on stderr, with its new name.
+    func recoverStagedSaying() throws {
+        try recoverStaged()
+        if let (aside, why) = unrecoveredJournal.withLock({ $0 }) {
+            FileHandle.standardError.write(Data("marfafs: the staging journal beside \(path) names what this store does not have (\(why)): kept as \(aside), not applied\n".utf8))
+        }
     }
 }

@@ -236,6 +236,27 @@ import Testing
         #expect(try after.item(rowid: note.rowid)?.item.properties["body"] == "new\n")
     }
 
+    /// A journal left beside a store that was deleted and made again (its records name rows the
+    /// new store does not have) is set aside whole, not applied; the store starts a journal of its
+    /// own and works, and the next recovery finds nothing.
+    @Test func FS15_aJournalThatIsNotTheStoresIsSetAsideWhole() throws {
+        let t = try TempStore()
+        let note = try t.store.createItem(NewItem(type: "core.note", fileName: "n.md", content: Array("old\n".utf8)))
+        _ = try Self.killed(t) { s in _ = try s.saveOver(note.rowid, from: .item(try Self.note(s, "n.md.tmp", "new\n").rowid)) }
+        // Its records (the zeros the journal is grown ahead in are not kept).
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: t.store.path + "-staged")).prefix(try Self.recordsEnd(t.store.path + "-staged"))
+        for suffix in ["", "-wal", "-shm"] { try FileManager.default.removeItem(atPath: t.store.path + suffix) }
+        let fresh = try Store(path: t.store.path)
+        #expect(try fresh.recoverStaged() == 0)
+        let aside = try #require(fresh.unrecoveredJournal.withLock { $0 })
+        #expect(aside.reason.contains("\(note.rowid)"), "\(aside.reason)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: aside.path)) == bytes, "its records kept whole")
+        try Self.note(fresh, "m.md", "mine\n")
+        try fresh.commitStaged()
+        #expect(try fresh.itemCount() == 1)
+        #expect(try Store(path: fresh.path).recoverStaged() == 0)
+    }
+
     @Test func FS15_committedGenerationsAreNotReplayed() throws {
         let t = try TempStore()
         let after = try Self.killed(t) { s in
