@@ -41,9 +41,9 @@ extension FileSystem {
         let touching = Array(catalog.outEdges[r] ?? []) + Array(catalog.inEdges[r] ?? [])
         let edgeDirsBefore = edgeDirNames(of: r, edges: touching)
         let oldTags = catalog.tagsOf[r] ?? []
-        let typesBefore = catalog.typesIn(.types)
+        let types = Set([old?.type, new?.type].compactMap { $0 }), typesListedBefore = types.filter(typeListed)
         let newTags = known.map(\.1) ?? read?.tags ?? []
-        let vaultBefore = catalog.vault.map { v in (folder: v.folderOf[r], key: catalog.baseName(r).map { VaultIndex.nameKey(Substring($0)) }) }
+        let vaultBefore = catalog.vault == nil ? nil : (folder: catalog.vault?.folderOf[r], key: catalog.items[r].map { VaultIndex.nameKey(Substring(Catalog.claim($0).baseName)) })
         let pathBefore = old == nil ? nil : try? canonicalPath(r)
 
         if let old {
@@ -69,11 +69,11 @@ extension FileSystem {
         // Tags.
         for tag in oldTags.union(newTags) {
             let member = newTags.contains(tag)
-            let inUseBefore = catalog.tagInUse(tag)
+            let inUseBefore = tagInUse(tag)
             if member { catalog.tagMembers[tag, default: []].insert(r) } else { catalog.tagMembers[tag]?.remove(r) }
             let delta = (member && new?.state == .active ? 1 : 0) - (oldTags.contains(tag) && old?.state == .active ? 1 : 0)
             if delta != 0 { catalog.tagActive[tag, default: 0] += delta }
-            let inUseAfter = catalog.tagInUse(tag)
+            let inUseAfter = tagInUse(tag)
             // `tags/<tag>` itself changes only when the tag comes into use or goes out of it.
             if inUseBefore != inUseAfter {
                 catalog.tagCameOrWent(tag)
@@ -92,8 +92,9 @@ extension FileSystem {
             }
         }
         for (d, n) in edgeDirsBefore + edgeDirNames(of: r, edges: touching) { dirs[d, default: []].insert(n) }
-        // A type directory that appeared or vanished (every view lists every known type).
-        for t in typesBefore.symmetricDifference(catalog.typesIn(.types)) {
+        // A type directory that appeared or vanished (every view lists every known type): only
+        // the item's own types, before and after, can have.
+        for t in types where typesListedBefore.contains(t) != typeListed(t) {
             for v in StateView.allCases { dirs[.viewRoot(v), default: []].insert(t) }
             dirs[.linksRoot, default: []].insert(t)
             dirs[.backlinksRoot, default: []].insert(t)
@@ -104,6 +105,16 @@ extension FileSystem {
         for a in moved { inv += targetChanges(of: a, tags: a == r ? oldTags.union(newTags) : nil, edges: a == r ? touching : nil) }
         return inv
     }
+
+    /// Whether every view lists type `t` (`Catalog.typesIn`), asked of the catalog's tables
+    /// themselves: a method of the catalog, called through the filesystem, copies the whole
+    /// catalog for the call.
+    func typeListed(_ t: String) -> Bool {
+        catalog.registeredTypes.contains(t) || catalog.typeTables.values.contains { ($0[t]?.count ?? 0) > 0 }
+    }
+
+    /// `Catalog.tagInUse(tag)`, asked of its tables (as `typeListed`).
+    func tagInUse(_ tag: String) -> Bool { catalog.localTags.contains(tag) || (catalog.tagActive[tag] ?? 0) > 0 }
 
     /// The items whose path in `types/`, `archive/` or `trash/` changed with item `r`'s change
     /// (`names`: the names that changed in each directory): `r` if its own did, and any whose name
