@@ -218,7 +218,8 @@ extension FileSystem {
         }
     }
 
-    public func removexattr(_ ino: UInt64, name: String) throws {
+    /// `reader`: the thread that asks (rsync's removals of properties change nothing: below).
+    public func removexattr(_ ino: UInt64, name: String, reader: Int32 = 0) throws {
         if LocalFiles.owns(ino) { return try local.removexattr(ino, name) }
         guard name.hasPrefix("user.") else { throw FSError(.noData, name) }
         if name.hasPrefix(Self.remoteAttributePrefix) { throw FSError(.notPermitted, "user.mylifedb.* attributes are the server's") }
@@ -228,8 +229,11 @@ extension FileSystem {
             if let key = name.dropPrefix("user.marfa.") {
                 // The attributes every item has (and its title, which lives in the file name) are
                 // not removed: removing one changes nothing, so `rsync -X` from a plain file works
-                // (FS-28). A property is removed from the item (its front-matter line).
-                guard let prop = key.dropPrefix("prop."), !isRsyncTemporary(r),
+                // (FS-28). A property is removed from the item (its front-matter line), but not by
+                // rsync: `rsync -X` removes from a file every attribute its source lacks, each time
+                // it runs, and a plain file lacks them all (a second run would strip every note's
+                // front matter; its bytes are synced as bytes).
+                guard let prop = key.dropPrefix("prop."), !isRsyncTemporary(r), Writers.command(reader) != "rsync",
                       prop != store.type(catalog.items[r]?.type ?? "").titleField else { return [] }
                 guard try wrap({ try store.setProperty(rowid: r, name: prop, value: nil) }) != nil else { return [] }
                 return try refreshItem(r, .content)

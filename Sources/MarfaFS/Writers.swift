@@ -36,4 +36,10 @@ final class Writers: Sendable {
         }
         return nil
     }
+    /// The command name of the process thread `tid` belongs to (`/proc/<tid>/comm`, as the
+    /// kernel keeps it: at most 15 bytes); nil when the thread is gone or unknown.
+    static func command(_ tid: Int32) -> String? {
+        guard tid > 0, let text = try? String(contentsOfFile: "/proc/\(tid)/comm", encoding: .utf8) else { return nil }
+        return text.trimmingCharacters(in: .newlines)
+    }
 }

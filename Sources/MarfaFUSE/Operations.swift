@@ -320,7 +320,7 @@ extension FuseMount {
         }
         ops.removexattr = { req, ino, cname in
             guarded(req, "removexattr") { m in
-                try RequestScope.within { try m.fs.removexattr(ino, name: try name(cname)) }
+                try RequestScope.within { try m.fs.removexattr(ino, name: try name(cname), reader: reader(req)) }
                 fuse_reply_err(req, 0)
             }
         }

@@ -375,3 +375,22 @@ final class PeakBox: @unchecked Sendable {
     var value: Int { lock.lock(); defer { lock.unlock() }; return v }
     func raise(_ x: Int) { lock.lock(); v = max(v, x); lock.unlock() }
 }
+
+extension RealFilesTests {
+    /// `rsync -aX` from a plain folder into the tree, again and again (FS-28): each run removes
+    /// from every file the attributes its source lacks, the notes' properties among them. That
+    /// changes nothing, so every note keeps its front matter and no run sends a file again. A
+    /// property removed by anyone else still loses its line.
+    @Test func FS28_rsyncXFromAPlainFolderAgainAndAgainKeepsEveryNotesFrontMatter() throws {
+        try MountHarness.with { m in
+            let src = m.root + "/plain"
+            #expect(m.sh("mkdir -p '\(src)/d' && printf -- '---\\ntags: [a, b]\\ncreated: 2024-01-02\\nstatus: draft\\n---\\nbody\\n' > '\(src)/d/n.md' && printf 'plain\\n' > '\(src)/p.md'").status == 0)
+            for _ in 0..<3 { #expect(m.sh("rsync -aX '\(src)/' vault/in/").status == 0) }
+            #expect(m.sh("diff -r '\(src)' vault/in && echo same").out == "same")
+            let again = m.sh("rsync -aX --stats '\(src)/' vault/in/")
+            #expect(again.stdout.contains("Number of regular files transferred: 0"), "\(again.stdout)")
+            let removed = m.sh("setfattr -x user.marfa.prop.status vault/in/d/n.md && cat vault/in/d/n.md").out
+            #expect(!removed.contains("status") && removed.contains("tags: [a, b]") && removed.hasSuffix("body"), "\(removed)")
+        }
+    }
+}
