@@ -127,9 +127,11 @@ enum Vault {
     /// outcomes in order.
     static func readAll(_ rels: [String], from root: String, store: Store, known: Set<String>) -> [Outcome] {
         if rels.isEmpty { return [] }
-        // Ids are minted here, in the files' order: of two files with one name, the first keeps
-        // the plain name (FS-7), whichever thread reads it first.
+        // Ids are minted here, in the files' order, and the files are made at one instant: of two
+        // files with one name, the first keeps the plain name (FS-7: the older, then the smaller
+        // id), whichever thread reads it first.
         let ids = rels.map { _ in ItemID.make() }
+        let createdNs = Int64(Date().timeIntervalSince1970 * 1e9)
         return Array(unsafeUninitializedCapacity: rels.count) { buffer, count in
             let base = UInt(bitPattern: buffer.baseAddress)
             let next = Ticket()
@@ -142,7 +144,7 @@ enum Vault {
                 Thread {
                     // Each file's slot is initialized by the one thread that took its number.
                     while let i = next.take(below: rels.count) {
-                        (UnsafeMutablePointer<Outcome>(bitPattern: base)! + i).initialize(to: read(rels[i], id: ids[i], from: root, store: store, known: known))
+                        (UnsafeMutablePointer<Outcome>(bitPattern: base)! + i).initialize(to: read(rels[i], id: ids[i], createdNs: createdNs, from: root, store: store, known: known))
                     }
                     done.leave()
                 }.start()
@@ -164,7 +166,7 @@ enum Vault {
         }
     }
 
-    static func read(_ rel: String, id: String, from root: String, store: Store, known: Set<String>) -> Outcome {
+    static func read(_ rel: String, id: String, createdNs: Int64, from root: String, store: Store, known: Set<String>) -> Outcome {
         let path = root + "/" + rel
         guard let st = stat(path), let data = st.link.map({ Data($0.utf8) }) ?? FileManager.default.contents(atPath: path) else {
             return .failed("cannot read it")
@@ -185,7 +187,7 @@ enum Vault {
             // The file's own time goes with it, so `rsync -a` from the original finds nothing to send (FS-32).
             if let link = st.link { return .symlink(name: name, target: link, tags: tags, mtimeNs: st.mtimeNs) }
             let item = try store.prepareItem(NewItem(id: id, type: type, fileName: name, content: bytes, tags: tags, sourceID: "import:" + rel),
-                                             createdNs: Int64(Date().timeIntervalSince1970 * 1e9))
+                                             createdNs: createdNs)
             return .new(item, mode: st.mode, mtimeNs: st.mtimeNs)
         } catch {
             return .failed("\(error)")

@@ -80,6 +80,19 @@ import Testing
         #expect(h.sh("cat types/core.note/t.md").out == "short")
     }
 
+    /// Of two imported files with one name, the first in the folder's order keeps the plain name
+    /// (FS-7), however the import's readers share the files: the files of an import are made at
+    /// one instant, so their ids (minted in order) decide.
+    @Test func FS7_theFirstOfTwoImportedFilesWithOneNameKeepsIt() throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        _ = try h.importFolder("for i in $(seq 0 999); do mkdir p${i}a p${i}b; echo first > p${i}a/x$i.md; echo second > p${i}b/x$i.md; done")
+        // No file is older than one read before it (ids are minted in the folder's order).
+        #expect(h.sql("SELECT count(*) FROM items x JOIN items y ON x.id < y.id WHERE x.created_at > y.created_at") == "0")
+        try h.mount()
+        #expect(h.sh("for i in $(seq 0 999); do cat types/core.note/x$i.md; done | sort | uniq -c | sed 's/^ *//'").out == "1000 first")
+    }
+
     @Test func FS7_collidingNamesTakeTheIdSuffix() throws {
         let h = try MountHarness()
         defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
