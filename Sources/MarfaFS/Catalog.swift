@@ -214,17 +214,25 @@ struct Catalog {
 
     /// Whether an active item other than `r` has `tag`, or the tag was made locally.
     func tagInUse(_ tag: String, besides r: Int64? = nil) -> Bool {
-        if localTags.contains(tag) { return true }
         let mine = r.map { items[$0]?.state == .active && tagsOf[$0]?.contains(tag) == true } == true ? 1 : 0
-        return (tagActive[tag] ?? 0) - mine > 0
+        return Self.inUse(tag, localTags: localTags, active: (tagActive[tag] ?? 0) - mine)
     }
 
     /// Every view lists every known type: the registry's and any type an item has, so that
     /// `mv types/T/N archive/T/` works before the first item of T is archived.
     func typesIn(_ v: StateView) -> Set<String> {
-        var out = registeredTypes
-        for (_, byType) in typeTables { for (t, table) in byType where table.count > 0 { out.insert(t) } }
-        return out
+        registeredTypes.union(typeTables.values.flatMap(\.keys)).filter { Self.listed($0, registered: registeredTypes, tables: typeTables) }
+    }
+
+    // The two rules above, over the tables they read: the filesystem asks them with its catalog's
+    // tables in place (a method called on the catalog it holds copies the whole catalog first).
+
+    /// A tag is in use while `active` items have it, or it was made locally.
+    static func inUse(_ tag: String, localTags: Set<String>, active: Int) -> Bool { localTags.contains(tag) || active > 0 }
+
+    /// A type is listed while it is registered or a view holds an item of it.
+    static func listed(_ t: String, registered: Set<String>, tables: [StateView: [String: NameTable]]) -> Bool {
+        registered.contains(t) || tables.values.contains { ($0[t]?.count ?? 0) > 0 }
     }
 }
 

@@ -87,7 +87,7 @@ extension FileSystem {
     func historyChild(_ p: Node, _ name: String) throws -> Node? {
         switch p {
         case .historyRoot:
-            return catalog.typesIn(.types).contains(name) ? .historyType(name) : nil
+            return typeListed(name) ? .historyType(name) : nil
         case .historyType(let t):
             return catalog.typeTable(.types, t)?.keyOf[name].map { .historyItem($0) }
         case .historyItem(let r):

@@ -106,15 +106,12 @@ extension FileSystem {
         return inv
     }
 
-    /// Whether every view lists type `t` (`Catalog.typesIn`), asked of the catalog's tables
-    /// themselves: a method of the catalog, called through the filesystem, copies the whole
-    /// catalog for the call.
-    func typeListed(_ t: String) -> Bool {
-        catalog.registeredTypes.contains(t) || catalog.typeTables.values.contains { ($0[t]?.count ?? 0) > 0 }
-    }
+    /// Whether every view lists type `t` (`Catalog.typesIn`), asked of the catalog's tables in
+    /// place (`Catalog.listed`).
+    func typeListed(_ t: String) -> Bool { Catalog.listed(t, registered: catalog.registeredTypes, tables: catalog.typeTables) }
 
-    /// `Catalog.tagInUse(tag)`, asked of its tables (as `typeListed`).
-    func tagInUse(_ tag: String) -> Bool { catalog.localTags.contains(tag) || (catalog.tagActive[tag] ?? 0) > 0 }
+    /// Whether `tag` is in use (`Catalog.tagInUse`), asked of the catalog's tables in place.
+    func tagInUse(_ tag: String) -> Bool { Catalog.inUse(tag, localTags: catalog.localTags, active: catalog.tagActive[tag] ?? 0) }
 
     /// The items whose path in `types/`, `archive/` or `trash/` changed with item `r`'s change
     /// (`names`: the names that changed in each directory): `r` if its own did, and any whose name

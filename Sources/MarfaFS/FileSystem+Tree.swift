@@ -119,7 +119,7 @@ extension FileSystem {
             if catalog.subfolders(f).contains(name) { return .treeDir(VaultIndex.join(f, name)) }
             return try treeTable(f)?.keyOf[name].map { .item($0) }
         case .viewRoot(let v):
-            return catalog.typesIn(v).contains(name) ? .typeDir(v, name) : nil
+            return typeListed(name) ? .typeDir(v, name) : nil
         case .typeDir(let v, let t):
             return catalog.typeTable(v, t)?.keyOf[name].map { .item($0) }
         case .tagsRoot:
@@ -131,7 +131,7 @@ extension FileSystem {
             return catalog.tagTable(tag).keyOf[name].map { .tagEntry(tag, $0) }
         case .linksRoot, .backlinksRoot:
             let d = LinkDirection(root: p)
-            return catalog.typesIn(.types).contains(name) ? .linkTypeDir(d, name) : nil
+            return typeListed(name) ? .linkTypeDir(d, name) : nil
         case .linkTypeDir(let d, let t):
             // Every active item has a links directory (so `mkdir -p links/T/N/E` works); listings show
             // only the items that have edges.

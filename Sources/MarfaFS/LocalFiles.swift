@@ -106,7 +106,8 @@ final class LocalFiles: @unchecked Sendable {
 
     /// The names of the directories in local folder `rel` (none when it has no local side).
     func subdirectories(_ rel: String) -> [String] {
-        guard let d = openDirectory(rel) else { return [] }
+        // Its link count says whether it holds any (a disk that stops counting says 1: listed).
+        guard let st = lstatOrNil(rel), st.st_nlink != 2, let d = openDirectory(rel) else { return [] }
         defer { closedir(d) }
         var out: [String] = []
         while let e = readdir(d) {

@@ -88,13 +88,6 @@ private func entryParam(_ a: FileAttr) -> fuse_entry_param {
     return e
 }
 
-/// A node's file type bits (`S_IFDIR`, `S_IFREG`, …), for an entry sent without its attributes.
-private func modeType(_ a: FileAttr) -> mode_t {
-    var st = stat()
-    fill(&st, a)
-    return st.st_mode & S_IFMT
-}
-
 /// A name from the kernel; names that are not UTF-8 are refused (EINVAL), never repaired.
 private func name(_ p: UnsafePointer<CChar>?) throws -> String {
     guard let p, let s = String(validatingCString: p) else { throw FSError(.badName, "a name that is not UTF-8") }
@@ -359,9 +352,8 @@ extension FuseMount {
                     // last (kept true by invalidations), go without attributes: a `READDIRPLUS`
                     // entry with them makes the kernel drop the inode's cached POSIX ACL, and
                     // `ls -l` then asks for it again, file by file.
-                    if i < 2 || (a.timeout >= fs.cacheTimeout && fs.kernelHolds(a.ino)) {
-                        e = fuse_entry_param(); e.attr.st_ino = UInt(a.ino); e.attr.st_mode = modeType(a)
-                    }
+                    // (Node 0: the kernel takes the entry's name, number and type, and nothing else.)
+                    if i < 2 || (a.timeout >= fs.cacheTimeout && fs.kernelHolds(a.ino)) { e.ino = 0 }
                     let n = fuse_add_direntry_plus(req, dst, room, entryName, &e, off_t(i + 1))
                     // An entry that fits is a reference the kernel takes (not `.` and `..`).
                     if e.ino != 0 && n <= room { fs.kernelLooked(e.ino) }
