@@ -167,6 +167,9 @@ extension FileSystem {
         // request that must write (a `chmod` of a file already committed, a `mkdir`), which
         // waits with the core's lock held, after the file it is settling.
         let batch = 16
+        // The room a full disk left taken (the journal's committed records, the WAL), given back
+        // once there is room for it (FS-28); a pass that fails for want of room is what needs it.
+        defer { store.reclaimAfterFullDisk() }
         do {
             // Folders made and numbered since the last pass.
             try store.flushPendingFolders()

@@ -61,8 +61,15 @@ final class Staging: @unchecked Sendable {
     /// partial commit are then made durable again in the next one.
     private var syncedThisGeneration = false
     private var ready = false
-    /// The generation a failed reset still owes.
-    private var resetTo: Int64?
+    /// The generation a failed reset still owes, and whether it starts the journal over.
+    private var resetTo: (generation: Int64, startingOver: Bool)?
+    /// What a full disk left owed (`FullDiskDebt.journal`): the journal's committed records are
+    /// dropped at the next chance whatever its size (`compactBytes`).
+    let debt: FullDiskDebt
+    private var compactOwed: Bool {
+        get { debt.journal.load(ordering: .relaxed) }
+        set { debt.journal.store(newValue, ordering: .relaxed) }
+    }
     private var files: [Key: File] = [:]
     /// When each staged file was first staged and last changed (wall clock, nanoseconds; not
     /// journaled: a file's mtime may be anything `touch -d` set). A partial commit takes the files
@@ -73,7 +80,7 @@ final class Staging: @unchecked Sendable {
     private let overlayLock = NSLock()
     private var overlays: Set<Int64> = []
 
-    init(path: String) { self.path = path }
+    init(path: String, debt: FullDiskDebt = FullDiskDebt()) { self.path = path; self.debt = debt }
 
     deinit { if fd >= 0 { close(fd) } }
 
@@ -225,9 +232,13 @@ final class Staging: @unchecked Sendable {
             totalBytesValue = 0
             overlayLock.lock(); overlays.removeAll(); overlayLock.unlock()
             // Starting the journal over drops records an fsync may have made durable: the commit
-            // that holds their files is made durable first.
-            if end > Self.compactBytes { try durable() }
-            try startGenerationLocked(g + 1)
+            // that holds their files is made durable first; failing that, the records stay and
+            // are dropped at a later chance. The store has the files now, whatever follows: a
+            // next generation not begun here is begun before the next record (`resetTo`).
+            var compact = end > Self.compactBytes || compactOwed
+            if compact, (try? durable()) == nil { compact = false }
+            compactOwed = !compact && (end > Self.compactBytes || compactOwed)
+            try? startGenerationLocked(g + 1, startingOver: compact)
         }
     }
 
@@ -295,12 +306,12 @@ final class Staging: @unchecked Sendable {
             totalBytesValue = files.values.reduce(0) { $0 + $1.bytes.count }
             let done = c.files.compactMap { f -> Int64? in if case .overlay = f.origin { return f.key.rowid }; return nil }
             overlayLock.lock(); overlays.subtract(done); overlayLock.unlock()
-            if end > Self.compactBytes {
+            if end > Self.compactBytes || compactOwed {
                 // The records of generation `g` go only once the store's commit is durable. Failing
-                // that (a full disk), the journal stays as it is, whole, for a later commit to
-                // compact. What it keeps is every file still staged (the ones that stayed, as
-                // changed since, and the ones made since).
-                do { try durable(); try rewrite(generation: c.generation + 1, all) } catch {}
+                // that (a full disk), the journal stays as it is, whole, for a later commit (or
+                // `compactIfOwed`) to compact. What it keeps is every file still staged (the ones
+                // that stayed, as changed since, and the ones made since).
+                do { try durable(); try rewrite(generation: c.generation + 1, all); compactOwed = false } catch { compactOwed = true }
             }
         }
     }
@@ -338,7 +349,18 @@ final class Staging: @unchecked Sendable {
     }
 
     /// Appends go on in the recovered generation, its files staged (their commit met a full disk).
-    func resume() throws { try locked { try openIfNeeded(); resetTo = nil; ready = true } }
+    func resume() throws { try locked { try openIfNeeded(); resetTo = nil; ready = true; debt.met() } }
+
+    /// Drops the journal's committed records if a full disk left them there (`compactOwed`) and
+    /// no commit is in flight: `durable` makes the store's commits durable, then the journal is
+    /// replaced by one that holds the files still staged. Failing (the disk still full), it
+    /// stays owed.
+    func compactIfOwed(durable: () throws -> Void) {
+        locked {
+            guard compactOwed, committing.isEmpty, fd >= 0, ready else { return }
+            do { try durable(); try rewrite(generation: generationValue, all); compactOwed = false } catch {}
+        }
+    }
 
     /// Renames the journal aside, whole (`<journal>.unrecovered-<time>`), and forgets what it
     /// staged (its records name rows the store does not have); returns the new name.
@@ -364,17 +386,19 @@ final class Staging: @unchecked Sendable {
     }
 
     /// Starts generation `g` (the store's `meta` already says `g`); the journal starts over
-    /// when it has grown past `compactBytes`, or when `fresh`.
+    /// when `fresh` (what it holds is history).
     func startGeneration(_ g: Int64, fresh: Bool = false) throws {
-        try locked { try startGenerationLocked(g, fresh: fresh) }
+        try locked { try startGenerationLocked(g, startingOver: fresh) }
     }
 
-    private func startGenerationLocked(_ g: Int64, fresh: Bool = false) throws {
-        try openIfNeeded()
+    /// `startingOver`: the journal is emptied first (the caller made the commit of what it holds
+    /// durable); else the generation's record is appended.
+    private func startGenerationLocked(_ g: Int64, startingOver: Bool) throws {
         ready = false
-        resetTo = g
+        resetTo = (g, startingOver)
         generationValue = g
-        if fresh || end < 8 || end > Self.compactBytes {
+        try openIfNeeded()
+        if startingOver || end < 8 {
             guard ftruncate(fd, 0) == 0 else { throw StoreError.io("cannot reset \(path): \(String(cString: strerror(errno)))") }
             end = 0; allocated = 0
             var header = Array("MFSJ".utf8)
@@ -385,9 +409,6 @@ final class Staging: @unchecked Sendable {
         try append(.begin(g))
     }
 
-    /// The journal's size past which a new generation starts it over.
-    static let compactBytes: off_t = 8 << 20
-
     /// The files the journal holds from generation `g` on (the ones the store has not committed),
     /// and the last generation it names.
     func recover(generation g: Int64) throws -> (files: [File], last: Int64) {
@@ -397,26 +418,7 @@ final class Staging: @unchecked Sendable {
     private func recoverLocked(generation g: Int64) throws -> (files: [File], last: Int64) {
         guard let data = FileManager.default.contents(atPath: path) else { return ([], g) }
         let bytes = [UInt8](data)
-        guard bytes.count >= 8, Array(bytes[0..<4]) == Array("MFSJ".utf8) else { return ([], g) }
-        var r = Record.Reader(bytes: bytes, at: 4)
-        guard (try? r.u32()) == 1 else { return ([], g) }
-        var pos = 8
-        var out: [Key: File] = [:]
-        var current: Int64?
-        while pos + 8 <= bytes.count {
-            var h = Record.Reader(bytes: bytes, at: pos)
-            guard let len = try? Int(h.u32()), let sum = try? h.u32(), pos + 8 + len <= bytes.count else { break }
-            let payload = bytes[(pos + 8)..<(pos + 8 + len)]
-            guard Record.checksum(payload) == sum, let rec = try? Record.decode(Array(payload)) else { break }
-            if case .begin(let x) = rec {
-                // Generations before `g` are committed. A later one follows a commit the store
-                // may have lost (a power cut: its WAL was not synced): its files are kept too.
-                if x <= g { out.removeAll() }
-                current = max(current ?? x, x)
-            }
-            Self.apply(rec, to: &out)
-            pos += 8 + len
-        }
+        guard let (out, current, pos) = Self.read(bytes, from: g) else { return ([], g) }
         // A record torn by the kill ends the journal: it is cut off, or the records appended from
         // now on would sit behind it, where the next recovery never reads; zeros after it go too.
         if pos < bytes.count {
@@ -439,12 +441,10 @@ final class Staging: @unchecked Sendable {
         allocated = end
     }
 
-    /// How far ahead of its records the journal is grown.
-    static let growth: off_t = 1 << 20
     private func append(_ rec: Record) throws {
         // Until the store's generation is known (recovery), or after a failed reset, nothing may be
         // appended: the records would belong to a generation recovery ignores.
-        if !ready, let g = resetTo { try startGenerationLocked(g) }
+        if !ready, let r = resetTo { try startGenerationLocked(r.generation, startingOver: r.startingOver) }
         guard ready else { throw StoreError.io("the staging journal \(path) is not ready") }
         var out = rec.encoded(headroom: 8)
         let payload = out.count - 8
@@ -460,6 +460,7 @@ final class Staging: @unchecked Sendable {
             // A record half written (a full disk) would end the journal for every later one: the
             // file is cut back to the records before it (and grows again at the next one).
             cutBack(to: start)
+            if case StoreError.noSpace = error { debt.met() }
             throw error
         }
     }

@@ -200,6 +200,39 @@ public struct StagedFile: Sendable {
 }
 
 extension Staging {
+    /// The journal's size past which a new generation starts it over.
+    static let compactBytes: off_t = 8 << 20
+
+    /// How far ahead of its records the journal is grown.
+    static let growth: off_t = 1 << 20
+
+    /// What a journal's bytes hold from generation `g` on: the files (generations before `g` are
+    /// committed), the last generation named, and where its whole records end (a record torn by
+    /// a kill, or the zeros the file is grown in, end it). Nil: not a journal of this format.
+    static func read(_ bytes: [UInt8], from g: Int64) -> (files: [Key: File], current: Int64?, end: Int)? {
+        guard bytes.count >= 8, Array(bytes[0..<4]) == Array("MFSJ".utf8) else { return nil }
+        var r = Record.Reader(bytes: bytes, at: 4)
+        guard (try? r.u32()) == 1 else { return nil }
+        var pos = 8
+        var out: [Key: File] = [:]
+        var current: Int64?
+        while pos + 8 <= bytes.count {
+            var h = Record.Reader(bytes: bytes, at: pos)
+            guard let len = try? Int(h.u32()), let sum = try? h.u32(), pos + 8 + len <= bytes.count else { break }
+            let payload = bytes[(pos + 8)..<(pos + 8 + len)]
+            guard Record.checksum(payload) == sum, let rec = try? Record.decode(Array(payload)) else { break }
+            if case .begin(let x) = rec {
+                // Generations before `g` are committed. A later one follows a commit the store
+                // may have lost (a power cut: its WAL was not synced): its files are kept too.
+                if x <= g { out.removeAll() }
+                current = max(current ?? x, x)
+            }
+            apply(rec, to: &out)
+            pos += 8 + len
+        }
+        return (out, current, pos)
+    }
+
     /// Staged files in the order they are committed: items, then scratch files, by rowid.
     static func ordered(_ files: [Key: File]) -> [File] {
         files.values.sorted { ($0.key.kind.rawValue, $0.key.rowid) < ($1.key.kind.rawValue, $1.key.rowid) }

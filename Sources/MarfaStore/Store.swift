@@ -290,14 +290,18 @@ public final class Store: Sendable {
         try pool.read { db in try db.row("SELECT * FROM items WHERE source_id = ?", [sourceID]).map(StoredItem.init(row:)) }
     }
 
-    /// Makes every committed change durable on local disk (FS-15 `fsync`).
+    /// Makes every committed change durable on local disk (FS-15 `fsync`): the WAL and the
+    /// database file are synced (a commit is in one or, checkpointed, in the other; SQLite syncs
+    /// the log before a checkpoint copies it back). Nothing is written, so a full disk does not
+    /// refuse it. Taken as the store's writer: no commit is halfway meanwhile.
     public func syncDurably() throws {
-        try pool.writeWithoutTransaction { db in
-            try db.run("PRAGMA synchronous = FULL")
-            defer { try? db.run("PRAGMA synchronous = NORMAL") }
-            try db.inTransaction {
-                try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('last_fsync', ?)", [Timestamp.now()])
-                return .commit
+        try pool.writeWithoutTransaction { _ in
+            for file in [path + "-wal", path] {
+                let fd = open(file, O_RDONLY | O_CLOEXEC)
+                if fd < 0 && errno == ENOENT { continue }
+                guard fd >= 0 else { throw Spool.error("cannot open \(file) to sync it") }
+                defer { close(fd) }
+                guard fdatasync(fd) == 0 else { throw Spool.error("cannot sync \(file)") }
             }
         }
     }
@@ -332,14 +336,18 @@ public final class Store: Sendable {
         } catch {
             // Rolled back with the transaction: written with the next one.
             if !numbers.isEmpty { pendingNumbers.withLock { $0 = numbers + $0 } }
-            throw Self.storeError(error)
+            let e = Self.storeError(error)
+            if case StoreError.noSpace = e { staging.debt.met() }
+            throw e
         }
     }
 
     /// Keeps the WAL from growing without bound under writes that never pause while reads never
     /// pause either (SQLite's automatic checkpoints copy pages back but restart the log only when
     /// no reader uses it): about once a second, a log past 64 MiB is checkpointed and restarted,
-    /// if that can be done without waiting.
+    /// if that can be done without waiting. After a full disk (`FullDiskDebt.wal`), the log is cut
+    /// whatever its size: left at its largest, it keeps room the settling of what the disk took
+    /// back needs.
     func boundWAL() {
         let due = walCheck.withLock { last -> Bool in
             let now = Date()
@@ -349,13 +357,30 @@ public final class Store: Sendable {
         }
         // stat(2) itself: Foundation's attributes look up the owner's and group's names as well.
         var st = stat()
-        guard due, stat(path + "-wal", &st) == 0, Int64(st.st_size) > 64 << 20 else { return }
-        try? pool.writeWithoutTransaction { db in
+        let owed = staging.debt.wal.load(ordering: .relaxed)
+        guard due, stat(path + "-wal", &st) == 0, Int64(st.st_size) > (owed ? 0 : 64 << 20) else { return }
+        if truncateWAL() { staging.debt.wal.store(false, ordering: .relaxed) }
+    }
+
+    /// Checkpoints the whole WAL and cuts it to nothing, if that can be done without waiting for
+    /// a reader; whether it did.
+    func truncateWAL() -> Bool {
+        (try? pool.writeWithoutTransaction { db -> Bool in
             // No busy wait: if a reader holds the log, the next check tries again.
             try db.execute(sql: "PRAGMA busy_timeout = 0")
             defer { try? db.execute(sql: "PRAGMA busy_timeout = 10000") }
-            _ = try? Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
-        }
+            // (busy, log frames, checkpointed frames): busy 0 when it was done.
+            let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            return row.map { ($0[0] as Int64?) == 0 } ?? false
+        }) ?? false
+    }
+
+    /// Gives back the room a full disk left taken once there is room again: the staging journal's
+    /// committed records and the WAL (the settler calls this at each pass; nothing to do costs a
+    /// lock taken). Failing (the disk still full), it is tried again at the next pass.
+    public func reclaimAfterFullDisk() {
+        staging.compactIfOwed(durable: { try syncDurably() })
+        if staging.debt.wal.load(ordering: .relaxed), truncateWAL() { staging.debt.wal.store(false, ordering: .relaxed) }
     }
 
     /// A full disk as `noSpace`, from SQLite's result code; other errors as they are.

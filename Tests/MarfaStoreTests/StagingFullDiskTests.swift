@@ -54,4 +54,38 @@ import Testing
             #expect(try after.textContent(rowid: quiet.rowid) == Array("# Quiet\n".utf8))
         }
     }
+
+    /// FS-28, FS-15: a full disk leaves the staging journal's committed records and the WAL at
+    /// their largest, which a store whose data takes much of its disk cannot spare. Once the files
+    /// are in the store, their room is given back: the journal holds only what is still staged,
+    /// the WAL is cut. What is staged after is still in a generation a kill recovers.
+    @Test func FS28_theRoomAFullDiskLeftTakenIsGivenBackOnceTheFilesAreStored() throws {
+        // Smaller than the journal's size past which it starts over anyway (8 MiB).
+        try Self.onSmallDisk("12m") { s, disk in
+            _ = Shell.run(["/bin/sh", "-c", "head -c 4000000 /dev/zero > '\(disk)'/filler"])
+            let text = String(repeating: "a line of a note on a disk that fills up\n", count: 3_000)
+            var keys: [StagedKey] = [], refused = false
+            for i in 0..<400 where !refused {
+                do {
+                    keys.append(try StagingTests.note(s, "n\(i).md", text))
+                    if i % 8 == 7 { try s.commitStaged() }
+                } catch { refused = true }
+            }
+            #expect(refused, "the disk filled")
+            #expect(Shell.run(["/bin/rm", "-f", disk + "/filler"]).status == 0)
+            try s.commitStaged()
+            s.reclaimAfterFullDisk()
+            let journal = try StagingTests.recordsEnd(s.path + "-staged")
+            #expect(journal < 4096, "the journal holds \(journal) bytes of records, nothing being staged")
+            let wal = (try? FileManager.default.attributesOfItem(atPath: s.path + "-wal")[.size] as? Int) ?? 0
+            #expect(wal < 1 << 20, "the WAL takes \(wal) bytes")
+            let later = try StagingTests.note(s, "later.md", "after the disk had room again\n")
+            // A kill: the store opened again recovers the file staged after, and has the others.
+            let after = try Store(path: s.path)
+            #expect(try after.recoverStaged() == 1)
+            #expect(try after.textContent(rowid: later.rowid) == Array("after the disk had room again\n".utf8))
+            let whole = try keys.filter { try after.textContent(rowid: $0.rowid) == Array(text.utf8) }.count
+            #expect(whole >= keys.count - 1, "\(whole) of \(keys.count) notes whole (the one the disk refused may be cut)")
+        }
+    }
 }

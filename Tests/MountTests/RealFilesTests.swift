@@ -319,7 +319,7 @@ import Testing
         #expect(Shell.run(["/bin/rm", "-f", disk + "/filler"]).status == 0)
         // (Parsed by a debug build, beside the other suites on two cores: a minute at most.)
         #expect(MountHarness.eventually(timeout: 60) { (Int(h2.sql("SELECT count(*) FROM items WHERE unsettled = 0")) ?? 0) >= written },
-                "\(written) written, \(h2.sql("SELECT count(*) FROM items")) items, \(h2.sql("SELECT count(*) FROM items WHERE unsettled = 0")) settled; \(h2.sh("cat .marfafs/status").out.prefix(300))")
+                "\(written) written, \(h2.sql("SELECT count(*) FROM items")) items, \(h2.sql("SELECT count(*) FROM items WHERE unsettled = 0")) settled; \(h2.sh("cat .marfafs/status").out.prefix(300))\n\(Shell.run(["/bin/ls", "-ls", disk]).out)\n\(h2.daemonLog(last: 3000))")
         h2.unmount()
         try h2.mount()
         #expect(h2.sh(same).out == "\(written)")
