@@ -154,7 +154,10 @@ import Testing
             #expect(MountHarness.eventually {
                 let l = read(log)
                 return l.contains("MODIFY \(vault)notes/a.md") && l.contains("MOVED_FROM \(vault)notes/b.md") && l.contains("MOVED_TO \(vault)notes/bee.md")
-                    && l.contains("DELETE \(vault)notes/gone.md") && l.contains("\(vault)moved/fresh.md") && l.contains("CREATE,ISDIR \(vault)moved")
+                    && l.contains("DELETE \(vault)notes/gone.md") && l.contains("CREATE,ISDIR \(vault)moved")
+                    // inotifywait -r watches `moved` only once it has read its CREATE: a move into it
+                    // right after may come first and be heard from `notes` alone, as on any disk.
+                    && (l.contains("MOVED_TO \(vault)moved/fresh.md") || l.contains("MOVED_FROM \(vault)notes/fresh.md"))
             }, "\(read(log))")
             #expect(m.syncStatus["queue_depth"] == .int(0), "the server's changes are not sent back")
             #expect(s.read("notes/a.md") == "one\ntwo\n")

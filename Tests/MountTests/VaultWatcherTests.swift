@@ -119,6 +119,8 @@ import Testing
             #expect(a.sh("mkdir vault/w/fresh && printf 'f\\n' > vault/w/fresh/f.md").status == 0)
             #expect(inotify("CREATE,ISDIR \(v)w/fresh"), "\(read(ino))")
             #expect(MountHarness.eventually(timeout: 20) { cat(b, "vault/w/fresh/f.md") == "f\n" })
+            let prober = Shell.spawn(["/bin/sh", "-c", "while :; do stat -c %i \(v)w/fresh/f.md \(v)w/fresh >/dev/null 2>&1; done"])
+            defer { prober.map(Shell.killAndReap) }
             #expect(a.sh("mv vault/w/fresh/f.md vault/w/f.md && rmdir vault/w/fresh").status == 0)
             #expect(inotify("DELETE,ISDIR \(v)w/fresh"), "\(read(ino))")
             // An attribute: a tag given on A.
