@@ -188,7 +188,7 @@ extension FileSystem {
                 if !settledByCommit.isEmpty { locked { settledUnseen.formUnion(settledByCommit) } }
             }
             let unseen: [Int64] = locked { Array(settledUnseen.prefix(batch)) }
-            let (settledNow, moreToSettle) = unseen.isEmpty ? try store.settleGivingWay(writtenBefore: before, limit: batch) : ([], true)
+            let (settledNow, moreToSettle, held) = unseen.isEmpty ? try store.settleGivingWay(writtenBefore: before, limit: batch) : ([], true, false)
             let rows = unseen + settledNow
             // The rows as the store has them now are read before the lock is taken (the modes of
             // files committed since their `chmod` are stored first, as `settled` would): under
@@ -208,9 +208,10 @@ extension FileSystem {
                    !store.hasPendingFolders, !inodes.hasUnsaved {
                     settler.settledAll()
                     saveDirTimes()
-                } else if !more, !store.stagingIsEmpty {
-                    // New files waiting for their own quiet window: looked at again in a while.
-                    settler.retryAfter(settler.window)
+                } else if !more, !store.stagingIsEmpty || held {
+                    // New files waiting for their own quiet window, or a save in place for its
+                    // writer (`Store.settleGivingWay`): looked at again in a while.
+                    settler.retryAfter(held ? max(settler.window, 0.25) : settler.window)
                 }
                 return (inv, more)
             }

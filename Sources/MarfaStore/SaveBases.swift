@@ -26,6 +26,11 @@ final class SaveBases: @unchecked Sendable {
         var writer: Writer
         var base: [UInt8]
         var before: [UInt8]
+        /// Begun by a truncate to nothing (a save in place): the writer's next calls write the
+        /// text, and the settler waits for them longer (`Store.settleGivingWay`).
+        var inPlace = false
+        /// When it began (wall clock, nanoseconds).
+        var beganNs: Int64 = 0
     }
 
     private struct Key: Hashable { var rowid: Int64; var writer: Writer }
@@ -110,6 +115,12 @@ final class SaveBases: @unchecked Sendable {
     }
 
     func isSaving(_ rowid: Int64) -> Bool { lock.lock(); defer { lock.unlock() }; return saves[rowid] != nil }
+
+    /// The items with a save in place under way, and when each began.
+    func savingInPlace() -> [(rowid: Int64, beganNs: Int64)] {
+        lock.lock(); defer { lock.unlock() }
+        return saves.filter(\.value.inPlace).map { ($0.key, $0.value.beganNs) }
+    }
 
     /// Forgets what concerns an item that is gone.
     func forget(_ rowid: Int64) {

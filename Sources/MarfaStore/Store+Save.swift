@@ -135,8 +135,9 @@ extension Store {
 
     /// A save of text item `rowid` by `writer` begins, unless one is under way: its base and the
     /// item's bytes now. `patch`: the change builds on the bytes (its base is the item as it is).
-    /// Call before the item's bytes change.
-    func beginSave(_ db: Database, _ rowid: Int64, by writer: Writer, patch: Bool) throws {
+    /// `inPlace`: a truncate to nothing begins it (`SaveBases.Save.inPlace`). Call before the
+    /// item's bytes change.
+    func beginSave(_ db: Database, _ rowid: Int64, by writer: Writer, patch: Bool, inPlace: Bool = false) throws {
         if saveBases.isSaving(rowid) { return }
         // Bytes not settled yet with no save under way are a file still being made (a new file
         // committed from the staging before it settled): what follows continues it, with no base
@@ -150,7 +151,7 @@ extension Store {
         // what the cache held before the last remote change without any record of it: with no
         // record of its own, its base is what the mount showed before that change.
         let base = patch ? before : (saveBases.seen(rowid, by: writer) ?? shownBase ?? saveBases.shown(rowid) ?? before)
-        saveBases.begin(rowid, SaveBases.Save(writer: writer, base: base, before: before))
+        saveBases.begin(rowid, SaveBases.Save(writer: writer, base: base, before: before, inPlace: inPlace, beganNs: Self.ns(Date())))
     }
 
     /// The bytes a local save of `cur` leaves the item with: `bytes` itself, or its merge with what

@@ -109,20 +109,41 @@ extension Store {
     /// (nanoseconds), at most `limit` of them, in one transaction. It gives way to other writes:
     /// once one is waiting for the store's writer (a request's `mkdir`, `chmod`, `rename`), the
     /// transaction ends after the file being settled, so that write waits for one file's
-    /// settling, not a batch's. Returns the rowids settled, and whether more may be waiting
-    /// (the batch was full, or it gave way).
-    public func settleGivingWay(writtenBefore: Int64, limit: Int) throws -> (rows: [Int64], more: Bool) {
-        guard try hasUnsettled() else { return ([], false) }
+    /// settling, not a batch's. Returns the rowids settled, whether more may be waiting (the
+    /// batch was full, or it gave way), and whether a save in place was left to its writer.
+    ///
+    /// A save in place (`open(O_TRUNC)`, then the text written, then `close`) is several calls: a
+    /// program descheduled between them on a loaded machine leaves its file empty, or half
+    /// written, for longer than the settle window, and that is not its save (settled, the empty
+    /// file conflicted with a remote edit and the rest of the text went on in the conflicted
+    /// copy). Such an item settles once left alone for `inPlaceSaveQuietNs`, or once its save is
+    /// `inPlaceSaveLongestNs` old (an editor saving in place every second, its saves one save, is
+    /// still sent); anything that needs it settled (`settleNow`, `settledWrite`) settles it at once.
+    public func settleGivingWay(writtenBefore: Int64, limit: Int) throws -> (rows: [Int64], more: Bool, held: Bool) {
+        guard try hasUnsettled() else { return ([], false, false) }
         return try write { db in try settle(db, writtenBefore: writtenBefore, limit: limit, givingWay: true) }
     }
 
+    /// How long a save in place must be left alone before the settler takes it, and how long one
+    /// waits at most (nanoseconds).
+    static let inPlaceSaveQuietNs: Int64 = 1_500_000_000
+    static let inPlaceSaveLongestNs: Int64 = 4_000_000_000
+
     /// Settles the unsettled items last written at or before `writtenBefore`, oldest first, at
-    /// most `limit` of them; `givingWay` as `settleGivingWay`.
-    private func settle(_ db: Database, writtenBefore: Int64, limit: Int, givingWay: Bool) throws -> (rows: [Int64], more: Bool) {
+    /// most `limit` of them; `givingWay` as `settleGivingWay` (saves in place wait for their writer).
+    private func settle(_ db: Database, writtenBefore: Int64, limit: Int, givingWay: Bool) throws -> (rows: [Int64], more: Bool, held: Bool) {
+        var held: [Int64] = []
+        if givingWay {
+            let now = Self.ns(Date())
+            for (r, began) in saveBases.savingInPlace() where now - began < Self.inPlaceSaveLongestNs {
+                let t = try Int64.fetchOne(db.cachedStatement(sql: "SELECT mtime_ns FROM items WHERE rowid = ? AND unsettled = 1"), arguments: [r])
+                if let t, now - t < Self.inPlaceSaveQuietNs { held.append(r) }
+            }
+        }
         let rows = try Int64.fetchAll(db.cachedStatement(sql: "SELECT rowid FROM items INDEXED BY items_unsettled WHERE unsettled = 1 AND mtime_ns <= ? ORDER BY mtime_ns, rowid LIMIT ?"),
-                                      arguments: [writtenBefore, limit])
-        let done = try settle(db, rows: rows, givingWay: givingWay)
-        return (done, done.count < rows.count || rows.count == limit)
+                                      arguments: [writtenBefore, limit + held.count]).filter { !held.contains($0) }.prefix(limit)
+        let done = try settle(db, rows: Array(rows), givingWay: givingWay)
+        return (done, done.count < rows.count || rows.count == limit, !held.isEmpty)
     }
 
     /// Settles those of items `rowids` that are unsettled, in one transaction; returns them.
@@ -223,8 +244,8 @@ extension Store {
         let limit = Int(Self.maxFileBytes(type: t))
         var f = UnsettledFile(rowid: rowid, isBlob: isBlob, limit: limit, size: row["size"], capacity: row["capacity"] ?? 0)
         if (row["unsettled"] as Int) == 0, !isBlob {
-            // A save begins (FS-29, `Store+Save`).
-            try beginSave(db, rowid, by: writer, patch: patch && f.size > 0)
+            // A save begins (FS-29, `Store+Save`); a truncate to nothing begins one in place.
+            try beginSave(db, rowid, by: writer, patch: patch && f.size > 0, inPlace: !patch)
             if patch, f.size > 0 { try db.run("UPDATE items SET shown_base = NULL WHERE rowid = ? AND shown_base IS NOT NULL", [rowid]) }
         }
         if (row["unsettled"] as Int) == 0 && (isBlob || row["capacity"] == nil) {

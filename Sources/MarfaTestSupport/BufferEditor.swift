@@ -19,7 +19,7 @@ public final class BufferEditor {
     public private(set) var pid: pid_t = 0
 
     static let script = #"""
-    import os, sys, threading
+    import os, sys, threading, time
     path = sys.argv[1]
     buf = ""
     def load():
@@ -41,6 +41,13 @@ public final class BufferEditor {
                 buf = buf.replace(old, new, 1)
             elif cmd == "inPlace":
                 with open(path, "w") as f: f.write(buf)
+            elif cmd == "inPlaceSlowly":
+                # In place, as a program descheduled between its calls: the truncate, a pause,
+                # half the text, a pause, the rest (each pause `arg` seconds).
+                with open(path, "w") as f:
+                    time.sleep(float(arg)); f.flush()
+                    f.write(buf[:len(buf) // 2]); f.flush(); time.sleep(float(arg))
+                    f.write(buf[len(buf) // 2:])
             elif cmd == "tempAndRename":
                 d, b = os.path.split(path)
                 tmp = os.path.join(d, "." + b + ".tmp-" + str(os.getpid()))
@@ -76,6 +83,9 @@ public final class BufferEditor {
     public func replace(_ old: String, with new: String) throws { try send("replace \(old)\t\(new)") }
     /// Saves the buffer whole, as `how`.
     public func save(_ how: Save) throws { try send(how.rawValue) }
+    /// Saves the buffer in place with a pause of `pause` seconds after the truncate and another
+    /// after the first half of its bytes (a program descheduled on a loaded machine).
+    public func saveInPlaceSlowly(pause: Double) throws { try send("inPlaceSlowly \(pause)") }
 
     /// Ends the editor (killed if it has not ended within two seconds) and removes its files.
     public func close() {

@@ -62,14 +62,19 @@ import Testing
             for s in c.steps {
                 if case .keys(let k) = s { keys.append(k); before[keys.count - 1] = after; after = [] } else { after.append(s) }
             }
+            var remoteSoFar: [String] = []
             func run(_ s: Step) {
                 switch s {
                 case .keys: break
                 case .remote(let old, let new):
                     #expect(p.a.sh("sed -i 's/^\(old)$/\(new)/' \(path)").status == 0)
                     #expect(MountHarness.eventually(timeout: 20) { cat(p.b, path).contains(new + "\n") }, "B shows A's \(new): \(cat(p.b, path))")
+                    remoteSoFar.append(new)
                 case .onB(let text):
-                    #expect(MountHarness.eventually(timeout: 20) { cat(p.b, path).contains(text) }, "\(c.name): B shows \(text): \(cat(p.b, path))")
+                    // The save, merged with A's lines (an editor that watches its file prompts once
+                    // the merge is there).
+                    #expect(MountHarness.eventually(timeout: 20) { let t = cat(p.b, path); return ([text] + remoteSoFar).allSatisfy(t.contains) },
+                            "\(c.name): B shows \(text): \(cat(p.b, path))")
                     usleep(300_000)
                 case .pause(let s): usleep(UInt32(s * 1e6))
                 }
