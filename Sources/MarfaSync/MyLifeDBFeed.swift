@@ -131,6 +131,7 @@ actor MyLifeDBFeed {
         guard !running else { return }
         running = true
         defer { running = false }
+        var failed: Set<String> = []
         while !pending.isEmpty && !Task.isCancelled {
             // A scope inside another one being read is read with it.
             let scopes = pending
@@ -139,14 +140,33 @@ actor MyLifeDBFeed {
             for s in outer.sorted() {
                 do {
                     try await reconcile(s)
+                    failedReadings = 0
                 } catch {
                     log.info("reading the server's tree failed", metadata: ["folder": "\(s)", "error": "\(error)"])
                     // Until a first reading succeeds, the mount counts the server as unreachable
                     // (`marfafs mount` stops waiting for it after a while).
                     let first = !firstSync.done
                     status.update { $0.lastError = "\(error)"; if first { $0.connection = .offline } }
+                    failed.insert(s)
                 }
             }
+        }
+        retryLater(failed)
+    }
+
+    /// Readings that failed in a row (`retryLater`).
+    var failedReadings = 0
+
+    /// A reading that failed (the server busy, a connection reset) is made again after a while:
+    /// 1 s, doubling to 30 s while they keep failing. Left to the next event or the rescan, a
+    /// change whose only event was read by the failed reading waited up to `rescan` seconds.
+    func retryLater(_ scopes: Set<String>) {
+        guard !scopes.isEmpty, !Task.isCancelled else { return }
+        failedReadings += 1
+        let delay = min(30, Double(1 << min(failedReadings - 1, 5)))
+        Task { [weak self] in
+            try? await Task.sleep(for: .seconds(delay))
+            for s in scopes { await self?.request(s) }
         }
     }
 

@@ -206,6 +206,20 @@ import Testing
         }
     }
 
+    /// A reading the server is too busy for (503) is made again a moment later: the change whose
+    /// only event it was does not wait for the next event or the minute's rescan.
+    @Test func FS34_aReadingTheServerRefusesForAMomentIsMadeAgainSoon() throws {
+        let s = try MyLifeDBContract()
+        s.put("open/o.md", "o\n")
+        try MountHarness.with(options: try s.mountOptions()) { m in
+            #expect(m.sh("cat vault/open/o.md").out == "o")
+            s.call("POST", "/_contract/busy?count=2")
+            s.put("open/late.md", "late\n")
+            // (The rescan is a minute away.)
+            #expect(MountHarness.eventually(timeout: 20) { m.sh("cat vault/open/late.md").out == "late" }, "\(m.syncStatus)")
+        }
+    }
+
     @Test func FS34_offlineEditsDrainOnReconnect() throws {
         let s = try MyLifeDBContract()
         s.put("n.md", "start\n")

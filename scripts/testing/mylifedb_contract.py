@@ -20,7 +20,8 @@ It listens on loopback (port N, else a free one) and writes the port to PORT_FIL
 For tests only, under /_contract/ (not part of MyLifeDB): POST /_contract/drop-streams closes every
 event stream; POST /_contract/quiet?on=1 holds back events (as a stream that misses them) until
 quiet?on=0; GET /_contract/requests counts requests by "METHOD /route"; POST /_contract/forbid?path=F
-makes a tree listing of folder F answer 403 (as a folder the server may not read).
+makes a tree listing of folder F answer 403 (as a folder the server may not read); POST
+/_contract/busy?count=N makes the next N tree listings answer 503 (a server too busy for them).
 """
 import email.utils, hashlib, json, mimetypes, os, secrets, socket, socketserver, sys, threading, time, urllib.parse
 import http.server
@@ -45,6 +46,7 @@ created = {}            # path -> createdAt ms (the server keeps its own record)
 pinned = set()
 tmp_counter = [0]
 forbidden = set()
+busy = {"count": 0}
 
 
 def now_ms():
@@ -295,6 +297,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if route == "/_contract/requests":
             with lock:
                 return self.send_json(200, dict(counts))
+        if route == "/_contract/busy":
+            with lock:
+                busy["count"] = int(q.get("count") or 1)
+            return self.send_json(200, {"busy": busy["count"]})
         if route == "/_contract/forbid":
             forbidden.add(safe(q.get("path", "")))
             return self.send_json(200, {"forbidden": sorted(forbidden)})
@@ -331,6 +337,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         p = absolute(rel)
         if rel in forbidden:
             return self.coded(403, "LIBRARY_FORBIDDEN", "Permission denied")
+        with lock:
+            refuse = busy["count"] > 0
+            busy["count"] -= 1 if refuse else 0
+        if refuse:
+            return self.coded(503, "SERVICE_UNAVAILABLE", "Busy")
         if not os.path.isdir(p):
             return self.coded(404, "LIBRARY_NOT_FOUND", "Folder not found")
         depth = int(q.get("depth") or 1)
