@@ -175,12 +175,14 @@ final class Notifier: @unchecked Sendable {
                         // Its path walks through names a program may have looked up since the
                         // change (a watcher reacting to the last replay), leaving a negative entry
                         // the kernel would answer from (ENOENT): they are dropped before the call,
-                        // and again before one more try.
-                        for last in [false, true] {
+                        // and again before each of two more tries, the last after 10 ms (a
+                        // watcher's burst of lookups over).
+                        for attempt in 0..<3 {
+                            if attempt == 2 { usleep(10_000) }
                             for at in r.gone.map(\.at) + [r.at] {
                                 _ = at.name.withCString { fuse_lowlevel_notify_inval_entry(se, at.parent, $0, at.name.utf8.count) }
                             }
-                            if replay(r, last: last) { break }
+                            if replay(r, last: attempt == 2) { break }
                         }
                     case .touch, .create:
                         replay(r)
