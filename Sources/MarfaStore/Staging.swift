@@ -20,9 +20,8 @@ import MarfaModel
 ///
 /// The file is grown ahead of its records in written zeros (`growth` at a time), so an `fsync`
 /// writes the new records, not the file's size and blocks too. A zero length ends the records as
-/// a torn one does: recovery finds their end by what the file holds, not by its size.
-///
-/// Live changes and recovery apply records the same way (`apply(_:to:)`).
+/// a torn one does: recovery finds their end by what the file holds, not by its size. Live
+/// changes and recovery apply records the same way (`apply(_:to:)`).
 ///
 /// Thread-safe on its own (one lock; `hasOverlay` has its own, for the sync engine's reads inside
 /// a store transaction). Reached only through the store (Store+Staging), which decides what is
@@ -38,11 +37,6 @@ import MarfaModel
 final class Staging: @unchecked Sendable {
     typealias Key = StagedKey
     typealias File = StagedFile
-
-    /// A staged file larger than this is committed and written on in the store.
-    static let maxFileBytes = 1 << 20
-    /// All staged bytes together; past this, everything staged is committed.
-    static let maxTotalBytes = 64 << 20
 
     let path: String
     /// Guards everything below but `overlays`. Taken before the store's writer (a full commit
@@ -225,6 +219,7 @@ final class Staging: @unchecked Sendable {
             let list = all
             if list.isEmpty { return }
             let g = generationValue
+            try openIfNeeded()   // where the records end (a journal just recovered is not open yet)
             try write(list, g)
             files.removeAll()
             changedNs.removeAll()
@@ -311,7 +306,7 @@ final class Staging: @unchecked Sendable {
                 // that (a full disk), the journal stays as it is, whole, for a later commit (or
                 // `compactIfOwed`) to compact. What it keeps is every file still staged (the ones
                 // that stayed, as changed since, and the ones made since).
-                do { try durable(); try rewrite(generation: c.generation + 1, all); compactOwed = false } catch { compactOwed = true }
+                do { try durable(); try startOver(generation: c.generation + 1); compactOwed = false } catch { compactOwed = true }
             }
         }
     }
@@ -352,14 +347,19 @@ final class Staging: @unchecked Sendable {
     func resume() throws { try locked { try openIfNeeded(); resetTo = nil; ready = true; debt.met() } }
 
     /// Drops the journal's committed records if a full disk left them there (`compactOwed`) and
-    /// no commit is in flight: `durable` makes the store's commits durable, then the journal is
-    /// replaced by one that holds the files still staged. Failing (the disk still full), it
-    /// stays owed.
+    /// no commit is in flight (`durable` first, then `startOver`); failing, it stays owed.
     func compactIfOwed(durable: () throws -> Void) {
         locked {
             guard compactOwed, committing.isEmpty, fd >= 0, ready else { return }
-            do { try durable(); try rewrite(generation: generationValue, all); compactOwed = false } catch {}
+            do { try durable(); try startOver(generation: generationValue); compactOwed = false } catch {}
         }
+    }
+
+    /// Drops the records of committed generations (the lock held, the store's commits durable):
+    /// with nothing staged, the journal is cut where it is (a full disk has no room for a new file);
+    /// else it is replaced by one holding generation `g` and the files still staged (`rewrite`).
+    private func startOver(generation g: Int64) throws {
+        if files.isEmpty { try startGenerationLocked(g, startingOver: true) } else { try rewrite(generation: g, all) }
     }
 
     /// Renames the journal aside, whole (`<journal>.unrecovered-<time>`), and forgets what it

@@ -200,6 +200,11 @@ public struct StagedFile: Sendable {
 }
 
 extension Staging {
+    /// A staged file larger than this is committed and written on in the store.
+    static let maxFileBytes = 1 << 20
+    /// All staged bytes together; past this, everything staged is committed.
+    static let maxTotalBytes = 64 << 20
+
     /// The journal's size past which a new generation starts it over.
     static let compactBytes: off_t = 8 << 20
 

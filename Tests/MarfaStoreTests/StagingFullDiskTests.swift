@@ -88,4 +88,33 @@ import Testing
             #expect(whole >= keys.count - 1, "\(whole) of \(keys.count) notes whole (the one the disk refused may be cut)")
         }
     }
+
+    /// FS-28, FS-15: a mount killed with more than the journal's 8 MiB staged stores them at the
+    /// next start and then cuts the journal (it did not: a journal just recovered was not open, so
+    /// its size read as nothing, and its stored records stayed, taking room a full disk needed).
+    /// With nothing staged, a full disk's debt is paid by cutting the journal where it is, which
+    /// needs no room (writing a new journal beside it did, on a disk with none).
+    @Test func FS28_aRecoveredJournalIsCutOnceStoredAndAFullDiskCutsItInPlace() throws {
+        try Self.onSmallDisk("24m") { s, disk in
+            let text = String(repeating: "a line of a note written before the kill\n", count: 12_000)
+            for i in 0..<20 { try StagingTests.note(s, "k\(i).md", text) }
+            let records = try StagingTests.recordsEnd(s.path + "-staged")
+            #expect(records > 8 << 20)
+            // Its records to the last byte (as a full disk leaves it: no zeros grown ahead).
+            #expect(truncate(s.path + "-staged", off_t(records)) == 0)
+            let after = try Store(path: s.path)
+            #expect(try after.recoverStaged() == 20)
+            #expect(try StagingTests.recordsEnd(s.path + "-staged") < 4096, "the stored records are dropped")
+            // A full disk with nothing staged: the debt is paid with no room at all.
+            let more = try StagingTests.note(after, "more.md", text)
+            try after.commitStaged()
+            #expect(try StagingTests.recordsEnd(s.path + "-staged") > 100_000)
+            Self.fill(disk)
+            #expect(Shell.run(["/bin/sh", "-c", "echo x >> '\(disk)'/filler"]).status != 0, "the disk is full")
+            after.staging.debt.met()
+            after.reclaimAfterFullDisk()
+            #expect(try StagingTests.recordsEnd(s.path + "-staged") < 4096, "cut in place on a full disk")
+            #expect(try after.textContent(rowid: more.rowid) == Array(text.utf8))
+        }
+    }
 }
