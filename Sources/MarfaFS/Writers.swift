@@ -4,23 +4,41 @@ import Synchronization
 
 /// The program behind a request: the kernel names the calling thread (`fuse_req_ctx()->pid`);
 /// a save's base is kept per program (FS-29), so the thread is mapped to its thread group, read
-/// from `/proc/<tid>/status` and remembered for a few seconds (a thread id is reused once the
-/// kernel's pid space wraps: 32,768 ids by default, which a busy machine goes through in minutes).
+/// from `/proc/<tid>/status`, and to the group's start time (`/proc/<pid>/stat`), and remembered
+/// for a few seconds. Ids are reused once the kernel's pid space wraps (32,768 by default, which a
+/// busy machine goes through in minutes): the start time tells a later program with an earlier
+/// one's id apart, so the earlier one's record is never its base.
 final class Writers: Sendable {
-    private let known = Mutex<[Int32: (process: Int32, until: UInt64)]>([:])
+    private let known = Mutex<[Int32: (writer: Writer, until: UInt64)]>([:])
     static let maxRemembered = 8192
     static let rememberedNs: UInt64 = 5_000_000_000
 
     func writer(_ thread: Int32) -> Writer {
         guard thread > 0 else { return .unknown }
         let now = DispatchTime.now().uptimeNanoseconds
-        if let p = known.withLock({ $0[thread] }), p.until > now { return Writer(process: p.process) }
+        if let p = known.withLock({ $0[thread] }), p.until > now { return p.writer }
         let p = Self.threadGroup(thread) ?? thread
+        let w = Writer(process: p, started: Self.startTime(p) ?? 0)
         known.withLock {
             if $0.count >= Self.maxRemembered { $0.removeAll(keepingCapacity: true) }
-            $0[thread] = (p, now + Self.rememberedNs)
+            $0[thread] = (w, now + Self.rememberedNs)
         }
-        return Writer(process: p)
+        return w
+    }
+
+    /// When process `pid` started (clock ticks since boot: field 22 of `/proc/<pid>/stat`, counted
+    /// after the command name's closing parenthesis, as the name may hold spaces); nil when it is gone.
+    static func startTime(_ pid: Int32) -> UInt64? {
+        let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buf = [UInt8](repeating: 0, count: 1024)
+        let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n > 0, let close = buf[..<n].lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        // After ")": state (field 3), ppid (4), … starttime (22).
+        let fields = buf[(close + 1)..<n].split(separator: UInt8(ascii: " "))
+        guard fields.count > 19 else { return nil }
+        return UInt64(String(decoding: fields[19], as: UTF8.self))
     }
 
     /// The `Tgid:` line of `/proc/<tid>/status`; nil when the thread is gone.

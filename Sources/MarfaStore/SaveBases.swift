@@ -1,11 +1,14 @@
 import Foundation
 
-/// The process behind a request of the mount (its thread group id; 0: not known, as for `import`).
-/// A save's base is kept per writer (FS-29): the threads of one program (an editor whose reads and
-/// writes run on a pool of threads) are one writer.
+/// The process behind a request of the mount (its thread group id; 0: not known, as for `import`)
+/// and when it started (clock ticks since boot, `/proc/<pid>/stat`; 0: not known). A save's base
+/// is kept per writer (FS-29): the threads of one program (an editor whose reads and writes run on
+/// a pool of threads) are one writer, and a later program given the same id (ids are reused) is
+/// another.
 public struct Writer: Hashable, Sendable {
     public let process: Int32
-    public init(process: Int32) { self.process = process }
+    public let started: UInt64
+    public init(process: Int32, started: UInt64 = 0) { self.process = process; self.started = started }
     public static let unknown = Writer(process: 0)
 }
 

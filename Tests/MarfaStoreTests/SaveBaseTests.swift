@@ -110,6 +110,23 @@ import Testing
         #expect(copies.count == 1, "one copy, of the editor's save: \(copies.map(\.stem))")
     }
 
+    /// Process ids are reused (32,768 by default, gone through in minutes by a loop of `mv`s): a
+    /// program that has the id of one that saved long ago is another writer, and that program's
+    /// record is not its base. (Taken as its base, three different texts of one line conflicted,
+    /// and a shell's save loop made a conflicted copy of its own saves.)
+    @Test func FS29_aProgramWithAnEarlierProgramsIdIsAnotherWriter() throws {
+        let t = try TempStore()
+        try t.store.recoverStaged()
+        _ = try t.store.applyRemote([.item(remote("mine 0\n", version: 1), tags: nil, extensions: nil)])
+        let r = try #require(try t.store.item(id: "i1")).rowid
+        try save(t, r, "mine 1\n", by: Writer(process: 99, started: 1_000))
+        try save(t, r, "mine 2\n", by: Writer(process: 100, started: 1_001))
+        try save(t, r, "mine 3\n", by: Writer(process: 99, started: 5_000))
+        #expect(try text(t, r) == "mine 3\n")
+        #expect(try t.store.allSummaries().filter { $0.stem.contains("conflicted copy") }.isEmpty)
+        #expect(Writer(process: 99, started: 1_000) != Writer(process: 99, started: 5_000))
+    }
+
     /// The settler runs beside requests: a read of the store's snapshot can end after a save
     /// settled, and a save can begin while one settles. Neither may give the next save a base
     /// older than the bytes it replaces (a writer's own quick saves conflicted with each other).
