@@ -29,31 +29,33 @@ final class Writers: Sendable {
     /// When process `pid` started (clock ticks since boot: field 22 of `/proc/<pid>/stat`, counted
     /// after the command name's closing parenthesis, as the name may hold spaces); nil when it is gone.
     static func startTime(_ pid: Int32) -> UInt64? {
-        let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var buf = [UInt8](repeating: 0, count: 1024)
-        let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        guard n > 0, let close = buf[..<n].lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        guard let b = procFile("/proc/\(pid)/stat"), let close = b.lastIndex(of: UInt8(ascii: ")")) else { return nil }
         // After ")": state (field 3), ppid (4), … starttime (22).
-        let fields = buf[(close + 1)..<n].split(separator: UInt8(ascii: " "))
+        let fields = b[(close + 1)...].split(separator: UInt8(ascii: " "))
         guard fields.count > 19 else { return nil }
         return UInt64(String(decoding: fields[19], as: UTF8.self))
     }
 
     /// The `Tgid:` line of `/proc/<tid>/status`; nil when the thread is gone.
     static func threadGroup(_ tid: Int32) -> Int32? {
-        let fd = open("/proc/\(tid)/status", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var buf = [UInt8](repeating: 0, count: 1024)
-        let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        guard n > 0, let text = String(bytes: buf[..<n], encoding: .utf8) else { return nil }
+        guard let b = procFile("/proc/\(tid)/status"), let text = String(bytes: b, encoding: .utf8) else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix("Tgid:") {
             return Int32(line.dropFirst(5).trimmingCharacters(in: .whitespaces))
         }
         return nil
     }
+
+    /// The first kilobyte of a file of `/proc` (one `read`, no lookup of names as Foundation's
+    /// readers make); nil when it is gone or empty.
+    private static func procFile(_ path: String) -> ArraySlice<UInt8>? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buf = [UInt8](repeating: 0, count: 1024)
+        let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        return n > 0 ? buf[..<n] : nil
+    }
+
     /// The command name of the process thread `tid` belongs to (`/proc/<tid>/comm`, as the
     /// kernel keeps it: at most 15 bytes); nil when the thread is gone or unknown.
     static func command(_ tid: Int32) -> String? {
