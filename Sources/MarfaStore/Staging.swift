@@ -227,12 +227,11 @@ final class Staging: @unchecked Sendable {
             totalBytesValue = 0
             overlayLock.lock(); overlays.removeAll(); overlayLock.unlock()
             // Starting the journal over drops records an fsync may have made durable: the commit
-            // that holds their files is made durable first; failing that, the records stay and
-            // are dropped at a later chance. The store has the files now, whatever follows: a
-            // next generation not begun here is begun before the next record (`resetTo`).
-            var compact = end > Self.compactBytes || compactOwed
-            if compact, (try? durable()) == nil { compact = false }
-            compactOwed = !compact && (end > Self.compactBytes || compactOwed)
+            // that holds their files is made durable first, else they stay (owed). The store has
+            // the files now: a generation not begun here is begun before the next record.
+            let wanted = end > Self.compactBytes || compactOwed
+            let compact = wanted && (try? durable()) != nil
+            compactOwed = wanted && !compact
             try? startGenerationLocked(g + 1, startingOver: compact)
         }
     }
@@ -347,17 +346,18 @@ final class Staging: @unchecked Sendable {
     func resume() throws { try locked { try openIfNeeded(); resetTo = nil; ready = true; debt.met() } }
 
     /// Drops the journal's committed records if a full disk left them there (`compactOwed`) and
-    /// no commit is in flight (`durable` first, then `startOver`); failing, it stays owed.
+    /// no commit is in flight (`durable` first, then `startOver`); failing, it stays owed. The
+    /// flag is read before the lock is taken: the settler asks at every pass.
     func compactIfOwed(durable: () throws -> Void) {
+        guard compactOwed else { return }
         locked {
             guard compactOwed, committing.isEmpty, fd >= 0, ready else { return }
             do { try durable(); try startOver(generation: generationValue); compactOwed = false } catch {}
         }
     }
 
-    /// Drops the records of committed generations (the lock held, the store's commits durable):
-    /// with nothing staged, the journal is cut where it is (a full disk has no room for a new file);
-    /// else it is replaced by one holding generation `g` and the files still staged (`rewrite`).
+    /// Drops committed generations' records (the lock held, the store's commits durable): cut in
+    /// place with nothing staged (a full disk has no room for a new file), else `rewrite`.
     private func startOver(generation g: Int64) throws {
         if files.isEmpty { try startGenerationLocked(g, startingOver: true) } else { try rewrite(generation: g, all) }
     }

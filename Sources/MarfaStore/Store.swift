@@ -359,13 +359,13 @@ public final class Store: Sendable {
         var st = stat()
         let owed = staging.debt.wal.load(ordering: .relaxed)
         guard due, stat(path + "-wal", &st) == 0, Int64(st.st_size) > (owed ? 0 : 64 << 20) else { return }
-        if truncateWAL() { staging.debt.wal.store(false, ordering: .relaxed) }
+        truncateWAL()
     }
 
     /// Checkpoints the whole WAL and cuts it to nothing, if that can be done without waiting for
-    /// a reader; whether it did.
-    func truncateWAL() -> Bool {
-        (try? pool.writeWithoutTransaction { db -> Bool in
+    /// a reader; done, a full disk's WAL debt is paid.
+    func truncateWAL() {
+        let done = (try? pool.writeWithoutTransaction { db -> Bool in
             // No busy wait: if a reader holds the log, the next check tries again.
             try db.execute(sql: "PRAGMA busy_timeout = 0")
             defer { try? db.execute(sql: "PRAGMA busy_timeout = 10000") }
@@ -373,14 +373,15 @@ public final class Store: Sendable {
             let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
             return row.map { ($0[0] as Int64?) == 0 } ?? false
         }) ?? false
+        if done { staging.debt.wal.store(false, ordering: .relaxed) }
     }
 
     /// Gives back the room a full disk left taken once there is room again: the staging journal's
-    /// committed records and the WAL (the settler calls this at each pass; nothing to do costs a
-    /// lock taken). Failing (the disk still full), it is tried again at the next pass.
+    /// committed records and the WAL (the settler calls this at each pass; nothing to do costs
+    /// two atomic loads). Failing (the disk still full), it is tried again at the next pass.
     public func reclaimAfterFullDisk() {
         staging.compactIfOwed(durable: { try syncDurably() })
-        if staging.debt.wal.load(ordering: .relaxed), truncateWAL() { staging.debt.wal.store(false, ordering: .relaxed) }
+        if staging.debt.wal.load(ordering: .relaxed) { truncateWAL() }
     }
 
     /// A full disk as `noSpace`, from SQLite's result code; other errors as they are.
