@@ -33,8 +33,24 @@ extension FileSystem {
         return text
     }
 
+    /// A read of a control file's bytes. `.marfafs/flush` with a server returns once the queue is
+    /// sent (or paused), waiting outside the lock so the mount and the sync engine carry on
+    /// meanwhile; `requests` has one length always and is counted anew at every read from its start.
+    func controlRead(_ name: String, offset: Int64, size: Int, reader: Int32) -> [UInt8] {
+        var use = SnapshotUse.read
+        if name == ControlFile.flush.rawValue, offset == 0, syncStatus != nil {
+            waitForEmptyQueue()
+            use = .anew
+        } else if name == ControlFile.requests.rawValue, offset == 0 {
+            use = .anew
+        }
+        return Self.slice(Array(locked { currentReader = reader; return controlSnapshot(name, use) }.utf8), offset: offset, size: size)
+    }
+
     /// The text of a control file (§7). Called with the lock held.
     func controlContent(_ name: String) -> String {
+        // Counts of requests: nothing to settle for them.
+        if ControlFile(rawValue: name) == .requests { return requestCounts?() ?? "" }
         // The queue and the status describe settled files.
         do { try settleNow() } catch { log.error("settling failed", metadata: ["error": "\(error)"]) }
         switch ControlFile(rawValue: name) {
@@ -46,7 +62,7 @@ extension FileSystem {
         case .events?: return syncEvents?() ?? ""
         case .flush?: return flushAnswer()
         case .unresolved?: return unresolvedText()
-        case nil: return ""
+        case .requests?, nil: return ""
         }
     }
 

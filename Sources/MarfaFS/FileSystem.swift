@@ -38,6 +38,8 @@ public final class FileSystem: @unchecked Sendable {
     public var onStaleSave: (@Sendable (String, String?) -> Void)?
     /// The latest sync events as JSON lines (`.marfafs/events`).
     public var syncEvents: (@Sendable () -> String)?
+    /// `.marfafs/requests`: the kernel's requests answered, by operation (set by the FUSE shell).
+    public var requestCounts: (@Sendable () -> String)?
     /// The thread id of the thread that replays changes on the mount for watchers (FS-25): its
     /// requests are answered from the state already applied and change nothing.
     public var replayThread: Int32 {
@@ -357,13 +359,7 @@ public final class FileSystem: @unchecked Sendable {
         case .previewFile(let r):
             return try locked { try previewBytes(r, offset: offset, size: size) }
         case .controlFile(let name):
-            // `.marfafs/flush` with a server: the read returns once the queue is sent (or paused),
-            // waiting outside the lock so the mount and the sync engine carry on meanwhile.
-            if name == ControlFile.flush.rawValue, offset == 0, syncStatus != nil {
-                waitForEmptyQueue()
-                return Self.slice(Array(locked { currentReader = reader; return controlSnapshot(name, .anew) }.utf8), offset: offset, size: size)
-            }
-            return Self.slice(Array(locked { currentReader = reader; return controlSnapshot(name, .read) }.utf8), offset: offset, size: size)
+            return controlRead(name, offset: offset, size: size, reader: reader)
         default:
             throw FSError(.isDirectory, "inode \(ino)")
         }

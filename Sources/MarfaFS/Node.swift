@@ -145,6 +145,8 @@ public enum ControlFile: String, CaseIterable, Sendable {
     case pendingJSON = "pending.json"
     /// `.marfafs/transfers`: blob uploads and downloads under way.
     case transfers
+    /// `.marfafs/requests`: the kernel's requests this mount answered, by operation.
+    case requests
 }
 
 /// Which way an edge directory looks: `links/` (from an item to the targets of its edges) or

@@ -16,6 +16,8 @@ public final class FuseMount: @unchecked Sendable {
     var noOpen = false
     let notifier: Notifier
     let listings = ListingCache()
+    /// The requests answered, by operation (`.marfafs/requests`).
+    let requests = RequestCounts()
 
     /// Other users may use the mount (`allow_other`); the kernel checks modes either way.
     let allowOther: Bool
@@ -57,6 +59,7 @@ public final class FuseMount: @unchecked Sendable {
         notifier.fs = fs
         notifier.start()
         fs.onInvalidate = { [notifier] inv in notifier.send(inv) }
+        fs.requestCounts = { [requests] in requests.text() }
         fs.startSettling()
     }
 

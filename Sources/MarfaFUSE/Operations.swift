@@ -18,9 +18,12 @@ private func owner(_ req: fuse_req_t?) -> FuseMount {
 }
 
 /// Runs an operation and answers its errno if it throws. Unexpected errors are EIO and one log line.
+/// Counted in `.marfafs/requests` with the time it took.
 @inline(__always)
-private func guarded(_ req: fuse_req_t?, _ op: StaticString, _ body: (FuseMount) throws -> Void) {
+private func guarded(_ req: fuse_req_t?, _ op: RequestCounts.Op, _ body: (FuseMount) throws -> Void) {
     let m = owner(req)
+    let start = RequestCounts.now()
+    defer { m.requests.add(op, ns: RequestCounts.now() &- start) }
     do { try body(m) } catch let e as FSError {
         if e.code == .io { m.log.error("operation failed", metadata: ["op": "\(op)", "error": "\(e.message)"]) }
         fuse_reply_err(req, e.errno)
@@ -126,7 +129,7 @@ extension FuseMount {
             m.log.info("fuse session ready", metadata: ["no_open": "\(m.noOpen)", "max_write": "\(conn.pointee.max_write)"])
         }
         ops.lookup = { req, parent, cname in
-            guarded(req, "lookup") { m in
+            guarded(req, .lookup) { m in
                 do {
                     var e = entryParam(try m.fs.lookup(parent: parent, name: try name(cname), reader: reader(req)))
                     replyEntry(m, req, &e)
@@ -138,23 +141,25 @@ extension FuseMount {
             }
         }
         ops.forget = { req, ino, n in
+            owner(req).requests.add(.forget, ns: 0)
             owner(req).fs.kernelForgot(ino, n)
             fuse_reply_none(req)
         }
         ops.forget_multi = { req, count, list in
             let m = owner(req)
+            m.requests.add(.forget, ns: 0)
             for i in 0..<count { if let f = list?[i] { m.fs.kernelForgot(f.ino, f.nlookup) } }
             fuse_reply_none(req)
         }
         ops.getattr = { req, ino, _ in
-            guarded(req, "getattr") { m in
+            guarded(req, .getattr) { m in
                 let a = try m.fs.getattr(ino, reader: reader(req))
                 var st = stat(); fill(&st, a)
                 fuse_reply_attr(req, &st, a.timeout)
             }
         }
         ops.setattr = { req, ino, attr, toSet, _ in
-            guarded(req, "setattr") { m in
+            guarded(req, .setattr) { m in
                 // Size truncates; times, permission bits and owner are kept or refused (FS-28, FS-31).
                 guard let st = attr?.pointee else { throw FSError(.invalid, "no attributes") }
                 let set = { (flag: Int32) in (toSet & flag) != 0 }
@@ -173,13 +178,13 @@ extension FuseMount {
             }
         }
         ops.readlink = { req, ino in
-            guarded(req, "readlink") { m in
+            guarded(req, .readlink) { m in
                 let t = try m.fs.readlink(ino)
                 _ = t.withCString { fuse_reply_readlink(req, $0) }
             }
         }
         ops.mknod = { req, parent, cname, mode, rdev in
-            guarded(req, "mknod") { m in
+            guarded(req, .mknod) { m in
                 if (mode & S_IFMT) != S_IFREG && (mode & S_IFMT) != 0 {
                     // A FIFO, socket or device node: local-only in the tree (FS-32), EPERM elsewhere.
                     let a = try RequestScope.within { try m.fs.mknod(parent: parent, name: try name(cname), mode: UInt32(mode), rdev: UInt64(rdev)) }
@@ -192,33 +197,33 @@ extension FuseMount {
             }
         }
         ops.mkdir = { req, parent, cname, mode in
-            guarded(req, "mkdir") { m in
+            guarded(req, .mkdir) { m in
                 let a = try RequestScope.within { try m.fs.mkdir(parent: parent, name: try name(cname), reader: reader(req)) }
                 var e = entryParam(try withOwner(m, try withMode(m, a, mode, reader(req)), req))
                 replyEntry(m, req, &e)
             }
         }
         ops.unlink = { req, parent, cname in
-            guarded(req, "unlink") { m in
+            guarded(req, .unlink) { m in
                 try RequestScope.within { try m.fs.unlink(parent: parent, name: try name(cname), reader: reader(req)) }
                 fuse_reply_err(req, 0)
             }
         }
         ops.rmdir = { req, parent, cname in
-            guarded(req, "rmdir") { m in
+            guarded(req, .rmdir) { m in
                 try RequestScope.within { try m.fs.rmdir(parent: parent, name: try name(cname), reader: reader(req)) }
                 fuse_reply_err(req, 0)
             }
         }
         ops.symlink = { req, target, parent, cname in
-            guarded(req, "symlink") { m in
+            guarded(req, .symlink) { m in
                 let a = try RequestScope.within { try m.fs.symlink(target: try name(target), parent: parent, name: try name(cname), reader: reader(req)) }
                 var e = entryParam(try withOwner(m, a, req))
                 replyEntry(m, req, &e)
             }
         }
         ops.rename = { req, parent, cname, newParent, newName, flags in
-            guarded(req, "rename") { m in
+            guarded(req, .rename) { m in
                 try RequestScope.within {
                     try m.fs.rename(parent: parent, name: try name(cname), newParent: newParent, newName: try name(newName),
                                     noReplace: (flags & 1) != 0, exchange: (flags & 2) != 0, reader: reader(req))
@@ -227,7 +232,7 @@ extension FuseMount {
             }
         }
         ops.link = { req, ino, newParent, newName in
-            guarded(req, "link") { m in
+            guarded(req, .link) { m in
                 var e = entryParam(try RequestScope.within { try m.fs.link(ino: ino, newParent: newParent, newName: try name(newName)) })
                 replyEntry(m, req, &e)
             }
@@ -245,38 +250,38 @@ extension FuseMount {
             fuse_reply_open(req, fi)
         }
         ops.read = { req, ino, size, off, _ in
-            guarded(req, "read") { m in
+            guarded(req, .read) { m in
                 let bytes = try m.fs.read(ino, offset: Int64(off), size: size, reader: reader(req))
                 _ = bytes.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
             }
         }
         ops.write = { req, ino, buf, size, off, _ in
-            guarded(req, "write") { m in
+            guarded(req, .write) { m in
                 let data = [UInt8](UnsafeRawBufferPointer(start: buf, count: size))
                 let n = try m.fs.write(ino, offset: Int64(off), data: data, writer: reader(req))
                 fuse_reply_write(req, n)
             }
         }
         ops.fallocate = { req, ino, mode, off, len, _ in
-            guarded(req, "fallocate") { m in
+            guarded(req, .fallocate) { m in
                 try m.fs.fallocate(ino, mode: mode, offset: Int64(off), length: Int64(len), writer: reader(req))
                 fuse_reply_err(req, 0)
             }
         }
         ops.fsync = { req, ino, _, _ in
-            guarded(req, "fsync") { m in try m.fs.fsync(ino); fuse_reply_err(req, 0) }
+            guarded(req, .fsync) { m in try m.fs.fsync(ino); fuse_reply_err(req, 0) }
         }
         ops.fsyncdir = { req, ino, _, _ in
-            guarded(req, "fsyncdir") { m in try m.fs.fsync(ino); fuse_reply_err(req, 0) }
+            guarded(req, .fsyncdir) { m in try m.fs.fsync(ino); fuse_reply_err(req, 0) }
         }
         ops.readdir = { req, ino, size, off, _ in
-            guarded(req, "readdir") { m in try m.replyDir(req, ino, size, off, plus: false) }
+            guarded(req, .readdir) { m in try m.replyDir(req, ino, size, off, plus: false) }
         }
         ops.readdirplus = { req, ino, size, off, _ in
-            guarded(req, "readdirplus") { m in try m.replyDir(req, ino, size, off, plus: true) }
+            guarded(req, .readdirplus) { m in try m.replyDir(req, ino, size, off, plus: true) }
         }
         ops.statfs = { req, _ in
-            guarded(req, "statfs") { m in
+            guarded(req, .statfs) { m in
                 var sv = statvfs()
                 let dir = (m.fs.store.path as NSString).deletingLastPathComponent
                 if statvfs(dir.isEmpty ? "." : dir, &sv) != 0 { throw FSError(.io, "statvfs failed") }
@@ -285,7 +290,7 @@ extension FuseMount {
             }
         }
         ops.setxattr = { req, ino, cname, value, size, flags in
-            guarded(req, "setxattr") { m in
+            guarded(req, .setxattr) { m in
                 let v = value.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
                 try RequestScope.within {
                     try m.fs.setxattr(ino, name: try name(cname), value: v, create: (Int(flags) & Int(XATTR_CREATE)) != 0,
@@ -295,7 +300,7 @@ extension FuseMount {
             }
         }
         ops.getxattr = { req, ino, cname, size in
-            guarded(req, "getxattr") { m in
+            guarded(req, .getxattr) { m in
                 let v = try m.fs.getxattr(ino, name: try name(cname))
                 if size == 0 { fuse_reply_xattr(req, v.count); return }
                 if size < v.count { throw FSError(.rangeError, "buffer too small") }
@@ -303,7 +308,7 @@ extension FuseMount {
             }
         }
         ops.listxattr = { req, ino, size in
-            guarded(req, "listxattr") { m in
+            guarded(req, .listxattr) { m in
                 var bytes: [UInt8] = []
                 for n in try m.fs.listxattr(ino) { bytes += Array(n.utf8); bytes.append(0) }
                 if size == 0 { fuse_reply_xattr(req, bytes.count); return }
@@ -312,13 +317,13 @@ extension FuseMount {
             }
         }
         ops.removexattr = { req, ino, cname in
-            guarded(req, "removexattr") { m in
+            guarded(req, .removexattr) { m in
                 try RequestScope.within { try m.fs.removexattr(ino, name: try name(cname), reader: reader(req)) }
                 fuse_reply_err(req, 0)
             }
         }
         ops.create = { req, parent, cname, mode, fi in
-            guarded(req, "create") { m in
+            guarded(req, .create) { m in
                 guard (mode & S_IFMT) == S_IFREG || (mode & S_IFMT) == 0 else { throw FSError(.notPermitted, "only regular files") }
                 let a = try RequestScope.within { try m.fs.create(parent: parent, name: try name(cname), reader: reader(req)) }
                 var e = entryParam(try withOwner(m, try withMode(m, a, mode, reader(req)), req))

@@ -30,4 +30,38 @@ extension MountTests {
             #expect(r.out.hasPrefix("0 "), "\(r.out) \(r.stderr)")
         }
     }
+
+    /// `.marfafs/requests` counts the kernel's requests by operation (§7): a file made is one
+    /// `create` and one `write`; files read warm cost no request each (the kernel keeps their pages
+    /// and attributes), so a lost cache shows here as a count, not as a timing.
+    @Test func controlFiles_requestsCountsWhatTheKernelAsks() throws {
+        try MountHarness.with { m in
+            func counts() -> [String: Int] {
+                var out: [String: Int] = [:]
+                for line in m.sh("cat .marfafs/requests").out.split(separator: "\n") {
+                    let f = line.split(whereSeparator: { $0 == "\t" || $0 == " " })
+                    if f.count == 3, let n = Int(f[1]) { out[String(f[0])] = n }
+                }
+                return out
+            }
+            #expect(m.sh("mkdir vault/d && for i in $(seq 40); do head -c 6000 /dev/zero | tr '\\0' x > vault/d/n$i.md; done").status == 0)
+            _ = m.sh("cat .marfafs/status")
+            let a = counts()
+            #expect(m.sh("echo hello > vault/d/new.md").status == 0)
+            let b = counts()
+            #expect(b["create"] == (a["create"] ?? 0) + 1 && b["write"] == (a["write"] ?? 0) + 1, "\(a) \(b)")
+            #expect(b["total"] == b.filter { $0.key != "total" }.values.reduce(0, +), "the last line sums the others")
+            let r1 = m.sh("cat .marfafs/requests").out, r2 = m.sh("cat .marfafs/requests").out
+            #expect(r1.utf8.count == r2.utf8.count && r1 != r2, "one length always, counted anew at each read")
+            // The first pass reads each file's last page (a write leaves a part-written page out
+            // of the cache) and the second asks each file's access time again (a read made it
+            // stale); the third is answered by the kernel alone.
+            for _ in 0..<2 { #expect(m.sh("cat vault/d/* > /dev/null").status == 0) }
+            let c = counts()
+            #expect(m.sh("cat vault/d/* > /dev/null").status == 0)
+            let d = counts()
+            let reads = (d["read"] ?? 0) - (c["read"] ?? 0), getattrs = (d["getattr"] ?? 0) - (c["getattr"] ?? 0)
+            #expect(reads <= 3 && getattrs <= 8, "41 files read warm: \(reads) reads, \(getattrs) getattrs")
+        }
+    }
 }
