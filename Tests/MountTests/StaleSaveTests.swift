@@ -30,9 +30,12 @@ import Testing
     }
 
     /// A note made on A, seen on B (B's editor buffer), then edited on A and seen on B.
+    /// The note is made whole at once (a scratch file renamed to its name): a file made empty and
+    /// written a moment later can reach B as two remote changes, and the bytes before the first
+    /// (none) are then the base of a save by a program with no record of its own (FS-24).
     func setUp(_ p: Pair, _ name: String, original: String, remote: String) {
         let path = "types/core.note/\(name)"
-        #expect(p.a.sh("printf '%s' '\(original)' > \(path)").status == 0)
+        #expect(p.a.sh("printf '%s' '\(original)' > '\(path)~' && mv '\(path)~' \(path)").status == 0)
         #expect(MountHarness.eventually(timeout: 20) { cat(p.b, path) == original }, "B sees the note")
         #expect(p.a.sh("printf '%s' '\(remote)' > \(path)").status == 0)
         #expect(MountHarness.eventually(timeout: 20) { cat(p.b, path) == remote }, "B sees A's edit")
