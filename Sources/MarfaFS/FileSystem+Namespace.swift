@@ -15,7 +15,8 @@ extension FileSystem {
     func checkName(_ name: String) throws {
         if name.utf8.count > Names.maxNameBytes { throw FSError(.nameTooLong, name) }
         guard Names.isValidComponent(name) else { throw FSError(.badName, name) }
-        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+        // Unicode's control characters (Cc) are exactly U+0000–U+001F and U+007F–U+009F.
+        if name.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) {
             throw FSError(.badName, "control characters in a name")
         }
     }
@@ -128,8 +129,7 @@ extension FileSystem {
             // id, inode, tags, edges and attributes (FS-28).
             // A new file: a new inode; a descriptor open on the removed one keeps its bytes (FS-31).
             try replaceFile(of: r, number: nil)
-            try wrap { try store.untrash(rowid: r) }
-            let (size, mtime) = try wrap { try store.truncateUnsettled(rowid: r, size: 0, by: currentWriter) }
+            let (size, mtime) = try wrap { try store.untrashEmptied(rowid: r, type: catalog.items[r]?.type, by: currentWriter) }
             var inv = try refreshItem(r)
             wroteUnsettled(r, size: size, mtimeNs: mtime)
             catalog.createdHere.insert(r)

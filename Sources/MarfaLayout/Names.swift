@@ -39,7 +39,7 @@ public enum Names {
     public static func split(_ name: String) -> (stem: String, ext: String) {
         guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return (name, "") }
         let ext = String(name[dot...])
-        if ext.count > 16 || ext.contains(" ") { return (name, "") }
+        if ext.count > 16 || ext.utf8.contains(UInt8(ascii: " ")) { return (name, "") }
         return (String(name[..<dot]), ext)
     }
 
@@ -64,7 +64,7 @@ public enum Names {
 
     /// True when a name is usable as a file name here (not empty, no `/`, no NUL, not `.`/`..`, ≤ 255 bytes).
     public static func isValidComponent(_ name: String) -> Bool {
-        !name.isEmpty && name != "." && name != ".." && !name.contains("/") && !name.utf8.contains(0)
+        !name.isEmpty && name != "." && name != ".." && !name.utf8.contains(UInt8(ascii: "/")) && !name.utf8.contains(0)
             && name.utf8.count <= maxNameBytes
     }
 

@@ -73,7 +73,7 @@ public enum VaultText {
     /// A tag as Obsidian takes it: letters, digits, `_`, `-` and `/` (nesting), not only digits,
     /// no empty level.
     public static func isTag(_ s: String) -> Bool {
-        guard !s.isEmpty, !s.hasPrefix("/"), !s.hasSuffix("/"), !s.contains("//") else { return false }
+        guard !s.isEmpty, !s.hasPrefix("/"), !s.hasSuffix("/"), !zip(s.utf8, s.utf8.dropFirst()).contains(where: { $0 == 0x2F && $1 == 0x2F }) else { return false }
         var nonDigit = false
         for c in s.unicodeScalars {
             guard isTagScalar(c) else { return false }

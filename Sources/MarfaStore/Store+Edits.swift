@@ -114,20 +114,37 @@ extension Store {
     /// Brings an item just moved to the trash back to `active`: the transition to the trash, if
     /// still waiting, is taken back instead of followed by another.
     public func untrash(rowid: Int64) throws {
-        try settledWrite { db in
-            guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
-            guard cur.item.state == .trashed else { return }
-            if let head = try Self.lastMutationHead(db, cur.item.id), head.kind == .transition, head.state == .pending {
-                try db.run("DELETE FROM mutations WHERE seq = ?", [head.seq])
-                try db.run("UPDATE items SET state = 'active' WHERE rowid = ?", [rowid])
-                if cur.item.version == 0, try !db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = 'create'", [cur.item.id]) {
-                    var c = cur.item; c.state = .active
-                    try enqueueItemChange(db, c)
-                }
-                return
-            }
-            _ = try setStateLocked(db, cur, .active)
+        try settledWrite { db in try untrash(db, rowid) }
+    }
+
+    /// An item removed a moment ago and made again under its name (FS-28): back from the trash
+    /// and emptied, in one transaction (a blob's bytes, in its spool file, in two). `type`: the
+    /// item's, when known (else read). Returns its size and time.
+    public func untrashEmptied(rowid: Int64, type: String?, by writer: Writer = .unknown) throws -> (size: Int64, mtimeNs: Int64) {
+        if try spooling(rowid, type: type) {
+            try untrash(rowid: rowid)
+            return try truncateUnsettled(rowid: rowid, size: 0, type: type, by: writer)
         }
+        return try settledWrite { db in
+            try untrash(db, rowid)
+            var f = try openUnsettled(db, rowid, patch: false, by: writer)
+            return try f.finish(db, size: 0)
+        }
+    }
+
+    private func untrash(_ db: Database, _ rowid: Int64) throws {
+        guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+        guard cur.item.state == .trashed else { return }
+        if let head = try Self.lastMutationHead(db, cur.item.id), head.kind == .transition, head.state == .pending {
+            try db.run("DELETE FROM mutations WHERE seq = ?", [head.seq])
+            try db.run("UPDATE items SET state = 'active' WHERE rowid = ?", [rowid])
+            if cur.item.version == 0, try !db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = 'create'", [cur.item.id]) {
+                var c = cur.item; c.state = .active
+                try enqueueItemChange(db, c)
+            }
+            return
+        }
+        _ = try setStateLocked(db, cur, .active)
     }
 
     public func setTier(rowid: Int64, _ tier: Tier) throws -> StoredItem {
