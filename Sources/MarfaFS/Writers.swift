@@ -5,13 +5,15 @@ import Synchronization
 /// The program behind a request: the kernel names the calling thread (`fuse_req_ctx()->pid`);
 /// a save's base is kept per program (FS-29), so the thread is mapped to its thread group, read
 /// from `/proc/<tid>/status`, and to the group's start time (`/proc/<pid>/stat`), and remembered
-/// for a few seconds. Ids are reused once the kernel's pid space wraps (32,768 by default, which a
-/// busy machine goes through in minutes): the start time tells a later program with an earlier
-/// one's id apart, so the earlier one's record is never its base.
+/// for a second. Ids are reused once the kernel's pid space wraps (32,768 by default, which a
+/// busy machine goes through in minutes, one forking thousands of programs a second in seconds):
+/// the start time tells a later program with an earlier one's id apart, so the earlier one's
+/// record is never its base; remembered longer, an id taken again meanwhile would be the earlier
+/// program's.
 final class Writers: Sendable {
     private let known = Mutex<[Int32: (writer: Writer, until: UInt64)]>([:])
     static let maxRemembered = 8192
-    static let rememberedNs: UInt64 = 5_000_000_000
+    static let rememberedNs: UInt64 = 1_000_000_000
 
     func writer(_ thread: Int32) -> Writer {
         guard thread > 0 else { return .unknown }
