@@ -49,11 +49,12 @@ extension FileSystem {
 
     /// The text of a control file (§7). Called with the lock held.
     func controlContent(_ name: String) -> String {
-        // Counts of requests: nothing to settle for them.
-        if ControlFile(rawValue: name) == .requests { return requestCounts?() ?? "" }
-        // The queue and the status describe settled files.
-        do { try settleNow() } catch { log.error("settling failed", metadata: ["error": "\(error)"]) }
-        switch ControlFile(rawValue: name) {
+        let file = ControlFile(rawValue: name)
+        // The queue and the status describe settled files; the counts of requests need nothing settled.
+        if file != .requests {
+            do { try settleNow() } catch { log.error("settling failed", metadata: ["error": "\(error)"]) }
+        }
+        switch file {
         case .status?: return statusJSON() + "\n"
         case .pending?: return pendingText()
         case .pendingJSON?: return pendingJSON()
@@ -62,7 +63,8 @@ extension FileSystem {
         case .events?: return syncEvents?() ?? ""
         case .flush?: return flushAnswer()
         case .unresolved?: return unresolvedText()
-        case .requests?, nil: return ""
+        case .requests?: return requestCounts?() ?? ""
+        case nil: return ""
         }
     }
 

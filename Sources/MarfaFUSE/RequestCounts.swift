@@ -4,7 +4,7 @@ import Synchronization
 /// The kernel's requests this mount has answered, by operation, with the time its handlers took
 /// (`.marfafs/requests`). What a workload costs in round trips is then a count, not a timing: a
 /// lost cache shows as requests per file where there were none, and a workload's floor on a
-/// machine is its requests times that machine's round trip (`scripts/bench floor`).
+/// machine is its requests times that machine's round trip (`scripts/bench vault`).
 ///
 /// Locks: none. Each operation's two counters are atomics, added to by the request's own thread.
 final class RequestCounts: Sendable {
@@ -16,6 +16,11 @@ final class RequestCounts: Sendable {
         case setxattr, getxattr, listxattr, removexattr, create
 
         var name: String { "\(self)" }
+    }
+
+    /// An atomic counter that can live in an array.
+    private final class Counter: Sendable {
+        let value = Atomic<UInt64>(0)
     }
 
     private let counts: [Counter]
@@ -59,9 +64,4 @@ final class RequestCounts: Sendable {
         clock_gettime(CLOCK_MONOTONIC, &t)
         return UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_nsec)
     }
-}
-
-/// An atomic counter that can live in an array.
-final class Counter: Sendable {
-    let value = Atomic<UInt64>(0)
 }

@@ -127,7 +127,7 @@ extension Store {
         }
         return try settledWrite { db in
             try untrash(db, rowid)
-            var f = try openUnsettled(db, rowid, patch: false, by: writer)
+            let f = try openUnsettled(db, rowid, patch: false, by: writer)
             return try f.finish(db, size: 0)
         }
     }
