@@ -156,9 +156,6 @@ public final class FileSystem: @unchecked Sendable {
     static let rootIno: UInt64 = 1
     static let itemInoBase: UInt64 = 16
 
-    /// Whether an inode is an item's file (or a removed one's held open): a regular file or a
-    /// symlink whose bytes the daemon may rewrite, never a directory.
-    public static func isItemInode(_ ino: UInt64) -> Bool { ino >= itemInoBase && ino < InodeTable.dynamicBase }
     /// Whether an inode is a local-only file's (FS-32).
     public static func isLocalInode(_ ino: UInt64) -> Bool { LocalFiles.owns(ino) }
 

@@ -128,15 +128,21 @@ final class Notifier: @unchecked Sendable {
 
     /// Invalidations of a change just made. Inside a request whose system call holds no file's
     /// pages (`RequestScope`: a name made, removed or renamed, an attribute set or removed), the
-    /// cached pages of the files it rewrote are dropped here, before the reply: a tag put on or
-    /// taken off a note through `tags/` or `user.marfa.tags` rewrites its front matter, and the
-    /// next `read(2)` of any program sees the new text however far behind the thread is; so are the
-    /// targets the kernel keeps of the symlinks naming an item it moved (`Invalidation.target`: a
-    /// `readlink` right after `mv` shows the new path). Safe from
-    /// here: the call takes none of the inode's locks, only its pages' locks, which a `read` holds
-    /// while its request waits for a worker, and the core's lock is not held now. A `write(2)` or
-    /// `truncate(2)` holds its file's pages: those requests are outside the scope. The rest goes to
-    /// the thread, in order: a name's invalidation waits for the directory lock the request's own
+    /// cached pages and attributes of the inodes it changed are dropped here, before the reply:
+    /// - the files it rewrote: a tag put on or taken off a note through `tags/` or
+    ///   `user.marfa.tags` rewrites its front matter, and the next `read(2)` of any program sees
+    ///   the new text however far behind the thread is;
+    /// - the other directories whose listings it changed: `rm -r vault/f` empties `tags/`, and a
+    ///   restore by `mv` from `trash/` fills `vault/`; the next `ls` lists them anew (the kernel
+    ///   keeps a listing, `cache_readdir`, and only notices the changes made through the
+    ///   directory itself);
+    /// - the targets the kernel keeps of the symlinks naming an item it moved
+    ///   (`Invalidation.target`: a `readlink` right after `mv` shows the new path).
+    /// Safe from here: the call takes none of the inode's locks, only its pages' locks (a file's,
+    /// which a `read` holds while its request waits for a worker; a listing's, which the kernel
+    /// holds only to copy entries in or out), and the core's lock is not held now. A `write(2)` or
+    /// `truncate(2)` holds its file's pages: those requests are outside the scope. Names go to the
+    /// thread, in order: a name's invalidation waits for the directory lock the request's own
     /// system call holds.
     func send(_ inv: [Invalidation]) {
         guard RequestScope.isInside, let se = session else { return enqueue(inv) }
@@ -144,7 +150,7 @@ final class Notifier: @unchecked Sendable {
         later.reserveCapacity(inv.count)
         for i in inv {
             switch i {
-            case .inode(let ino) where FileSystem.isItemInode(ino), .target(let ino):
+            case .inode(let ino), .target(let ino):
                 _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0)
             default:
                 later.append(i)

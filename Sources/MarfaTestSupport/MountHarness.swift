@@ -200,9 +200,11 @@ public final class MountHarness: @unchecked Sendable {
 
     /// Mounts, runs `body`, and unmounts whatever happens. `bound`: the store is one a server has
     /// seen (`bindStore`).
-    public static func with(store: String? = nil, options: [String] = [], bound: Bool = false, _ body: (MountHarness) throws -> Void) throws {
+    public static func with(store: String? = nil, options: [String] = [], bound: Bool = false,
+                            environment: [String: String] = [:], _ body: (MountHarness) throws -> Void) throws {
         let h = try MountHarness(store: store)
         h.mountOptions = options
+        h.environment = environment
         if bound { try h.bindStore() }
         try h.mount()
         defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
