@@ -148,10 +148,11 @@ final class Notifier: @unchecked Sendable {
         guard RequestScope.isInside, let se = session else { return enqueue(inv) }
         var later: [Invalidation] = []
         later.reserveCapacity(inv.count)
+        var sent = Set<UInt64>()
         for i in inv {
             switch i {
             case .inode(let ino), .target(let ino):
-                _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0)
+                if sent.insert(ino).inserted { _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0) }
             default:
                 later.append(i)
             }
