@@ -210,8 +210,8 @@ extension FileSystem {
             if let key = dirKey(p), let pk = catalog.parked[key]?[name] {
                 catalog.parked[key]?[name] = nil
                 // An item renamed to a backup name and removed: it goes to the trash.
-                _ = try wrap { try store.setState(rowid: pk.item, .trashed) }
-                return try refreshItem(pk.item) + invalidations((p, [name, pk.originalName]))
+                let facts = try wrap { try store.setStateReadingFacts(rowid: pk.item, .trashed) }
+                return try refreshItem(pk.item, facts: [pk.item: facts].compactMapValues { $0 }) + invalidations((p, [name, pk.originalName]))
             }
             guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
             switch (p, child) {
@@ -221,9 +221,9 @@ extension FileSystem {
                 return try refreshItem(r, .removed)
             case (.typeDir, .item(let r)), (.treeDir, .item(let r)):
                 try keepFolder(p)
-                _ = try wrap { try store.setState(rowid: r, .trashed) }   // FS §4: unlink moves to trash
+                let facts = try wrap { try store.setStateReadingFacts(rowid: r, .trashed) }   // FS §4: unlink moves to trash
                 if let key = dirKey(p) { catalog.unlinked[key, default: [:]][name] = (r, Date()) }
-                return try refreshItem(r)
+                return try refreshItem(r, facts: [r: facts].compactMapValues { $0 })
             case (.tagDir(let tag), .tagEntry(_, let r)):
                 var tags = catalog.tagsOf[r] ?? []
                 tags.remove(tag)

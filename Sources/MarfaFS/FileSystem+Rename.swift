@@ -151,8 +151,8 @@ extension FileSystem {
     /// replacement (FS-31): the item the name held goes to the trash.
     func replaceKind(_ t: Int64) throws -> [Invalidation] {
         try settleNow(spools: .none)
-        _ = try wrap { try store.setState(rowid: t, .trashed) }
-        return try refreshItem(t)
+        let facts = try wrap { try store.setStateReadingFacts(rowid: t, .trashed) }
+        return try refreshItem(t, facts: [t: facts].compactMapValues { $0 })
     }
 
     /// Renames that involve scratch files and backup names (FS-13, FS-14); nil for the others.

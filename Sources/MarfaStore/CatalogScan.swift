@@ -108,14 +108,18 @@ extension Store {
     /// three times the work of getting a connection up to date after the write), one with no
     /// memory map to drop and map again (`Store.readerMmapBytes`).
     public func facts(rowid: Int64) throws -> ItemFacts? {
-        try pool.unsafeRead { db in
-            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(ItemSummary.columns), links, links_stale FROM items WHERE rowid = ?"),
-                                             arguments: [rowid]) else { return nil }
-            let s = ItemSummary(row: row)
-            let stale = (row["links_stale"] as Int64?) == 1
-            let tags = try String.fetchSet(db.cachedStatement(sql: "SELECT tag FROM tags WHERE item_id = ?"), arguments: [s.id])
-            return ItemFacts(summary: s, tags: tags, links: stale ? nil : row["links"], linksStale: stale)
-        }
+        try pool.unsafeRead { db in try Self.facts(db, rowid: rowid) }
+    }
+
+    /// One item's `ItemFacts` on connection `db` (a reader's, or the writer's inside the
+    /// transaction that changed it).
+    static func facts(_ db: Database, rowid: Int64) throws -> ItemFacts? {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(ItemSummary.columns), links, links_stale FROM items WHERE rowid = ?"),
+                                         arguments: [rowid]) else { return nil }
+        let s = ItemSummary(row: row)
+        let stale = (row["links_stale"] as Int64?) == 1
+        let tags = try String.fetchSet(db.cachedStatement(sql: "SELECT tag FROM tags WHERE item_id = ?"), arguments: [s.id])
+        return ItemFacts(summary: s, tags: tags, links: stale ? nil : row["links"], linksStale: stale)
     }
 
     /// `ItemFacts` read outside the mount's lock, with the store's count of committed writes

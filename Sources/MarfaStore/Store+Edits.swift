@@ -85,6 +85,17 @@ extension Store {
         }
     }
 
+    /// `setState`, and the item's `ItemFacts` as the transaction leaves them, read on the writer's
+    /// connection before it commits: a pool reader would first have to catch up with the commit
+    /// (a quarter of each `unlink` of `rm -rf`). nil: the item has no row.
+    public func setStateReadingFacts(rowid: Int64, _ state: ItemState) throws -> ItemFacts? {
+        try settledWrite { db in
+            guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+            _ = try setStateLocked(db, cur, state)
+            return try Self.facts(db, rowid: rowid)
+        }
+    }
+
     func setStateLocked(_ db: Database, _ cur: StoredItem, _ state: ItemState) throws -> StoredItem {
         let rowid = cur.rowid
         if cur.item.state == state { return cur }
