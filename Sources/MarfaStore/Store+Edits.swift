@@ -87,39 +87,56 @@ extension Store {
 
     /// `setState`, and the item's `ItemFacts` as the transaction leaves them, read on the writer's
     /// connection before it commits: a pool reader would first have to catch up with the commit
-    /// (a quarter of each `unlink` of `rm -rf`). nil: the item has no row.
+    /// (a quarter of each `unlink` of `rm -rf`). The item's text is read only if the change
+    /// queues it (a never-sent item restored). nil: the item has no row.
     public func setStateReadingFacts(rowid: Int64, _ state: ItemState) throws -> ItemFacts? {
         try settledWrite { db in
-            guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
-            _ = try setStateLocked(db, cur, state)
+            guard let row = try db.row("SELECT id, state, version FROM items WHERE rowid = ?", [rowid]) else {
+                throw StoreError.notFound("item \(rowid)")
+            }
+            let id: String = row[0], version: Int = row[2]
+            if ItemState(rawValue: row[1]) != state {
+                _ = try changeState(db, rowid: rowid, id: id, version: version, to: state) {
+                    guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+                    return cur.item
+                }
+            }
             return try Self.facts(db, rowid: rowid)
         }
     }
 
     func setStateLocked(_ db: Database, _ cur: StoredItem, _ state: ItemState) throws -> StoredItem {
-        let rowid = cur.rowid
         if cur.item.state == state { return cur }
-        let now = Date()
-        let (ts, ns) = (Timestamp.format(now), Self.ns(now))
-        try db.run("UPDATE items SET state = ?, updated_at = ?, mtime_ns = ? WHERE rowid = ?", [state.rawValue, ts, ns, rowid])
-        let sent = try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND state != 'pending'", [cur.item.id])
-        if cur.item.version == 0 && !sent {
-            // The server never saw this item: trashing it leaves nothing to send (its edges
-            // keep theirs); restoring it queues its create again.
-            if state == .trashed {
-                try db.run("DELETE FROM mutations WHERE item_id = ? AND kind NOT IN ('create_edge', 'delete_edge')", [cur.item.id])
-            } else {
-                var c = cur.item; c.state = state
-                try enqueueItemChange(db, c)
-            }
-        } else {
-            try enqueue(db, kind: .transition, itemID: cur.item.id, payload: ["state": .string(state.rawValue)], coalesce: false)
-        }
+        let (ts, ns) = try changeState(db, rowid: cur.rowid, id: cur.item.id, version: cur.item.version, to: state) { cur.item }
         // The row as it is now: these three columns changed (no trigger follows them), so it is
         // not read again, text and all (each `unlink` of `rm -rf` read every note twice).
         var after = cur
         after.item.state = state; after.item.updatedAt = ts; after.mtimeNs = ns
         return after
+    }
+
+    /// The state change of item `rowid` (`id`, at server `version`) and its queued transition;
+    /// `item`: the item as stored, asked for only when its create must be queued again. Returns
+    /// the new `updated_at` and mtime.
+    private func changeState(_ db: Database, rowid: Int64, id: String, version: Int, to state: ItemState,
+                             item: () throws -> Item) throws -> (updatedAt: String, mtimeNs: Int64) {
+        let now = Date()
+        let (ts, ns) = (Timestamp.format(now), Self.ns(now))
+        try db.run("UPDATE items SET state = ?, updated_at = ?, mtime_ns = ? WHERE rowid = ?", [state.rawValue, ts, ns, rowid])
+        let sent = try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND state != 'pending'", [id])
+        if version == 0 && !sent {
+            // The server never saw this item: trashing it leaves nothing to send (its edges
+            // keep theirs); restoring it queues its create again.
+            if state == .trashed {
+                try db.run("DELETE FROM mutations WHERE item_id = ? AND kind NOT IN ('create_edge', 'delete_edge')", [id])
+            } else {
+                var c = try item(); c.state = state; c.updatedAt = ts
+                try enqueueItemChange(db, c)
+            }
+        } else {
+            try enqueue(db, kind: .transition, itemID: id, payload: ["state": .string(state.rawValue)], coalesce: false)
+        }
+        return (ts, ns)
     }
 
     /// Brings an item just moved to the trash back to `active`: the transition to the trash, if
