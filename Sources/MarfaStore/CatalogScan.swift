@@ -86,14 +86,18 @@ extension Store {
     public func facts(rowids: [Int64]) throws -> [Int64: ItemFacts] {
         if rowids.isEmpty { return [:] }
         return try pool.read { db in
-            let list = rowids.map(String.init).joined(separator: ",")
+            // The rows as one JSON array bound to statements prepared once (a statement with the
+            // rows in its text was parsed and planned anew for every batch the settler took).
+            let list = "[" + rowids.map(String.init).joined(separator: ",") + "]"
             var summaries: [Int64: (ItemSummary, String?, Bool)] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT \(ItemSummary.columns), links, links_stale FROM items WHERE rowid IN (\(list))") {
+            let rowsSQL = "SELECT \(ItemSummary.columns), links, links_stale FROM items WHERE rowid IN (SELECT value FROM json_each(?))"
+            for row in try Row.fetchAll(db.cachedStatement(sql: rowsSQL), arguments: [list]) {
                 let s = ItemSummary(row: row)
                 summaries[s.rowid] = (s, row["links"], (row["links_stale"] as Int64?) == 1)
             }
             var tags: [String: Set<String>] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT item_id, tag FROM tags WHERE item_id IN (SELECT id FROM items WHERE rowid IN (\(list)))") {
+            let tagsSQL = "SELECT item_id, tag FROM tags WHERE item_id IN (SELECT id FROM items WHERE rowid IN (SELECT value FROM json_each(?)))"
+            for row in try Row.fetchAll(db.cachedStatement(sql: tagsSQL), arguments: [list]) {
                 tags[row[0], default: []].insert(row[1])
             }
             return summaries.mapValues { s, links, stale in
