@@ -110,10 +110,11 @@ extension FileSystem {
         let tags = catalog.tagsOf[r] ?? []
         var next = tags.filter { !$0.hasPrefix(VaultText.folderPrefix) }
         if !folder.isEmpty { next.insert(VaultText.folderPrefix + folder) }
-        if next != tags { try wrap { try store.setTags(rowid: r, next) } }
         let shown = try treeTable(catalog.folder(of: r))?.nameOf[r] ?? catalog.name(of: r)
-        if newName != shown { _ = try wrap { try store.rename(rowid: r, to: newName) } }
-        return try refreshItem(r)
+        if next == tags && newName == shown { return try refreshItem(r) }
+        // One transaction, which hands the catalog the item as it leaves it.
+        let facts = try wrap { try store.move(rowid: r, tags: next == tags ? nil : next, fileName: newName == shown ? nil : newName) }
+        return try refreshItem(r, facts: [r: facts].compactMapValues { $0 })
     }
 
     /// A new file that has no row yet, renamed or moved to a free name in the same kind of
@@ -123,6 +124,9 @@ extension FileSystem {
     func moveStaged(_ p: Node, _ name: String, _ src: Node, _ np: Node, _ newName: String) throws -> [Invalidation]? {
         guard case .item(let r) = src, catalog.createdHere.contains(r), !ScratchNames.matches(newName) else { return nil }
         let staged = store.isNewlyStaged(StagedKey(.item, r))
+        // Committed, it moves only while not settled: with no file written since everything last
+        // settled, it is settled (no write transaction to find that out).
+        if !staged && !settler.mayHaveWrittenFiles { return nil }
         if let sk = dirKey(p), catalog.parked[sk]?[name] != nil { return nil }
         var tags = catalog.tagsOf[r] ?? []
         let type: String

@@ -87,7 +87,9 @@ extension FileSystem {
         }
         guard !rows.isEmpty else { return }
         let unseen = rows.filter { settledUnseen.remove($0) != nil }
-        let done = try wrap { try store.settle(rowids: rows) }
+        // With no file written since everything last settled, none of them has bytes to settle:
+        // the store is not asked (after any commit, its reading connection maps the file anew).
+        let done = settler.mayHaveWrittenFiles ? try wrap { try store.settle(rowids: rows) } : []
         let spooled = try wrap { try store.settleSpools(rows.filter { store.spool.has($0) }) }
         notify(try settled(done + spooled + unseen))
     }

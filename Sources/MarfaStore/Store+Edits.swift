@@ -59,22 +59,45 @@ extension Store {
     /// unless the file's own front matter names the title.
     public func rename(rowid: Int64, to fileName: String) throws -> StoredItem {
         try settledWrite { db in
-            guard var cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
-            let t = type(cur.item.type)
-            var titleInFile = false
-            if let raw = cur.raw, let p = try? FrontMatter.parse(raw, bodyField: t.bodyField, titleField: t.titleField) {
-                titleInFile = p.hasTitleKey
-            }
-            if !titleInFile { cur.item.properties[t.titleField] = .string(Self.titleFromFileName(fileName, type: t)) }
-            if TypeSchema.isBlobType(t.id) { cur.item.properties["filename"] = .string(fileName) }
-            let now = Date()
-            cur.item.updatedAt = Timestamp.format(now)
-            try db.run("UPDATE items SET file_name = ?, properties = ?, updated_at = ?, sync = CASE WHEN sync = 'invalid' THEN sync ELSE 'pending' END WHERE rowid = ?",
-                           [fileName, JSONCoding.encode(cur.item.properties), cur.item.updatedAt, rowid])
-            if cur.sync != .invalid { try enqueueItemChange(db, cur.item) }
-            try refreshName(db, rowid: rowid)
+            guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+            try renameLocked(db, cur, to: fileName)
             return try Self.fetchItem(db, rowid: rowid)!
         }
+    }
+
+    /// An item moved in the vault's tree (FS-27): its tags (the `folder:` tag naming the new
+    /// folder) and its file name, each when given, in one transaction; returns its `ItemFacts` as
+    /// the transaction leaves them, read on the writer's connection (a pool reader would first
+    /// catch up with the commit). nil: the item has no row.
+    public func move(rowid: Int64, tags: Set<String>?, fileName: String?) throws -> ItemFacts? {
+        try settledWrite { db in
+            guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+            if let tags { try setTagsFollowingText(db, cur, tags) }
+            if let fileName {
+                // The tags may have rewritten the text (a note holds them): the row as it is now.
+                let now = tags == nil ? cur : try Self.fetchItem(db, rowid: rowid)!
+                try renameLocked(db, now, to: fileName)
+            }
+            return try Self.facts(db, rowid: rowid)
+        }
+    }
+
+    private func renameLocked(_ db: Database, _ cur: StoredItem, to fileName: String) throws {
+        var cur = cur
+        let rowid = cur.rowid
+        let t = type(cur.item.type)
+        var titleInFile = false
+        if let raw = cur.raw, let p = try? FrontMatter.parse(raw, bodyField: t.bodyField, titleField: t.titleField) {
+            titleInFile = p.hasTitleKey
+        }
+        if !titleInFile { cur.item.properties[t.titleField] = .string(Self.titleFromFileName(fileName, type: t)) }
+        if TypeSchema.isBlobType(t.id) { cur.item.properties["filename"] = .string(fileName) }
+        let now = Date()
+        cur.item.updatedAt = Timestamp.format(now)
+        try db.run("UPDATE items SET file_name = ?, properties = ?, updated_at = ?, sync = CASE WHEN sync = 'invalid' THEN sync ELSE 'pending' END WHERE rowid = ?",
+                   [fileName, JSONCoding.encode(cur.item.properties), cur.item.updatedAt, rowid])
+        if cur.sync != .invalid { try enqueueItemChange(db, cur.item) }
+        try refreshName(db, rowid: rowid)
     }
 
     /// Moves an item between `active`, `archived` and `trashed` and queues the transition.
