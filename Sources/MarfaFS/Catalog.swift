@@ -51,6 +51,9 @@ struct Catalog {
     var dirtyDirTimes: Set<String> = []
     /// Permission bits of files made through the mount that have no row yet (FS-31).
     var stagedModes: [Int64: UInt16] = [:]
+    /// Permission bits set on scratch files (FS-14), in memory: the item a scratch file becomes
+    /// when renamed to an item's name takes them (`rsync`'s `chmod` of its temporary file).
+    var scratchModes: [Int64: UInt16] = [:]
     /// Permission bits set on folders of the vault's tree (FS-31).
     var dirModes: [String: UInt16] = [:]
     /// Owners other than the mount's user (FS-31): of items, by rowid, and of the tree's folders.
@@ -112,6 +115,7 @@ struct Catalog {
     }
 
     mutating func removeScratch(_ rowid: Int64) {
+        scratchModes.removeValue(forKey: rowid)
         guard let s = scratch.removeValue(forKey: rowid) else { return }
         scratchByDir[s.dir]?.removeValue(forKey: s.name)
     }

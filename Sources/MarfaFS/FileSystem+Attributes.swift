@@ -32,6 +32,7 @@ extension FileSystem {
             a.mode = catalog.dirModes[f] ?? 0
             if let o = catalog.dirOwners[f] { a.uid = o.uid; a.gid = o.gid }
         case .detached(let d): a.mode = catalog.detached[d]?.mode ?? 0
+        case .scratch(let id): a.mode = catalog.scratchModes[id].map { Store.storedMode($0, default: Store.defaultFileMode) ?? 0 } ?? 0
         default: break
         }
         a.atimeNs = catalog.atimes[i]
@@ -146,6 +147,8 @@ extension FileSystem {
                 settler.wake()
             case .detached(let d):
                 catalog.detached[d]?.mode = Store.storedMode(mode, default: Store.defaultFileMode) ?? 0
+            case .scratch(let id):
+                catalog.scratchModes[id] = mode & 0o7777
             default:
                 // Views, tags and links show fixed modes; a change is accepted and not kept (FS-16).
                 break

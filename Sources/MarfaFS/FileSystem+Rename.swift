@@ -29,8 +29,15 @@ extension FileSystem {
             let savedOver = Self.isItemFile(dst) && (Self.isItemFile(src) || stagedKey(src) != nil)
             if p != np { try keepFolder(p) }
             if dst == nil, let moved = try moveStaged(p, name, src, np, newName) { return moved }
-            // A folder's rename changes the folder of every file in it, those being written too.
-            if !savedOver { if src.kind == .directory { try settleNow(spools: .all) } else { try settleOnly([src, dst]) } }
+            // A folder's rename changes the folder of every file in it, those being written too. A
+            // staged scratch file given a free item name becomes the item from the journal.
+            let promotesStaged: Bool = {
+                guard case .scratch = src, dst == nil, !ScratchNames.matches(newName) else { return false }
+                return stagedKey(src) != nil
+            }()
+            if !savedOver && !promotesStaged {
+                if src.kind == .directory { try settleNow(spools: .all) } else { try settleOnly([src, dst]) }
+            }
             if let local = try renameLocal(p, name, src, np, newName, dst) { return local }
             if src == dst { return [] }
             switch (p, src, np) {
@@ -190,9 +197,10 @@ extension FileSystem {
                 target = t
             } else {
                 let new = try newItem(in: np, named: newName)
-                let stored = try wrap { try store.promoteScratch(sid, as: new) }
+                let stored = try wrap { try store.promoteStagedScratch(sid, as: new) ?? store.promoteScratch(sid, as: new) }
                 target = stored.rowid
                 inv = try refreshItem(stored.rowid, .made(stored.summary, Set(new.tags)))
+                if let bits = catalog.scratchModes[sid] { try keepMode(stored.rowid, bits) }
             }
             catalog.removeScratch(sid)
             catalog.scratchAliases[sid] = target

@@ -134,6 +134,24 @@ extension Store {
         return stored
     }
 
+    /// A scratch file still staged (never committed) renamed to an item's name: the item is made
+    /// from its staged bytes and time, then the scratch leaves the journal; the other staged files
+    /// stay staged. (`promoteScratch` needs the scratch's row: everything staged was committed
+    /// for it, each time a temporary name of `rsync` happened to look like a swap file's,
+    /// `.name.md.abcsw4`.) Call with the mount's requests' lock held, so that no commit begins
+    /// between the question and the act. nil: it is not staged.
+    public func promoteStagedScratch(_ rowid: Int64, as item: NewItem) throws -> StoredItem? {
+        let k = StagedKey(.scratch, rowid)
+        // `isStaged` waits for a commit in flight, which may have taken the file.
+        guard staging.contains(k), let f = staging.file(k) else { return nil }
+        var n = item
+        n.content = f.bytes
+        let stored = try write { db in try insertItem(db, n, rowid: nil, unsettled: false, createdNs: Self.ns(Date()), mtimeNs: f.mtimeNs) }
+        // Made first: a crash between the two leaves the scratch file as well, never neither.
+        try staging.drop(k)
+        return stored
+    }
+
     /// An item renamed to a scratch name (a backup, `note.md~`): its bytes are kept in a scratch
     /// file of that name; the item itself stays as it is until it is re-attached or removed.
     public func backupItem(_ rowid: Int64, dir: String, name: String) throws -> ScratchFile {

@@ -136,6 +136,34 @@ import Testing
         }
     }
 
+    /// FS-14, FS-32: a temporary name that happens to look like a swap file's (rsync's
+    /// `.n.md.abcsw4`, one name in a few thousand) is a scratch file; renamed to a free name, it
+    /// becomes the note, with its bytes, bits and time, among files still being staged, and the
+    /// scratch name is gone, here, after a crash of the daemon and on the next mount.
+    @Test func FS32_aSwapLookingTemporaryFileRenamedToItsNameBecomesTheNote() throws {
+        try MountHarness.with { h in
+            let made = h.sh("""
+                mkdir vault/d && cd vault/d && for i in $(seq 1 40); do printf 'n%s\n' $i > n$i.md; done
+                printf '# Kept\nsee [[n1]]\n' > .kept.md.abcsw4 && chmod 640 .kept.md.abcsw4
+                touch -d '2020-01-02 03:04:05 UTC' .kept.md.abcsw4 && mv .kept.md.abcsw4 kept.md
+                """)
+            #expect(made.status == 0, "\(made.stderr)")
+            func check(_ when: String) {
+                #expect(h.sh("cat vault/d/kept.md").out == "# Kept\nsee [[n1]]", "\(when)")
+                #expect(h.sh("stat -c '%a %Y' vault/d/kept.md").out == "640 1577934245", "\(when)")
+                #expect(h.sh("ls -a vault/d | grep -c sw4").out == "0", "\(when)")
+                #expect(h.sh("cat vault/d/n*.md | wc -l").out == "40", "\(when)")
+            }
+            check("at once")
+            #expect(h.sql("SELECT count(*) FROM scratch") == "0")
+            h.killDaemon()
+            try h.mount()
+            check("after a kill -9 and a mount")
+            #expect(MountHarness.eventually { h.sh("ls backlinks/core.note/n1.md/references 2>/dev/null").out == "kept.md" })
+            #expect(h.sql("SELECT count(*) FROM items WHERE file_name LIKE '%sw4%'") == "0")
+        }
+    }
+
     @Test func FS31_ownerTimesAndCtime() throws {
         try MountHarness.with { h in
             #expect(h.sh("printf 'a\\n' > vault/n.md").status == 0)
