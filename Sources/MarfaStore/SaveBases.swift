@@ -125,6 +125,19 @@ final class SaveBases: @unchecked Sendable {
         return saves.filter(\.value.inPlace).map { ($0.key, $0.value.beganNs) }
     }
 
+    /// `w` changed the bytes of `rowid` while it is staged (a write, or a save over it): no save
+    /// begins there (it settles as it is committed), so the records of what the mount showed
+    /// before, and of what `w` saw, are dropped here, as a settling save replaces them
+    /// (`settles`). Kept, the next save by a program with no record of its own (`mv` of a new
+    /// file over it) took those older bytes for its base against the item's newer ones: a
+    /// conflict with the item's own earlier save. Dropped, not replaced: a file appended to while
+    /// something reads it would be copied whole at every write.
+    func wroteStaged(_ rowid: Int64, by w: Writer) {
+        lock.lock(); defer { lock.unlock() }
+        if let s = shown.removeValue(forKey: rowid) { bytes -= s.bytes.count }
+        if w != .unknown, let s = seen.removeValue(forKey: Key(rowid: rowid, writer: w)) { bytes -= s.bytes.count }
+    }
+
     /// Forgets what concerns an item that is gone.
     func forget(_ rowid: Int64) {
         lock.lock(); defer { lock.unlock() }

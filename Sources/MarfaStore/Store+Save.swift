@@ -57,6 +57,7 @@ extension Store {
     /// queued (the file settles later, FS-14).
     public func changeFile(_ f: FileRef, _ change: StagedChange, by writer: Writer = .unknown) throws -> ChangedFile {
         if staging.contains(f.key), let sf = try changeStaged(f.key, change) {
+            if case .item(let r, _) = f, !change.isTime { saveBases.wroteStaged(r, by: writer) }
             return ChangedFile(size: sf.size, mtimeNs: sf.mtimeNs, scratch: scratchFile(ofStaged: sf), staged: true)
         }
         switch (f, change) {
@@ -108,7 +109,10 @@ extension Store {
     public func saveOver(_ target: Int64, from source: SaveSource, by writer: Writer = .unknown) throws -> StagedFile? {
         if staging.isNew(source.key) {
             if !staging.contains(StagedKey(.item, target)) { try readStatement { db in try beginSave(db, target, by: writer, patch: false) } }
-            return try staging.saveOver(target, from: source.key)
+            let f = try staging.saveOver(target, from: source.key)
+            // A save over a new file still staged begins no save: it is its bytes from now on.
+            if !saveBases.isSaving(target) { saveBases.wroteStaged(target, by: writer) }
+            return f
         }
         try commitStaged(ifAnyOf: source.key, StagedKey(.item, target))
         switch source {

@@ -289,6 +289,9 @@ extension Store {
         case write(offset: Int64, data: [UInt8])
         case truncate(size: Int64)
         case mtime(ns: Int64)
+
+        /// Only the file's time changes (its bytes stay).
+        public var isTime: Bool { if case .mtime = self { return true }; return false }
     }
 
     /// Changes staged file `k`, appended to the journal before it returns. A file that would grow
