@@ -68,7 +68,7 @@ extension Store {
     /// An item moved in the vault's tree (FS-27): its tags (the `folder:` tag naming the new
     /// folder) and its file name, each when given, in one transaction; returns its `ItemFacts` as
     /// the transaction leaves them, read on the writer's connection (a pool reader would first
-    /// catch up with the commit). nil: the item has no row.
+    /// catch up with the commit).
     public func move(rowid: Int64, tags: Set<String>?, fileName: String?) throws -> ItemFacts? {
         try settledWrite { db in
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
@@ -111,7 +111,7 @@ extension Store {
     /// `setState`, and the item's `ItemFacts` as the transaction leaves them, read on the writer's
     /// connection before it commits: a pool reader would first have to catch up with the commit
     /// (a quarter of each `unlink` of `rm -rf`). The item's text is read only if the change
-    /// queues it (a never-sent item restored). nil: the item has no row.
+    /// queues it (a never-sent item restored).
     public func setStateReadingFacts(rowid: Int64, _ state: ItemState) throws -> ItemFacts? {
         try settledWrite { db in
             guard let row = try db.row("SELECT id, state, version FROM items WHERE rowid = ?", [rowid]) else {
