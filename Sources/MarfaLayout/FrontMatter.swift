@@ -292,15 +292,30 @@ extension FrontMatter {
         return end
     }
 
+    /// Whether the text has a "\r\n" line end: a scan of its bytes (Foundation's search of a
+    /// `String` converts it to UTF-16 first: a tenth of a tag's change on a note).
+    static func hasCRLF(_ text: String) -> Bool {
+        var previous: UInt8 = 0
+        for b in text.utf8 {
+            if b == 10 && previous == 13 { return true }
+            previous = b
+        }
+        return false
+    }
+
     /// The text with its front-matter lines (without line ends) changed by `edit`, every other
     /// byte kept; nil when the text has no front matter or `edit` returns false. A block left
     /// empty goes.
     static func editingLines(_ text: String, _ edit: (inout [String]) -> Bool) -> String? {
         guard let (yaml, body) = split(text) else { return nil }
-        let eol = text.contains("\r\n") ? "\r\n" : "\n"
-        var lines = yaml.components(separatedBy: "\n")
+        let eol = Self.hasCRLF(text) ? "\r\n" : "\n"
+        // Lines split at each "\n" byte, a "\r" before it dropped: a `String`'s own splitting
+        // takes "\r\n" for one character and never splits there, so a "\r\n" block was one line
+        // with its line end inside (a tag added to it left a blank line before the closing `---`).
+        var lines = yaml.utf8.split(separator: 10, omittingEmptySubsequences: false).map { line in
+            String(decoding: line.last == 13 ? line.dropLast() : line[...], as: UTF8.self)
+        }
         if lines.last == "" { lines.removeLast() }
-        lines = lines.map { $0.hasSuffix("\r") ? String($0.dropLast()) : $0 }
         var out = lines
         guard edit(&out) else { return nil }
         if out.allSatisfy({ $0.trimmingCharacters(in: .whitespaces).isEmpty }) { return body }

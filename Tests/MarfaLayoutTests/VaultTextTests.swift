@@ -64,6 +64,11 @@ import Testing
         #expect(s.links.map(\.target) == ["One", "Two"])
         #expect(s.tags == ["t"])
         #expect(VaultText.removingTag("t", from: text) == "A [[One]] t\r\n```\r\n[[Not]] #u\r\n```\r\nB [[Two]]\r\n")
+        // Front matter with "\r\n" keeps it on every line a tag's change writes, and no blank line.
+        let crlf = "---\r\ntags: [a, b]\r\n---\r\nBody\r\n"
+        #expect(VaultText.removingTag("a", from: crlf) == "---\r\ntags: [b]\r\n---\r\nBody\r\n")
+        #expect(VaultText.addingTag("c", to: crlf) == "---\r\ntags: [a, b, c]\r\n---\r\nBody\r\n")
+        #expect(VaultText.addingTag("c", to: "---\r\ntitle: x\r\n---\r\nBody\r\n") == "---\r\ntitle: x\r\ntags:\r\n  - c\r\n---\r\nBody\r\n")
     }
 
     /// The ASCII shortcut of a tag's characters is what Unicode's properties say of them, and
