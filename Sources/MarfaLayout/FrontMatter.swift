@@ -76,7 +76,7 @@ public enum FrontMatter {
         guard let (yaml, body) = split(text) else { return [bodyField: .string(text)] }
         var props: [String: JSONValue] = [:]
         var chunks: [[Substring]] = []
-        for line in yaml.split(separator: "\n", omittingEmptySubsequences: false) {
+        for line in lines(yaml) {
             let starts = line.first.map { !$0.isWhitespace && $0 != "#" && $0 != "-" } ?? false
             if starts || chunks.isEmpty { chunks.append([line]) } else { chunks[chunks.count - 1].append(line) }
         }
@@ -292,6 +292,14 @@ extension FrontMatter {
         return end
     }
 
+    /// The lines of a block, split at each "\n" byte, a "\r" before it dropped. A `String`'s own
+    /// splitting takes "\r\n" for one character and never splits there: a block written with
+    /// "\r\n" was one line with its line ends inside (a tag added to it left a blank line before
+    /// the closing `---`; broken front matter salvaged one key, with the rest as its value).
+    static func lines(_ text: String) -> [Substring] {
+        text.utf8.split(separator: 10, omittingEmptySubsequences: false).map { Substring($0.last == 13 ? $0.dropLast() : $0) }
+    }
+
     /// Whether the text has a "\r\n" line end: a scan of its bytes (Foundation's search of a
     /// `String` converts it to UTF-16 first: a tenth of a tag's change on a note).
     static func hasCRLF(_ text: String) -> Bool {
@@ -309,12 +317,7 @@ extension FrontMatter {
     static func editingLines(_ text: String, _ edit: (inout [String]) -> Bool) -> String? {
         guard let (yaml, body) = split(text) else { return nil }
         let eol = Self.hasCRLF(text) ? "\r\n" : "\n"
-        // Lines split at each "\n" byte, a "\r" before it dropped: a `String`'s own splitting
-        // takes "\r\n" for one character and never splits there, so a "\r\n" block was one line
-        // with its line end inside (a tag added to it left a blank line before the closing `---`).
-        var lines = yaml.utf8.split(separator: 10, omittingEmptySubsequences: false).map { line in
-            String(decoding: line.last == 13 ? line.dropLast() : line[...], as: UTF8.self)
-        }
+        var lines = Self.lines(yaml).map(String.init)
         if lines.last == "" { lines.removeLast() }
         var out = lines
         guard edit(&out) else { return nil }

@@ -31,6 +31,14 @@ import Testing
         #expect(p["bad"] == nil, "a key over several lines that does not parse is left out")
         #expect(p["body"] == .string("Body [[x]]\n"))
         #expect(FrontMatter.salvage([0x66, 0, 0x67]) == nil, "not text")
+        // The same note written with "\r\n" line ends (Windows): the same keys.
+        let crlf = text.replacingOccurrences(of: "\n", with: "\r\n")
+        #expect(throws: FrontMatterError.self) { try FrontMatter.parse(Array(crlf.utf8)) }
+        let q = try #require(FrontMatter.salvage(Array(crlf.utf8)))
+        #expect(q["title"] == .string("Centro: HUB"))
+        #expect(q["tags"] == .array([.string("crm"), .string("hub")]))
+        #expect(q["n"] == .int(3))
+        #expect(q["bad"] == nil)
     }
 
     /// Plain scalars get the types YAML 1.1 gives them (Yams's default resolver), explicit tags
