@@ -300,16 +300,9 @@ extension FrontMatter {
         text.utf8.split(separator: 10, omittingEmptySubsequences: false).map { Substring($0.last == 13 ? $0.dropLast() : $0) }
     }
 
-    /// Whether the text has a "\r\n" line end: a scan of its bytes (Foundation's search of a
-    /// `String` converts it to UTF-16 first: a tenth of a tag's change on a note).
-    static func hasCRLF(_ text: String) -> Bool {
-        var previous: UInt8 = 0
-        for b in text.utf8 {
-            if b == 10 && previous == 13 { return true }
-            previous = b
-        }
-        return false
-    }
+    /// Whether the text has a "\r\n" line end (a byte scan: Foundation's search through UTF-16
+    /// was a tenth of a tag's change on a note).
+    static func hasCRLF(_ text: String) -> Bool { VaultText.hasBytes(text, 13, 10) }
 
     /// The text with its front-matter lines (without line ends) changed by `edit`, every other
     /// byte kept; nil when the text has no front matter or `edit` returns false. A block left

@@ -304,10 +304,14 @@ extension VaultText {
     }
 
     /// Whether `s` holds `[[`.
-    static func hasWikiOpening(_ s: String) -> Bool {
+    static func hasWikiOpening(_ s: String) -> Bool { hasBytes(s, 0x5b, 0x5b) }
+
+    /// Whether `s` holds byte `first` right before byte `second`: a scan of its bytes (Foundation's
+    /// search of a `String` goes through UTF-16 first).
+    static func hasBytes(_ s: String, _ first: UInt8, _ second: UInt8) -> Bool {
         var previous: UInt8 = 0
         for b in s.utf8 {
-            if b == 0x5b && previous == 0x5b { return true }
+            if b == second && previous == first { return true }
             previous = b
         }
         return false
