@@ -211,7 +211,7 @@ extension FileSystem {
                 catalog.parked[key]?[name] = nil
                 // An item renamed to a backup name and removed: it goes to the trash.
                 let facts = try wrap { try store.setStateReadingFacts(rowid: pk.item, .trashed) }
-                return try refreshItem(pk.item, facts: [pk.item: facts].compactMapValues { $0 }) + invalidations((p, [name, pk.originalName]))
+                return try refreshItem(pk.item, written: facts) + invalidations((p, [name, pk.originalName]))
             }
             guard let child = try childNode(p, name) else { throw FSError(.notFound, name) }
             switch (p, child) {
@@ -223,7 +223,7 @@ extension FileSystem {
                 try keepFolder(p)
                 let facts = try wrap { try store.setStateReadingFacts(rowid: r, .trashed) }   // FS §4: unlink moves to trash
                 if let key = dirKey(p) { catalog.unlinked[key, default: [:]][name] = (r, Date()) }
-                return try refreshItem(r, facts: [r: facts].compactMapValues { $0 })
+                return try refreshItem(r, written: facts)
             case (.tagDir(let tag), .tagEntry(_, let r)):
                 var tags = catalog.tagsOf[r] ?? []
                 tags.remove(tag)

@@ -21,6 +21,12 @@ extension FileSystem {
         case removed
     }
 
+    /// `refreshItem` with what the store holds of `r` as the request's own write transaction left
+    /// it (`Store.setStateReadingFacts`, `Store.move`): no read of the store after the commit.
+    func refreshItem(_ r: Int64, written facts: Store.ItemFacts?) throws -> [Invalidation] {
+        try refreshItem(r, facts: facts.map { [r: $0] } ?? [:])
+    }
+
     /// Brings item `r` in the catalog up to date (`change`: what became of it) and returns what the
     /// kernel must forget: names that appeared, vanished or moved, and the directories listing them.
     /// `facts`: what the store holds of a batch of items, read together (an item missing from it

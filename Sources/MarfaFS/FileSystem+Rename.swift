@@ -31,11 +31,7 @@ extension FileSystem {
             if dst == nil, let moved = try moveStaged(p, name, src, np, newName) { return moved }
             // A folder's rename changes the folder of every file in it, those being written too. A
             // staged scratch file given a free item name becomes the item from the journal.
-            let promotesStaged: Bool = {
-                guard case .scratch = src, dst == nil, !ScratchNames.matches(newName) else { return false }
-                return stagedKey(src) != nil
-            }()
-            if !savedOver && !promotesStaged {
+            if !savedOver && !promotesStagedScratch(src, dst, newName) {
                 if src.kind == .directory { try settleNow(spools: .all) } else { try settleOnly([src, dst]) }
             }
             if let local = try renameLocal(p, name, src, np, newName, dst) { return local }
@@ -121,7 +117,7 @@ extension FileSystem {
         if next == tags && newName == shown { return try refreshItem(r) }
         // One transaction, which hands the catalog the item as it leaves it.
         let facts = try wrap { try store.move(rowid: r, tags: next == tags ? nil : next, fileName: newName == shown ? nil : newName) }
-        return try refreshItem(r, facts: [r: facts].compactMapValues { $0 })
+        return try refreshItem(r, written: facts)
     }
 
     /// A new file that has no row yet, renamed or moved to a free name in the same kind of
@@ -163,7 +159,14 @@ extension FileSystem {
     func replaceKind(_ t: Int64) throws -> [Invalidation] {
         try settleNow(spools: .none)
         let facts = try wrap { try store.setStateReadingFacts(rowid: t, .trashed) }
-        return try refreshItem(t, facts: [t: facts].compactMapValues { $0 })
+        return try refreshItem(t, written: facts)
+    }
+
+    /// Whether a rename gives a scratch file that is still staged a free item name: it becomes the
+    /// item from the journal (`Store.promoteStagedScratch`), with nothing settled first.
+    func promotesStagedScratch(_ src: Node, _ dst: Node?, _ newName: String) -> Bool {
+        guard case .scratch = src, dst == nil, !ScratchNames.matches(newName) else { return false }
+        return stagedKey(src) != nil
     }
 
     /// Renames that involve scratch files and backup names (FS-13, FS-14); nil for the others.

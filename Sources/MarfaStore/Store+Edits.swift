@@ -75,8 +75,8 @@ extension Store {
             if let tags { try setTagsFollowingText(db, cur, tags) }
             if let fileName {
                 // The tags may have rewritten the text (a note holds them): the row as it is now.
-                let now = tags == nil ? cur : try Self.fetchItem(db, rowid: rowid)!
-                try renameLocked(db, now, to: fileName)
+                let current = tags == nil ? cur : try Self.fetchItem(db, rowid: rowid)!
+                try renameLocked(db, current, to: fileName)
             }
             return try Self.facts(db, rowid: rowid)
         }
