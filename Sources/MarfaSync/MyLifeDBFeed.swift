@@ -33,6 +33,11 @@ actor MyLifeDBFeed {
     /// Whether the tree was read since the stream (re)connected: at its `connected` frame, at its
     /// first frame of any kind from a server that sends no `connected`, or 3 s after it opened.
     var readSinceConnect = false
+    /// `library-changed` events heard so far: a reading during which one came may have read one
+    /// folder before a change and another after it.
+    var eventsHeard = 0
+    /// Readings in a row that put their removals off (`putsOffRemovals`).
+    var removalsPutOff = 0
     /// Files larger than this (other than Markdown) are fetched when first read.
     static let eagerBytes: Int64 = 1 << 20
 
@@ -116,13 +121,16 @@ actor MyLifeDBFeed {
                 guard let path = o["path"]?.stringValue else { continue }
                 let name = MyLifeDBWriter.name(path)
                 if name.hasPrefix(".tmp-") { continue }
+                eventsHeard += 1
                 let op = o["data"]?.objectValue?["operation"]?.stringValue ?? ""
                 // A move names one end only: the whole tree finds both.
                 scopes.insert(op == "move" || op == "rename" ? "" : MyLifeDBWriter.parent(path))
             default: continue
             }
         }
-        for s in scopes { await request(s) }
+        // Read apart from the stream: the events that come during a reading are heard while it
+        // runs (`putsOffRemovals`).
+        for s in scopes { Task { await self.request(s) } }
     }
 
     /// Reads folder `scope` (and all below it) again; requests made while one runs are merged.
@@ -175,6 +183,7 @@ actor MyLifeDBFeed {
     func reconcile(_ scope: String) async throws {
         let client = keyed.client, api = api()
         let first = !firstSync.done && scope.isEmpty
+        let heardBefore = eventsHeard
         if first { status.update { $0.transfer = EngineState.Transfer(phase: "listing") } }
         let inScope: (String) -> Bool = { p in scope.isEmpty || p == scope || p.hasPrefix(scope + "/") }
         // What the store knows, read before the tree: a file this mount sends meanwhile is recorded
@@ -185,6 +194,8 @@ actor MyLifeDBFeed {
         status.update { $0.connection = .online }
         let knownByPath = Dictionary(known.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
         var vanished = known.filter { files[$0.path] == nil && !inUnlisted($0.path) }
+        let knownByHash = Dictionary(grouping: known.filter { files[$0.path] != nil }, by: \.hash)
+        var movedAway = Set<String>()
         let changed = files.values.filter { f in knownByPath[f.path].map { $0.size != f.size || $0.modifiedMs != f.modifiedMs } ?? true }
             .sorted { $0.path < $1.path }
         if first { status.update { $0.transfer = EngineState.Transfer(phase: "files", items: 0, done: 0) } }
@@ -215,14 +226,21 @@ actor MyLifeDBFeed {
                     vanished.remove(at: i)
                     continue
                 }
+                if knownByPath[f.path] == nil,
+                   let from = try await listedButGone(knownByHash[hash] ?? [], except: movedAway, client: client, api: api) {
+                    // Its old folder was read before the move, its new one after.
+                    applied += try store.applyRemoteMove(from: from, to: f).applied
+                    movedAway.insert(from.path)
+                    continue
+                }
                 guard let body else { continue }
                 batch.append((f, body))
             }
             applied += try store.applyRemoteFiles(batch).applied
             if first { status.update { $0.transfer?.items = start + group.count; $0.transfer?.done = Double(start + group.count) / Double(max(1, changed.count)) } }
         }
-        for v in vanished {
-            applied += try store.applyRemoteRemoval(v).applied
+        if !vanished.isEmpty, await !putsOffRemovals(vanished, heardBefore: heardBefore) {
+            for v in vanished { applied += try store.applyRemoteRemoval(v).applied }
         }
         let knownFolders = try store.knownFolders().filter(inScope)
         let removed = knownFolders.subtracting(folders).subtracting([scope]).filter { !inUnlisted($0) }
@@ -236,6 +254,29 @@ actor MyLifeDBFeed {
             status.update { $0.transfer = nil; $0.firstSyncDone = true }
             log.info("first sync done", metadata: ["files": "\(files.count)", "folders": "\(folders.count)"])
         }
+    }
+
+    /// Of known files with a new file's bytes, still listed in this reading, the first the server no
+    /// longer has (asked one by one; copies are not moves).
+    func listedButGone(_ candidates: [KnownFile], except: Set<String>, client: WireClient, api: MyLifeDBAPI) async throws -> KnownFile? {
+        for k in candidates where !except.contains(k.path) {
+            let r = try await client.send(api.info(k.path))
+            if r.status == 404 { return k }
+            guard (200..<300).contains(r.status) else { throw WireFailure.of(r) }
+        }
+        return nil
+    }
+
+    /// Whether the files this reading found gone are left for the next reading to judge: when an
+    /// event came while it ran (a folder read before a move and the other after it take the moved
+    /// file for a removed one), for up to three readings in a row; their folders are read again. With
+    /// no event heard yet, a removal waits a quarter of a second for a move's event on its way.
+    func putsOffRemovals(_ vanished: [KnownFile], heardBefore: Int) async -> Bool {
+        if eventsHeard == heardBefore { try? await Task.sleep(for: .milliseconds(250)) }
+        guard eventsHeard != heardBefore, removalsPutOff < 3 else { removalsPutOff = 0; return false }
+        removalsPutOff += 1
+        for v in vanished { pending.insert(MyLifeDBWriter.parent(v.path)) }
+        return true
     }
 
     /// Every file and folder at and below `root` (a folder the server no longer has holds nothing).

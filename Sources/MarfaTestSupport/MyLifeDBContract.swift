@@ -90,5 +90,14 @@ public final class MyLifeDBContract: @unchecked Sendable {
     /// Every event stream is closed by the server.
     public func dropStreams() { call("POST", "/_contract/drop-streams") }
 
+    /// Tree listings of `folder` wait (as a listing read while other changes land) until `release`.
+    public func hold(_ folder: String) { call("POST", "/_contract/hold?path=\(folder)") }
+    public func release(_ folder: String) { call("POST", "/_contract/release?path=\(folder)") }
+    /// How many tree listings wait now.
+    public var waitingListings: Int {
+        let b = call("GET", "/_contract/held").body
+        return Int(b.split(separator: ":").last?.filter(\.isNumber) ?? "") ?? 0
+    }
+
     deinit { stop(); try? FileManager.default.removeItem(atPath: root) }
 }

@@ -164,6 +164,49 @@ import Testing
         }
     }
 
+    /// A reading of the tree lists one folder, then others: a file moved from a folder listed after
+    /// the move, into one listed before it (or not yet there), is not taken for a removal and a new
+    /// file. It keeps its item and inode.
+    @Test func FS34_aMoveDuringAReadingThatListsTheOldFolderAfterItIsAMove() throws {
+        let s = try MyLifeDBContract()
+        s.put("notes/x.md", "ex\n")
+        s.put("top.md", "top\n")
+        try MountHarness.with(options: try s.mountOptions()) { m in
+            let inode = m.sh("stat -c %i vault/notes/x.md").out
+            s.hold("notes")
+            // A rename makes the mount read the whole tree: the root is listed, `notes` waits.
+            _ = s.call("PATCH", "/api/data/files/top.md", body: #"{"name":"top2.md"}"#)
+            #expect(MountHarness.eventually { s.waitingListings == 1 })
+            _ = s.call("POST", "/api/data/folders", body: #"{"parent":"","name":"moved"}"#)
+            _ = s.call("PATCH", "/api/data/files/notes/x.md", body: #"{"parent":"moved"}"#)
+            s.release("notes")
+            #expect(MountHarness.eventually { m.sh("cat vault/moved/x.md").out == "ex" && m.sh("test -e vault/notes/x.md").status != 0 })
+            #expect(m.sh("stat -c %i vault/moved/x.md").out == inode, "the moved file is the same file")
+            #expect(m.sh("ls vault/").out.split(separator: "\n").sorted() == ["moved", "notes", "top2.md"])
+        }
+    }
+
+    /// The other order: the old folder listed before the move, the new one after it. The file is
+    /// in both listings; the server, asked, no longer has the old one.
+    @Test func FS34_aMoveDuringAReadingThatListsTheNewFolderAfterItIsAMove() throws {
+        let s = try MyLifeDBContract()
+        s.put("notes/y.md", "why\n")
+        s.put("moved/other.md", "o\n")
+        s.put("top.md", "top\n")
+        try MountHarness.with(options: try s.mountOptions()) { m in
+            let inode = m.sh("stat -c %i vault/notes/y.md").out
+            s.hold("moved")
+            _ = s.call("PATCH", "/api/data/files/top.md", body: #"{"name":"top2.md"}"#)
+            #expect(MountHarness.eventually { s.waitingListings == 1 })
+            usleep(300_000)
+            _ = s.call("PATCH", "/api/data/files/notes/y.md", body: #"{"parent":"moved"}"#)
+            s.release("moved")
+            #expect(MountHarness.eventually { m.sh("cat vault/moved/y.md").out == "why" && m.sh("test -e vault/notes/y.md").status != 0 })
+            #expect(m.sh("stat -c %i vault/moved/y.md").out == inode, "the moved file is the same file")
+            #expect(s.read("notes/y.md") == nil && s.read("moved/y.md") == "why\n", "nothing sent back")
+        }
+    }
+
     @Test func FS34_aStreamThatMissedChangesLosesNothing() throws {
         let s = try MyLifeDBContract()
         s.put("a.md", "a\n")

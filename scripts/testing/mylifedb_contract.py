@@ -22,6 +22,8 @@ event stream; POST /_contract/quiet?on=1 holds back events (as a stream that mis
 quiet?on=0; GET /_contract/requests counts requests by "METHOD /route"; POST /_contract/forbid?path=F
 makes a tree listing of folder F answer 403 (as a folder the server may not read); POST
 /_contract/busy?count=N makes the next N tree listings answer 503 (a server too busy for them).
+POST /_contract/hold?path=F makes tree listings of folder F wait until POST /_contract/release?path=F
+(a listing read while other changes land); GET /_contract/held says how many are waiting.
 """
 import email.utils, hashlib, json, mimetypes, os, secrets, socket, socketserver, sys, threading, time, urllib.parse
 import http.server
@@ -47,6 +49,8 @@ pinned = set()
 tmp_counter = [0]
 forbidden = set()
 busy = {"count": 0}
+holds = {}              # folder -> threading.Event its listings wait on
+waiting = [0]           # listings waiting now
 
 
 def now_ms():
@@ -304,6 +308,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if route == "/_contract/forbid":
             forbidden.add(safe(q.get("path", "")))
             return self.send_json(200, {"forbidden": sorted(forbidden)})
+        if route == "/_contract/hold":
+            with lock:
+                holds[safe(q.get("path", ""))] = threading.Event()
+            return self.send_json(200, {"success": True})
+        if route == "/_contract/release":
+            with lock:
+                ev = holds.pop(safe(q.get("path", "")), None)
+            if ev:
+                ev.set()
+            return self.send_json(200, {"success": True})
+        if route == "/_contract/held":
+            with lock:
+                return self.send_json(200, {"waiting": waiting[0]})
         if route == "/_contract/pin":
             pinned.add(safe(q.get("path", "")))
             return self.send_json(200, {"success": True})
@@ -337,6 +354,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         p = absolute(rel)
         if rel in forbidden:
             return self.coded(403, "LIBRARY_FORBIDDEN", "Permission denied")
+        with lock:
+            hold = holds.get(rel)
+            waiting[0] += 1 if hold else 0
+        if hold:
+            hold.wait(30)
+            with lock:
+                waiting[0] -= 1
         with lock:
             refuse = busy["count"] > 0
             busy["count"] -= 1 if refuse else 0
