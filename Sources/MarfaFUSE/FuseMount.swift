@@ -122,8 +122,22 @@ final class Notifier: @unchecked Sendable {
     }
 
     func enqueue(_ inv: [Invalidation]) {
+        let inv = inv.filter(concernsKernel)
         guard !inv.isEmpty else { return }
         cond.lock(); queue.append(contentsOf: inv); cond.signal(); cond.unlock()
+    }
+
+    /// Whether the kernel may keep something an invalidation drops: an inode's attributes, pages
+    /// or symlink target, or a name in a directory, only while it holds that inode or directory
+    /// (`FileSystem.kernelHolds`: counted from the replies that hand inodes out and the forgets).
+    /// A copy into the tree changes `types/<type>/` and `tags/folder:…/` at every file, which no
+    /// one may have looked up: nothing is sent for them then.
+    func concernsKernel(_ i: Invalidation) -> Bool {
+        switch i {
+        case .inode(let ino), .target(let ino), .entry(let ino, _):
+            return ino == UInt64(FUSE_ROOT_ID) || fs?.kernelHolds(ino) != false
+        case .replay: return true
+        }
     }
 
     /// Invalidations of a change just made. Inside a request whose system call holds no file's
@@ -152,7 +166,7 @@ final class Notifier: @unchecked Sendable {
         for i in inv {
             switch i {
             case .inode(let ino), .target(let ino):
-                if sent.insert(ino).inserted { _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0) }
+                if concernsKernel(i), sent.insert(ino).inserted { _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0) }
             default:
                 later.append(i)
             }
