@@ -295,18 +295,27 @@ final class Staging: @unchecked Sendable {
                       durable: () throws -> Void) throws {
         defer { locked { committing.removeAll(); lock.broadcast() } }
         try write(c.files, c.generation)
-        locked {
+        let compact: Bool = locked {
             for f in c.files { files.removeValue(forKey: f.key); changedNs.removeValue(forKey: f.key) }
             totalBytesValue = files.values.reduce(0) { $0 + $1.bytes.count }
             let done = c.files.compactMap { f -> Int64? in if case .overlay = f.origin { return f.key.rowid }; return nil }
             overlayLock.lock(); overlays.subtract(done); overlayLock.unlock()
-            if end > Self.compactBytes || compactOwed {
-                // The records of generation `g` go only once the store's commit is durable. Failing
-                // that (a full disk), the journal stays as it is, whole, for a later commit (or
-                // `compactIfOwed`) to compact. What it keeps is every file still staged (the ones
-                // that stayed, as changed since, and the ones made since).
-                do { try durable(); try startOver(generation: c.generation + 1); compactOwed = false } catch { compactOwed = true }
-            }
+            return end > Self.compactBytes || compactOwed
+        }
+        guard compact else { return }
+        // The records of generation `g` go only once the store's commit is durable. Failing that
+        // (a full disk), the journal stays as it is, whole, for a later commit (or `compactIfOwed`)
+        // to compact. The sync is made without the lock: changes go on being appended meanwhile
+        // (no other commit can begin while this one's files are committing), and what the journal
+        // keeps is every file still staged then (those that stayed, as changed since, and those
+        // made since).
+        let isDurable = (try? durable()) != nil
+        locked {
+            do {
+                guard isDurable else { throw StoreError.io("the store's commit is not durable yet") }
+                try startOver(generation: c.generation + 1)
+                compactOwed = false
+            } catch { compactOwed = true }
         }
     }
 
