@@ -165,45 +165,42 @@ import Testing
     }
 
     /// A reading of the tree lists one folder, then others: a file moved from a folder listed after
-    /// the move, into one listed before it (or not yet there), is not taken for a removal and a new
-    /// file. It keeps its item and inode.
+    /// the move, into one listed before it (here: not there yet), is not taken for a removal and a
+    /// new file. It keeps its item and inode.
     @Test func FS34_aMoveDuringAReadingThatListsTheOldFolderAfterItIsAMove() throws {
-        let s = try MyLifeDBContract()
-        s.put("notes/x.md", "ex\n")
-        s.put("top.md", "top\n")
-        try MountHarness.with(options: try s.mountOptions()) { m in
-            let inode = m.sh("stat -c %i vault/notes/x.md").out
-            s.hold("notes")
-            // A rename makes the mount read the whole tree: the root is listed, `notes` waits.
-            _ = s.call("PATCH", "/api/data/files/top.md", body: #"{"name":"top2.md"}"#)
-            #expect(MountHarness.eventually { s.waitingListings == 1 })
-            _ = s.call("POST", "/api/data/folders", body: #"{"parent":"","name":"moved"}"#)
-            _ = s.call("PATCH", "/api/data/files/notes/x.md", body: #"{"parent":"moved"}"#)
-            s.release("notes")
-            #expect(MountHarness.eventually { m.sh("cat vault/moved/x.md").out == "ex" && m.sh("test -e vault/notes/x.md").status != 0 })
-            #expect(m.sh("stat -c %i vault/moved/x.md").out == inode, "the moved file is the same file")
-            #expect(m.sh("ls vault/").out.split(separator: "\n").sorted() == ["moved", "notes", "top2.md"])
-        }
+        try moveDuringAReading(holding: "notes", into: "moved", made: true)
     }
 
     /// The other order: the old folder listed before the move, the new one after it. The file is
     /// in both listings; the server, asked, no longer has the old one.
     @Test func FS34_aMoveDuringAReadingThatListsTheNewFolderAfterItIsAMove() throws {
+        try moveDuringAReading(holding: "moved", into: "moved", made: false)
+    }
+
+    /// Moves `notes/x.md` into `folder` on the server (made then, if `made`) while a reading of the
+    /// whole tree waits for its listing of `held`; the mount must move the file it has.
+    func moveDuringAReading(holding held: String, into folder: String, made: Bool) throws {
         let s = try MyLifeDBContract()
-        s.put("notes/y.md", "why\n")
-        s.put("moved/other.md", "o\n")
+        s.put("notes/x.md", "ex\n")
+        if !made { s.put(folder + "/other.md", "o\n") }
         s.put("top.md", "top\n")
         try MountHarness.with(options: try s.mountOptions()) { m in
-            let inode = m.sh("stat -c %i vault/notes/y.md").out
-            s.hold("moved")
+            let inode = m.sh("stat -c %i vault/notes/x.md").out
+            s.hold(held)
+            // A rename makes the mount read the whole tree: the root is listed, `held` waits.
             _ = s.call("PATCH", "/api/data/files/top.md", body: #"{"name":"top2.md"}"#)
             #expect(MountHarness.eventually { s.waitingListings == 1 })
-            usleep(300_000)
-            _ = s.call("PATCH", "/api/data/files/notes/y.md", body: #"{"parent":"moved"}"#)
-            s.release("moved")
-            #expect(MountHarness.eventually { m.sh("cat vault/moved/y.md").out == "why" && m.sh("test -e vault/notes/y.md").status != 0 })
-            #expect(m.sh("stat -c %i vault/moved/y.md").out == inode, "the moved file is the same file")
-            #expect(s.read("notes/y.md") == nil && s.read("moved/y.md") == "why\n", "nothing sent back")
+            if made {
+                _ = s.call("POST", "/api/data/folders", body: #"{"parent":"","name":"\#(folder)"}"#)
+            } else {
+                usleep(300_000)   // the other folders are listed meanwhile
+            }
+            _ = s.call("PATCH", "/api/data/files/notes/x.md", body: #"{"parent":"\#(folder)"}"#)
+            s.release(held)
+            #expect(MountHarness.eventually { m.sh("cat vault/\(folder)/x.md").out == "ex" && m.sh("test -e vault/notes/x.md").status != 0 })
+            #expect(m.sh("stat -c %i vault/\(folder)/x.md").out == inode, "the moved file is the same file")
+            #expect(m.sh("ls vault/").out.split(separator: "\n").map(String.init).sorted() == [folder, "notes", "top2.md"].sorted())
+            #expect(s.read("notes/x.md") == nil && s.read(folder + "/x.md") == "ex\n", "nothing sent back")
         }
     }
 
