@@ -303,19 +303,13 @@ final class Staging: @unchecked Sendable {
             return end > Self.compactBytes || compactOwed
         }
         guard compact else { return }
-        // The records of generation `g` go only once the store's commit is durable. Failing that
-        // (a full disk), the journal stays as it is, whole, for a later commit (or `compactIfOwed`)
-        // to compact. The sync is made without the lock: changes go on being appended meanwhile
-        // (no other commit can begin while this one's files are committing), and what the journal
-        // keeps is every file still staged then (those that stayed, as changed since, and those
-        // made since).
+        // The records of generation `g` go only once the store's commit is durable (synced without
+        // the lock: changes go on being appended, and no other commit begins meanwhile). Failing
+        // that (a full disk), the journal stays whole for a later commit (or `compactIfOwed`) to
+        // compact. It keeps every file still staged (those that stayed, and those made since).
         let isDurable = (try? durable()) != nil
         locked {
-            do {
-                guard isDurable else { throw StoreError.io("the store's commit is not durable yet") }
-                try startOver(generation: c.generation + 1)
-                compactOwed = false
-            } catch { compactOwed = true }
+            if isDurable, (try? startOver(generation: c.generation + 1)) != nil { compactOwed = false } else { compactOwed = true }
         }
     }
 
@@ -336,9 +330,7 @@ final class Staging: @unchecked Sendable {
         let oldFD = fd, oldEnd = end, oldAllocated = allocated
         fd = newFD; end = 0; allocated = 0
         do {
-            var header = Array("MFSJ".utf8)
-            Record.putU32(&header, 1)
-            try writeAll(header)
+            try writeAll(Self.header)
             try append(.begin(g))
             for rec in Self.records(of: files) { try append(rec) }
             guard fdatasync(fd) == 0, rename(aside, path) == 0 else { throw Spool.error("cannot replace \(path)") }
@@ -410,9 +402,7 @@ final class Staging: @unchecked Sendable {
         if startingOver || end < 8 {
             guard ftruncate(fd, 0) == 0 else { throw StoreError.io("cannot reset \(path): \(String(cString: strerror(errno)))") }
             end = 0; allocated = 0
-            var header = Array("MFSJ".utf8)
-            Record.putU32(&header, 1)
-            try writeAll(header)
+            try writeAll(Self.header)
         }
         ready = true
         try append(.begin(g))

@@ -211,11 +211,14 @@ extension Staging {
     /// How far ahead of its records the journal is grown.
     static let growth: off_t = 1 << 20
 
+    /// What the journal begins with: `MFSJ`, then its format (1).
+    static let header: [UInt8] = { var h = Array("MFSJ".utf8); Record.putU32(&h, 1); return h }()
+
     /// What a journal's bytes hold from generation `g` on: the files (generations before `g` are
     /// committed), the last generation named, and where its whole records end (a record torn by
     /// a kill, or the zeros the file is grown in, end it). Nil: not a journal of this format.
     static func read(_ bytes: [UInt8], from g: Int64) -> (files: [Key: File], current: Int64?, end: Int)? {
-        guard bytes.count >= 8, Array(bytes[0..<4]) == Array("MFSJ".utf8) else { return nil }
+        guard bytes.count >= 8, Array(bytes[0..<4]) == Array(header[0..<4]) else { return nil }
         var r = Record.Reader(bytes: bytes, at: 4)
         guard (try? r.u32()) == 1 else { return nil }
         var pos = 8
