@@ -14,11 +14,13 @@ extension FileSystem {
         let folderMove = folderBeingMoved(parent: parent, name: name, newParent: newParent, newName: newName)
         defer { if let folderMove { moveLocalFolder(folderMove, parent: parent, name: name) } }
         let w = writers.writer(reader)
+        var inTree = false
         let inv: [Invalidation] = try locked {
             currentWriter = w
             defer { currentWriter = .unknown }
             let p = try node(parent), np = try node(newParent)
             guard let src = try childNode(p, name) else { throw FSError(.notFound, name) }
+            if case .treeDir = p, case .treeDir = np, src.kind != .directory { inTree = true }
             try checkName(newName)
             if exchange { throw FSError(.invalid, "RENAME_EXCHANGE is not supported") }
             let dst = try childNode(np, newName)
@@ -77,7 +79,15 @@ extension FileSystem {
             }
         }
         touchNames(parent, newParent, moved: (newParent, newName))
-        notify(inv)
+        // A file renamed within the tree has its name as given, where the kernel has just moved
+        // its entry (and changed both folders' attributes itself): only other directories need telling.
+        notify(inTree ? inv.filter {
+            switch $0 {
+            case .inode(let d): return d != parent && d != newParent
+            case .entry(let d, let n): return !(d == parent && n == name) && !(d == newParent && n == newName)
+            case .replay, .target: return true
+            }
+        } : inv)
     }
 
     /// Renames a tag and every tag nested under it (`a` → `b` also takes `a/x` to `b/x`) on

@@ -136,6 +136,16 @@ public final class MountHarness: @unchecked Sendable {
         return r.status == 0 ? (try? JSONParser.parse(r.out))?.objectValue ?? [:] : [:]
     }
 
+    /// `.marfafs/requests`: the kernel's requests so far, by operation (and `total`).
+    public var requestCounts: [String: Int] {
+        var out: [String: Int] = [:]
+        for line in sh("cat .marfafs/requests").out.split(separator: "\n") {
+            let f = line.split(whereSeparator: { $0 == "\t" || $0 == " " })
+            if f.count == 3, let n = Int(f[1]) { out[String(f[0])] = n }
+        }
+        return out
+    }
+
     /// Runs a shell command with the mount point as working directory.
     @discardableResult
     public func sh(_ command: String) -> Shell.Result {

@@ -36,14 +36,7 @@ extension MountTests {
     /// and attributes), so a lost cache shows here as a count, not as a timing.
     @Test func controlFiles_requestsCountsWhatTheKernelAsks() throws {
         try MountHarness.with { m in
-            func counts() -> [String: Int] {
-                var out: [String: Int] = [:]
-                for line in m.sh("cat .marfafs/requests").out.split(separator: "\n") {
-                    let f = line.split(whereSeparator: { $0 == "\t" || $0 == " " })
-                    if f.count == 3, let n = Int(f[1]) { out[String(f[0])] = n }
-                }
-                return out
-            }
+            func counts() -> [String: Int] { m.requestCounts }
             #expect(m.sh("mkdir vault/d && for i in $(seq 40); do head -c 6000 /dev/zero | tr '\\0' x > vault/d/n$i.md; done").status == 0)
             _ = m.sh("cat .marfafs/status")
             let a = counts()
