@@ -51,7 +51,8 @@ extension FileSystem {
         if case .blob(let h, _)? = d?.content { store.releaseBlobAndDropIfUnused(h) }
     }
 
-    public func kernelHolds(_ ino: UInt64) -> Bool { kernelRefs.withLock { $0[ino] != nil } }
+    /// Whether the kernel holds inode `ino` now (the root always).
+    public func kernelHolds(_ ino: UInt64) -> Bool { ino == Self.rootIno || kernelRefs.withLock { $0[ino] != nil } }
 
     /// Item `r`'s file is replaced under its name (call with the lock held, before its bytes
     /// change): the item's inode becomes `number`'s (a new number when nil), and the old inode, if

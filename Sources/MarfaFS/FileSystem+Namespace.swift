@@ -67,12 +67,7 @@ extension FileSystem {
                 return (a, inv)
             }
             // The kernel knows what it just created in `parent`: only other directories need telling.
-            return (a, inv.filter {
-                switch $0 {
-                case .entry(let pp, _), .inode(let pp): return pp != parent
-                case .replay, .target: return true
-                }
-            })
+            return (a, Self.leavingOutKernelsOwn(inv, dirs: [parent], names: [(parent, nil)]))
         }
         touchNames(parent)
         notify(inv)

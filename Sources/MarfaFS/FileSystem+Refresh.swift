@@ -187,6 +187,19 @@ extension FileSystem {
         return invalidations(dirs)
     }
 
+    /// `inv` less what the kernel did itself in a request's own directories (`create`, a rename
+    /// within the tree): their attributes and kept listings, which it drops on its own, and the
+    /// entries it made or moved there (`names`; a nil name: every name in that directory).
+    static func leavingOutKernelsOwn(_ inv: [Invalidation], dirs: [UInt64], names: [(UInt64, String?)]) -> [Invalidation] {
+        inv.filter {
+            switch $0 {
+            case .inode(let d): return !dirs.contains(d)
+            case .entry(let d, let n): return !names.contains { $0.0 == d && ($0.1 == nil || $0.1 == n) }
+            case .replay, .target: return true
+            }
+        }
+    }
+
     func invalidations(_ dirs: [Node: Set<String>]) -> [Invalidation] {
         var out: [Invalidation] = []
         for (d, names) in dirs {

@@ -79,20 +79,9 @@ extension FileSystem {
             }
         }
         touchNames(parent, newParent, moved: (newParent, newName))
-        notify(inTree ? Self.leavingOutKernelsOwn(inv, from: (parent, name), to: (newParent, newName)) : inv)
-    }
-
-    /// What a file's rename within the tree leaves to tell the kernel: the file has its name as
-    /// given, where the kernel has just moved its entry, and the kernel dropped both folders'
-    /// attributes and kept listings itself; only other directories need telling.
-    static func leavingOutKernelsOwn(_ inv: [Invalidation], from: (UInt64, String), to: (UInt64, String)) -> [Invalidation] {
-        inv.filter {
-            switch $0 {
-            case .inode(let d): return d != from.0 && d != to.0
-            case .entry(let d, let n): return !(d == from.0 && n == from.1) && !(d == to.0 && n == to.1)
-            case .replay, .target: return true
-            }
-        }
+        // A file renamed within the tree has its name as given, where the kernel has just moved
+        // its entry: only other directories need telling.
+        notify(inTree ? Self.leavingOutKernelsOwn(inv, dirs: [parent, newParent], names: [(parent, name), (newParent, newName)]) : inv)
     }
 
     /// Renames a tag and every tag nested under it (`a` → `b` also takes `a/x` to `b/x`) on

@@ -135,7 +135,7 @@ final class Notifier: @unchecked Sendable {
     func concernsKernel(_ i: Invalidation) -> Bool {
         switch i {
         case .inode(let ino), .target(let ino), .entry(let ino, _):
-            return ino == UInt64(FUSE_ROOT_ID) || fs?.kernelHolds(ino) != false
+            return fs?.kernelHolds(ino) != false
         case .replay: return true
         }
     }

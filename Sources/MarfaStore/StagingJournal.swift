@@ -218,10 +218,8 @@ extension Staging {
     /// committed), the last generation named, and where its whole records end (a record torn by
     /// a kill, or the zeros the file is grown in, end it). Nil: not a journal of this format.
     static func read(_ bytes: [UInt8], from g: Int64) -> (files: [Key: File], current: Int64?, end: Int)? {
-        guard bytes.count >= 8, Array(bytes[0..<4]) == Array(header[0..<4]) else { return nil }
-        var r = Record.Reader(bytes: bytes, at: 4)
-        guard (try? r.u32()) == 1 else { return nil }
-        var pos = 8
+        guard bytes.count >= header.count, Array(bytes[0..<header.count]) == header else { return nil }
+        var pos = header.count
         var out: [Key: File] = [:]
         var current: Int64?
         while pos + 8 <= bytes.count {

@@ -194,8 +194,7 @@ actor MyLifeDBFeed {
         status.update { $0.connection = .online }
         let knownByPath = Dictionary(known.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
         var vanished = known.filter { files[$0.path] == nil && !inUnlisted($0.path) }
-        let knownByHash = Dictionary(grouping: known.filter { files[$0.path] != nil }, by: \.hash)
-        var movedAway = Set<String>()
+        var listedByHash = Dictionary(grouping: known.filter { files[$0.path] != nil }, by: \.hash)
         let changed = files.values.filter { f in knownByPath[f.path].map { $0.size != f.size || $0.modifiedMs != f.modifiedMs } ?? true }
             .sorted { $0.path < $1.path }
         if first { status.update { $0.transfer = EngineState.Transfer(phase: "files", items: 0, done: 0) } }
@@ -226,11 +225,10 @@ actor MyLifeDBFeed {
                     vanished.remove(at: i)
                     continue
                 }
-                if knownByPath[f.path] == nil,
-                   let from = try await listedButGone(knownByHash[hash] ?? [], except: movedAway, client: client, api: api) {
+                if knownByPath[f.path] == nil, let from = try await listedButGone(listedByHash[hash] ?? [], client: client, api: api) {
                     // Its old folder was read before the move, its new one after.
                     applied += try store.applyRemoteMove(from: from, to: f).applied
-                    movedAway.insert(from.path)
+                    listedByHash[hash]?.removeAll { $0.path == from.path }
                     continue
                 }
                 guard let body else { continue }
@@ -258,8 +256,8 @@ actor MyLifeDBFeed {
 
     /// Of known files with a new file's bytes, still listed in this reading, the first the server no
     /// longer has (asked one by one; copies are not moves).
-    func listedButGone(_ candidates: [KnownFile], except: Set<String>, client: WireClient, api: MyLifeDBAPI) async throws -> KnownFile? {
-        for k in candidates where !except.contains(k.path) {
+    func listedButGone(_ candidates: [KnownFile], client: WireClient, api: MyLifeDBAPI) async throws -> KnownFile? {
+        for k in candidates {
             let r = try await client.send(api.info(k.path))
             if r.status == 404 { return k }
             guard (200..<300).contains(r.status) else { throw WireFailure.of(r) }

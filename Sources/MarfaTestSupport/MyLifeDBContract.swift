@@ -1,4 +1,5 @@
 import Foundation
+import MarfaModel
 
 /// A CONTRACT FAKE of a MyLifeDB server (`scripts/testing/mylifedb_contract.py`), on loopback, in a
 /// process of its own, over a real folder (`data`): written from the API recorded in
@@ -95,8 +96,8 @@ public final class MyLifeDBContract: @unchecked Sendable {
     public func release(_ folder: String) { call("POST", "/_contract/release?path=\(folder)") }
     /// How many tree listings wait now.
     public var waitingListings: Int {
-        let b = call("GET", "/_contract/held").body
-        return Int(b.split(separator: ":").last?.filter(\.isNumber) ?? "") ?? 0
+        guard case .int(let n)? = (try? JSONParser.parse(call("GET", "/_contract/held").body))?.objectValue?["waiting"] else { return 0 }
+        return Int(n)
     }
 
     deinit { stop(); try? FileManager.default.removeItem(atPath: root) }
