@@ -220,9 +220,7 @@ extension FileSystem {
                 if let key = dirKey(p) { catalog.unlinked[key, default: [:]][name] = (r, Date()) }
                 return try refreshItem(r, written: facts)
             case (.tagDir(let tag), .tagEntry(_, let r)):
-                var tags = catalog.tagsOf[r] ?? []
-                tags.remove(tag)
-                try wrap { try store.setTags(rowid: r, tags) }
+                try wrap { try store.changeTags(rowid: r, removing: [tag]) }
                 return try refreshItemAfterTags(r)
             case (.linkEdgeDir(.links, let r, let edgeType), .linkEntry(.links, let e)):
                 if Catalog.isDerived(e) { throw FSError(.notPermitted, "this link is written in the note's text: edit the text to remove it") }
@@ -416,10 +414,8 @@ extension FileSystem {
     func addLink(_ p: Node, item r: Int64) throws -> (FileAttr, [Invalidation]) {
         switch p {
         case .tagDir(let tag):
-            var tags = catalog.tagsOf[r] ?? []
-            if tags.contains(tag) { throw FSError(.exists, "already tagged \(tag)") }
-            tags.insert(tag)
-            try wrap { try store.setTags(rowid: r, tags) }
+            if catalog.tagsOf[r]?.contains(tag) == true { throw FSError(.exists, "already tagged \(tag)") }
+            try wrap { try store.changeTags(rowid: r, adding: [tag]) }
             let inv = try refreshItemAfterTags(r)
             return (try attr(.tagEntry(tag, r)), inv)
         case .linkEdgeDir(.links, let src, let et):

@@ -45,8 +45,7 @@ extension FileSystem {
             case (.tagDir, .tagEntry(_, let r), .tagDir(let tag2)):
                 if case .tagEntry(_, let t)? = dst { return try saveOver(t, from: .item(r)) }
                 guard case .tagDir(let tag1) = p else { return [] }
-                var tags = catalog.tagsOf[r] ?? []
-                if tag1 != tag2 { tags.remove(tag1); tags.insert(tag2); try wrap { try store.setTags(rowid: r, tags) } }
+                if tag1 != tag2 { try wrap { try store.changeTags(rowid: r, adding: [tag2], removing: [tag1]) } }
                 if newName != name { _ = try wrap { try store.rename(rowid: r, to: newName) } }
                 return try refreshItemAfterTags(r)
             case (.tagDir, .tagEntry(_, let r), .typeDir(.types, _)):
@@ -114,13 +113,16 @@ extension FileSystem {
         if case .item(let t)? = dst, itemKind(t) != itemKind(r) { return try replaceKind(t) + moveInTree(r, to: folder, newName: newName, over: nil) }
         if case .item(let t)? = dst { return try saveOver(t, from: .item(r)) }
         guard catalog.items[r] != nil else { throw FSError(.notFound, "item \(r)") }
-        let tags = catalog.tagsOf[r] ?? []
-        var next = tags.filter { !$0.hasPrefix(VaultText.folderPrefix) }
-        if !folder.isEmpty { next.insert(VaultText.folderPrefix + folder) }
+        let folders = (catalog.tagsOf[r] ?? []).filter { $0.hasPrefix(VaultText.folderPrefix) }
+        let adding: Set<String> = folder.isEmpty ? [] : [VaultText.folderPrefix + folder]
+        let moves = adding != folders
         let shown = try treeTable(catalog.folder(of: r))?.nameOf[r] ?? catalog.name(of: r)
-        if next == tags && newName == shown { return try refreshItem(r) }
-        // One transaction, which hands the catalog the item as it leaves it.
-        let facts = try wrap { try store.move(rowid: r, tags: next == tags ? nil : next, fileName: newName == shown ? nil : newName) }
+        if !moves && newName == shown { return try refreshItem(r) }
+        // One transaction, which hands the catalog the item as it leaves it. The folder's tag is
+        // changed against the tags the store has (the catalog may not have seen the note's own yet).
+        let facts = try wrap {
+            try store.move(rowid: r, tags: moves ? (adding, folders.subtracting(adding)) : nil, fileName: newName == shown ? nil : newName)
+        }
         return try refreshItem(r, written: facts)
     }
 

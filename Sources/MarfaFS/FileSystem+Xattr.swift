@@ -126,9 +126,7 @@ extension FileSystem {
             try wrap { try store.setTags(rowid: r, tags) }
         case "favorite":
             guard trimmed == "1" || trimmed == "0" else { throw FSError(.invalid, "user.marfa.favorite takes 1 or 0") }
-            var tags = catalog.tagsOf[r] ?? []
-            if trimmed == "1" { tags.insert("favorite") } else { tags.remove("favorite") }
-            try wrap { try store.setTags(rowid: r, tags) }
+            try wrap { try store.changeTags(rowid: r, adding: trimmed == "1" ? ["favorite"] : [], removing: trimmed == "1" ? [] : ["favorite"]) }
         case "tier":
             guard let t = Tier(rawValue: trimmed) else { throw FSError(.invalid, "tier must be library or feed") }
             _ = try wrap { try store.setTier(rowid: r, t) }

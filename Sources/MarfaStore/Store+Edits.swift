@@ -65,14 +65,14 @@ extension Store {
         }
     }
 
-    /// An item moved in the vault's tree (FS-27): its tags (the `folder:` tag naming the new
-    /// folder) and its file name, each when given, in one transaction; returns its `ItemFacts` as
-    /// the transaction leaves them, read on the writer's connection (a pool reader would first
-    /// catch up with the commit).
-    public func move(rowid: Int64, tags: Set<String>?, fileName: String?) throws -> ItemFacts? {
+    /// An item moved in the vault's tree (FS-27): its tags changed (`adding`, `removing`: the
+    /// `folder:` tags of the new folder and the old one) and its file name, each when given, in
+    /// one transaction; returns its `ItemFacts` as the transaction leaves them, read on the
+    /// writer's connection (a pool reader would first catch up with the commit).
+    public func move(rowid: Int64, tags: (adding: Set<String>, removing: Set<String>)?, fileName: String?) throws -> ItemFacts? {
         try settledWrite { db in
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
-            if let tags { try setTagsFollowingText(db, cur, tags) }
+            if let tags { try changeTags(db, cur, adding: tags.adding, removing: tags.removing) }
             if let fileName {
                 // The tags may have rewritten the text (a note holds them): the row as it is now.
                 let current = tags == nil ? cur : try Self.fetchItem(db, rowid: rowid)!
@@ -275,6 +275,22 @@ extension Store {
     // MARK: tags
 
     /// Replaces an item's tag set and queues it (consecutive tag changes coalesce).
+    /// Tags put on (`adding`) and taken off (`removing`) an item, against the tags the store has
+    /// now: what the mount has seen of a note a commit has just settled may lack those its text
+    /// holds, and a whole set made from that would write them out of the text.
+    public func changeTags(rowid: Int64, adding: Set<String> = [], removing: Set<String> = []) throws {
+        try settledWrite { db in
+            guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+            try changeTags(db, cur, adding: adding, removing: removing)
+        }
+    }
+
+    func changeTags(_ db: Database, _ cur: StoredItem, adding: Set<String>, removing: Set<String>) throws {
+        let now = Set(try Self.tags(db, cur.item.id))
+        let next = now.subtracting(removing).union(adding)
+        if next != now { try setTagsFollowingText(db, cur, next) }
+    }
+
     public func setTags(rowid: Int64, _ tags: Set<String>) throws {
         try settledWrite { db in
             guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }

@@ -223,4 +223,19 @@ import Testing
             #expect(h.sh("find vault/d -type f | wc -l; find vault/d -type d | wc -l; find vault/d -type l | wc -l").out == "40\n2\n1")
         }
     }
+
+    /// Notes moved to another folder of the tree and back right after they were copied in, while
+    /// the settler is still taking them: each keeps every byte, its own tags included (a move that
+    /// took the note's tags from what the mount had seen of it so far wrote them out of the text).
+    @Test func FS27_notesMovedRightAfterACopyKeepTheirTags() throws {
+        try MountHarness.with { m in
+            let src = m.root + "/src"
+            let make = "mkdir -p \(src) && for i in $(seq 1000 2999); do printf -- '---\\ntitle: Note %s\\ntags: [alpha, beta%s]\\n---\\nbody %s #inline\\n' $i $i $i > \(src)/n$i.md; done"
+            #expect(Shell.run(["/bin/bash", "-c", make]).status == 0)
+            let r = m.sh("rsync -a \(src)/ vault/r/ && mkdir vault/b && mv vault/r/n1* vault/b/ && mv vault/b/* vault/r/ && diff -r \(src) vault/r")
+            #expect(r.status == 0, "\(r.out.prefix(600))")
+            _ = m.sh("cat .marfafs/status")
+            #expect(m.sh("diff -r \(src) vault/r").status == 0, "settled")
+        }
+    }
 }
