@@ -208,7 +208,9 @@ extension FileSystem {
                 let new = try newItem(in: np, named: newName)
                 let stored = try wrap { try store.promoteStagedScratch(sid, as: new) ?? store.promoteScratch(sid, as: new) }
                 target = stored.rowid
-                inv = try refreshItem(stored.rowid, .made(stored.summary, Set(new.tags)))
+                // Made settled: its tags are those its text holds as well as its folder's, read
+                // back with its links (`.made` with `new.tags` lost the text's).
+                inv = try refreshItem(stored.rowid)
                 if let bits = catalog.scratchModes[sid] { try keepMode(stored.rowid, bits) }
             }
             catalog.removeScratch(sid)

@@ -236,6 +236,9 @@ import Testing
             #expect(r.status == 0, "\(r.out.prefix(600))")
             _ = m.sh("cat .marfafs/status")
             #expect(m.sh("diff -r \(src) vault/r").status == 0, "settled")
+            // rsync's temporary names look like swap files' now and then (`.n2134.md.Xabswp`,
+            // FS-14): the notes made from them are listed under their tags too.
+            #expect(m.sh("ls tags/alpha | wc -l; ls tags/inline | wc -l").out == "2000\n2000")
         }
     }
 }

@@ -139,22 +139,31 @@ import Testing
     /// FS-14, FS-32: a temporary name that happens to look like a swap file's (rsync's
     /// `.n.md.abcsw4`, one name in a few thousand) is a scratch file; renamed to a free name, it
     /// becomes the note, with its bytes, bits and time, among files still being staged, and the
-    /// scratch name is gone, here, after a crash of the daemon and on the next mount.
+    /// scratch name is gone, here, after a crash of the daemon and on the next mount. Its tags
+    /// (front matter and inline) and its links show at once: the note is made settled.
     @Test func FS32_aSwapLookingTemporaryFileRenamedToItsNameBecomesTheNote() throws {
         try MountHarness.with { h in
             let made = h.sh("""
                 mkdir vault/d && cd vault/d && for i in $(seq 1 40); do printf 'n%s\n' $i > n$i.md; done
-                printf '# Kept\nsee [[n1]]\n' > .kept.md.abcsw4 && chmod 640 .kept.md.abcsw4
+                printf -- '---\ntags: [kept]\n---\n# Kept #inl\nsee [[n1]]\n' > .kept.md.abcsw4 && chmod 640 .kept.md.abcsw4
                 touch -d '2020-01-02 03:04:05 UTC' .kept.md.abcsw4 && mv .kept.md.abcsw4 kept.md
                 """)
             #expect(made.status == 0, "\(made.stderr)")
             func check(_ when: String) {
-                #expect(h.sh("cat vault/d/kept.md").out == "# Kept\nsee [[n1]]", "\(when)")
+                #expect(h.sh("cat vault/d/kept.md").out == "---\ntags: [kept]\n---\n# Kept #inl\nsee [[n1]]", "\(when)")
                 #expect(h.sh("stat -c '%a %Y' vault/d/kept.md").out == "640 1577934245", "\(when)")
                 #expect(h.sh("ls -a vault/d | grep -c sw4").out == "0", "\(when)")
                 #expect(h.sh("cat vault/d/n*.md | wc -l").out == "40", "\(when)")
+                #expect(h.sh("ls tags/kept; ls tags/inl | grep -cx kept.md").out == "kept.md\n1", "\(when)")
             }
             check("at once")
+            #expect(h.sh("ls backlinks/core.note/n1.md/references").out == "kept.md")
+            // Committed before its rename: the same, from its row.
+            #expect(h.sh("printf -- '---\\ntags: [late]\\n---\\n# Late #inl\\nsee [[n2]]\\n' > vault/d/.late.md.xyzswp").status == 0)
+            #expect(MountHarness.eventually { h.sql("SELECT count(*) FROM scratch") == "1" }, "committed")
+            #expect(h.sh("mv vault/d/.late.md.xyzswp vault/d/late.md").status == 0)
+            #expect(h.sh("ls tags/late; ls tags/inl").out == "late.md\nkept.md\nlate.md")
+            #expect(h.sh("ls backlinks/core.note/n2.md/references").out == "late.md")
             #expect(h.sql("SELECT count(*) FROM scratch") == "0")
             h.killDaemon()
             try h.mount()
