@@ -68,7 +68,8 @@ extension Store {
                 try enqueueCreate(db, cur.item, tags: try Self.tags(db, cur.item.id))
                 let ext = Self.localExtensions(cur)
                 if !ext.isEmpty {
-                    try enqueue(db, kind: .update, itemID: cur.item.id, payload: ["extensions": .object(ext), "base_version": .int(0)], coalesce: false)
+                    // With the file's form (`enqueueCreate`), in one update.
+                    try enqueue(db, kind: .update, itemID: cur.item.id, payload: ["extensions": .object(ext), "base_version": .int(0)], coalesce: true)
                 }
             }
             for e in try Row.fetchAll(db, sql: "SELECT * FROM edges ORDER BY rowid").map(EdgeRecord.init(row:)) {

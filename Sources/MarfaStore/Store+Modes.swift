@@ -66,10 +66,12 @@ extension Store {
         let ownBits = cur.mode != 0 && !Self.isSymlinkMode(cur.mode)
         let firstSend = try ownBits && Self.pendingCreate(db, cur.item.id)
         guard explicit || abs(Self.ns(Date()) - cur.mtimeNs) > 2_000_000_000 || firstSend else { return }
+        // Behind a create still waiting, it folds into the extensions that follow the create
+        // (the file's form): still after the bytes.
         try enqueue(db, kind: .update, itemID: cur.item.id, payload: [
             "extensions": .object([Self.statExtension: Self.statValue(mode: cur.mode, mtimeNs: cur.mtimeNs)]),
             "base_version": .int(Int64(cur.item.version)),
-        ], coalesce: false)
+        ], coalesce: try Self.pendingCreateSeq(db, cur.item.id) != nil)
     }
 
     /// The permission bits an item's extensions give: nil when they say nothing (or nothing valid).

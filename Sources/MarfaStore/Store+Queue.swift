@@ -133,25 +133,32 @@ extension Store {
         if item.version == 0 {
             let tags = try Self.tags(db, item.id)
             let create = Self.createPayload(item, tags: tags)
-            if let last = try Self.lastMutationHead(db, item.id), last.kind == .create, last.state == .pending {
-                try db.run("UPDATE mutations SET payload = ? WHERE seq = ?", [queuedPayload(.create, create), last.seq])
-                return
+            if let seq = try Self.pendingCreateSeq(db, item.id) {
+                try db.run("UPDATE mutations SET payload = ? WHERE seq = ?", [queuedPayload(.create, create), seq])
+                return try enqueueFileFormAfterCreate(db, itemID: item.id)
             }
             if !(try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = 'create'", [item.id])) {
                 try enqueueCreate(db, item, tags: tags)
                 return
             }
         }
-        try enqueue(db, kind: .update, itemID: item.id, payload: [
+        var payload: [String: JSONValue] = [
             "properties": .object(item.properties), "tier": .string(item.tier.rawValue),
             "base_version": .int(Int64(item.version)),
-        ], coalesce: true)
+        ]
+        // The file's name and head go with its properties (`fileForm`).
+        if !isLocalOnly, var cur = try db.row("SELECT * FROM items WHERE id = ?", [item.id]).map(StoredItem.init(row:)) {
+            cur.item.properties = item.properties
+            payload["extensions"] = .object(fileForm(cur))
+        }
+        try enqueue(db, kind: .update, itemID: item.id, payload: payload, coalesce: true)
     }
 
     /// Queues an item's create, and the whole path of a long folder after it (FS-31).
     func enqueueCreate(_ db: Database, _ item: Item, tags: [String]) throws {
         try enqueue(db, kind: .create, itemID: item.id, payload: Self.createPayload(item, tags: tags), coalesce: false)
         try enqueueFolderExtension(db, itemID: item.id, tags: tags, version: 0)
+        try enqueueFileFormAfterCreate(db, itemID: item.id)
     }
 
     static func createPayload(_ item: Item, tags: [String]) -> [String: JSONValue] {
@@ -163,8 +170,22 @@ extension Store {
     }
 
     static func pendingCreate(_ db: Database, _ itemID: String) throws -> Bool {
-        guard let last = try lastMutationHead(db, itemID) else { return false }
-        return last.kind == .create && last.state == .pending
+        try pendingCreateSeq(db, itemID) != nil
+    }
+
+    /// The item's create, when it is still waiting and nothing but extensions (the file's form,
+    /// `fs.stat`, a long folder) follows it: later changes of its properties and tags fold into it.
+    static func pendingCreateSeq(_ db: Database, _ itemID: String) throws -> Int64? {
+        let rows = try Row.fetchAll(db.cachedStatement(sql: """
+            SELECT seq, kind, state, json_extract(payload, '$.properties') IS NULL AND json_extract(payload, '$.tier') IS NULL
+            FROM mutations WHERE item_id = ? ORDER BY seq DESC LIMIT 4
+            """), arguments: [itemID])
+        for r in rows {
+            let kind = MutationKind(rawValue: r[1]), pending = MutationState(rawValue: r[2]) == .pending
+            if kind == .create { return pending ? r[0] : nil }
+            guard kind == .update, pending, r[3] as Bool else { return nil }
+        }
+        return nil
     }
 
     /// The newest mutation of an item without its payload: (seq, kind, state).

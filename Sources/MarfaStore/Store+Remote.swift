@@ -209,13 +209,11 @@ extension Store {
             if !TypeSchema.isBlobType(t.id), stored.shownBase == nil {
                 try db.run("UPDATE items SET shown_base = ? WHERE rowid = ?", [Data(try currentBytes(db, stored)), rowid])
             }
-            var fileName = stored.fileName
-            // A name chosen here stays only while it still gives the item's title (FS-5).
-            if let f = fileName, Self.titleFromFileName(f, type: t) != remote.properties[t.titleField]?.stringValue { fileName = nil }
             let size = try remoteSize(db, remote, type: t, blobSizes: blobSizes)
-            let (stem, ext) = Names.stemAndExt(id: remote.id, type: t, properties: remote.properties, fileName: fileName)
-            try db.run("UPDATE items SET properties = ?, raw = NULL, raw_head = NULL, file_name = ?, stem = ?, ext = ?, size = ? WHERE rowid = ?",
-                       [JSONCoding.encode(remote.properties), fileName, stem, ext, size, rowid])
+            try db.run("UPDATE items SET properties = ?, size = ? WHERE rowid = ?", [JSONCoding.encode(remote.properties), size, rowid])
+            // Its name and bytes: those the writer's extensions give, else its title's and its
+            // rendering (FS-5, FS-32).
+            _ = try takeFileForm(db, rowid: rowid, remote, extensions: extensions, previousTitle: local.properties[t.titleField], propertiesChanged: true)
             out.content.insert(remote.id)
         }
         try db.run("UPDATE items SET version = max(version, ?), sync = 'synced', sync_error = NULL WHERE rowid = ?", [remote.version, rowid])
@@ -248,6 +246,12 @@ extension Store {
             if let newXattrs { try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [newXattrs, rowid]) }
             if modeChange { try applyStat(db, extensions, rowid: rowid) }
         }
+        if !propsChange, extensions != nil {
+            // A file renamed, or its head rewritten, with its properties the same.
+            let form = try takeFileForm(db, rowid: rowid, remote, extensions: extensions, previousTitle: local.properties[t.titleField], propertiesChanged: false)
+            if form.bytes { out.content.insert(remote.id) }
+            shown = shown || form.named || form.bytes
+        }
         if shown { out.items.insert(remote.id) }
         out.applied += 1
     }
@@ -271,7 +275,10 @@ extension Store {
                   remote.source, remote.sourceID, remote.timestamp, remote.createdAt, remote.updatedAt, mtimeNs,
                   remote.state.rawValue, remote.tier.rawValue, extensions?["fs.xattr"].map(Self.xattrsJSON) ?? "{}"])
         if let tags { try replaceTags(db, remote.id, tags) }
-        if let r = try Int64.fetchOne(db, sql: "SELECT rowid FROM items WHERE id = ?", arguments: [remote.id]) { try applyStat(db, extensions, rowid: r) }
+        if let r = try Int64.fetchOne(db, sql: "SELECT rowid FROM items WHERE id = ?", arguments: [remote.id]) {
+            try applyStat(db, extensions, rowid: r)
+            _ = try takeFileForm(db, rowid: r, remote, extensions: extensions, previousTitle: nil, propertiesChanged: true)
+        }
         out.items.insert(remote.id); out.applied += 1
     }
 

@@ -319,10 +319,21 @@ extension Store {
             cur.item.properties = try Self.parseText(bytes, type: t, fileName: cur.fileName, previous: cur.item.properties)
             if cur.item.properties == before, cur.sync == .synced || cur.sync == .pending {
                 // Text that says what the item already holds (a file copied out and back, a save
-                // with no change): the bytes are kept, the item and the queue are not touched.
+                // with no change): the bytes are kept, the item is not touched, and the queue only
+                // if the text's head changed.
                 cur.item.updatedAt = stored.updatedAt
                 let (raw, head) = RawText.columns(bytes, properties: cur.item.properties, bodyField: t.bodyField)
+                // The head the item had (unsettled bytes leave it in the row until they settle).
+                let headBefore = try Data.fetchOne(db.cachedStatement(sql: "SELECT raw_head FROM items WHERE rowid = ?"), arguments: [cur.rowid])
                 try db.run("UPDATE items SET raw = ?, raw_head = ?, size = ?, mtime_ns = ?, unsettled = 0 WHERE rowid = ?", [raw, head, bytes.count, cur.mtimeNs, cur.rowid])
+                // Other bytes saying the same (front matter reordered, a comment): they travel as
+                // the file's head (`fileForm`).
+                if !isLocalOnly, headBefore != head {
+                    cur.unsettled = false
+                    try enqueue(db, kind: .update, itemID: cur.item.id, payload: [
+                        "extensions": .object(fileForm(cur)), "base_version": .int(Int64(cur.item.version)),
+                    ], coalesce: true)
+                }
                 return cur
             }
             cur.sync = .pending; cur.syncError = nil
