@@ -220,6 +220,12 @@ extension Store {
         if force && !propsChange {
             return try takeServerMetadata(db, remote, local: local, rowid: rowid, tags: tags, extensions: extensions, into: &out)
         }
+        // A file renamed, or its head rewritten, with its properties the same (`fs.name`, `fs.text`).
+        var form = (named: false, bytes: false)
+        if !propsChange, extensions != nil {
+            form = try takeFileForm(db, rowid: rowid, remote, extensions: extensions, previousTitle: local.properties[t.titleField], propertiesChanged: false)
+            if form.bytes { out.content.insert(remote.id) }
+        }
         var shown = propsChange
         if metaNewer {
             // What the mount shows of it besides its bytes: state, tier, tags, attributes. The echo
@@ -238,7 +244,7 @@ extension Store {
             // file keeps its time, as on a disk (and the time its writer gave it, FS-32).
             var named = remote.properties, had = local.properties
             for k in [t.titleField, "filename"] { named[k] = nil; had[k] = nil }
-            let bytesChange = propsChange && named != had
+            let bytesChange = (propsChange && named != had) || form.bytes
             let fileTime = bytesChange ? max(mtime, stored.mtimeNs + 1) : propsChange ? stored.mtimeNs : shown ? mtime : stored.mtimeNs
             try db.run("UPDATE items SET state = ?, tier = ?, updated_at = ?, mtime_ns = ? WHERE rowid = ?",
                        [remote.state.rawValue, remote.tier.rawValue, remote.updatedAt, fileTime, rowid])
@@ -246,13 +252,7 @@ extension Store {
             if let newXattrs { try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [newXattrs, rowid]) }
             if modeChange { try applyStat(db, extensions, rowid: rowid) }
         }
-        if !propsChange, extensions != nil {
-            // A file renamed, or its head rewritten, with its properties the same.
-            let form = try takeFileForm(db, rowid: rowid, remote, extensions: extensions, previousTitle: local.properties[t.titleField], propertiesChanged: false)
-            if form.bytes { out.content.insert(remote.id) }
-            shown = shown || form.named || form.bytes
-        }
-        if shown { out.items.insert(remote.id) }
+        if shown || form.named || form.bytes { out.items.insert(remote.id) }
         out.applied += 1
     }
 

@@ -30,9 +30,12 @@ import Testing
             #expect(MountHarness.eventually { same(p) }, "\(differences(p))")
             #expect(b.sh("ls vault/d").out == "Upper.MD\norder.md\nplain.md\nsame.md\ntodo.txt\nzk-2023.md")
             #expect(b.sh("cat vault/d/order.md").out == "---\ntags:\n  - b\n  - a\nz: 1\n# a comment\ny: \"q\"\n---\nbody")
-            // A rename that leaves the title alone, front matter reordered: the same on B.
+            // A rename that leaves the title alone, front matter reordered: the same on B, where
+            // the reordered file's time moves (a watcher hears of new bytes by it, FS-25).
+            let timeBefore = b.sh("stat -c %.9Y vault/d/order.md").out
             #expect(a.sh(#"cd vault/d && mv zk-2023.md zk-2024.md && printf -- '---\ny: "q"\nz: 1\ntags: [b, a]\n---\nbody\n' > order.md"#).status == 0)
             #expect(MountHarness.eventually { same(p) }, "\(differences(p))")
+            #expect((Double(b.sh("stat -c %.9Y vault/d/order.md").out) ?? 0) > (Double(timeBefore) ?? .infinity))
             // B edits the body of a note it has read: A has its name and front matter still.
             #expect(b.sh("cat vault/d/zk-2024.md > /dev/null && sed -i 's/^body$/body two/' vault/d/zk-2024.md").status == 0)
             #expect(MountHarness.eventually { a.sh("cat vault/d/zk-2024.md").out == "---\ntitle: A Different Title\n---\nbody two" },
