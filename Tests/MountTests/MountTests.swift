@@ -124,8 +124,11 @@ import Testing
             // Writes at offsets and truncation, read back exactly.
             #expect(m.sh("printf 'ABCDEFGHIJ' > types/core.note/o.md && printf 'xy' | dd of=types/core.note/o.md bs=1 seek=3 conv=notrunc status=none && truncate -s 8 types/core.note/o.md && cat types/core.note/o.md").out == "ABCxyFGH")
             #expect(m.sh("echo more >> types/core.note/o.md && cat types/core.note/o.md").out == "ABCxyFGHmore")
-            // One create for each new item, nothing else: writes fold into the create not yet sent.
-            #expect(queue(m).map { $0.split(separator: " ")[0] } == ["create", "create"])
+            // One create for each new item: writes fold into the create not yet sent. The front
+            // matter as written (a rendering would quote the date) follows its create (FS-32).
+            #expect(queue(m).map { $0.split(separator: " ")[0] } == ["create", "update", "create"])
+            #expect(m.sql(#"SELECT json_extract(payload, '$.extensions."fs.text".head') FROM mutations WHERE kind = 'update'"#)
+                    == "---\ndue: 2026-12-01\nstatus: draft\ncount: 3\n---")
             // Once sent, writes and truncates of an item fold into one update based on the sent version.
             #expect(m.markQueueSent())
             #expect(m.sh("echo again >> types/core.note/o.md && truncate -s 3 types/core.note/o.md && printf 'Z' >> types/core.note/o.md && cat types/core.note/o.md").out == "ABCZ")
