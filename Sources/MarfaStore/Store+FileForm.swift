@@ -16,8 +16,9 @@ import MarfaModel
 ///   mount takes them only if, with the body, they parse to the item's properties.
 ///
 /// Null (the namespace removed) where the properties say it all. A create cannot carry
-/// extensions (W-6): they follow it as an update of their own, only when there is something to
-/// say; every later update of the item's properties (a save, a rename) carries both.
+/// extensions (`POST /items` takes none, upstream openapi.json): they follow it as an update of
+/// their own, only when there is something to say; every later update of the item's properties
+/// (a save, a rename) carries both.
 extension Store {
     static let nameExtension = "fs.name"
     static let textExtension = "fs.text"
