@@ -205,7 +205,9 @@ import Testing
         #expect(step("setfattr -n user.marfa.tags -v home,soon,more vault/Home.md") == "---\ntags: [home, soon, more]\n---\ntags: [home, soon, more]")
         #expect(step("setfattr -x user.marfa.prop.tags vault/Home.md") == "# Home\nPlans: [[Atlas Plan]] and [[Projects/Atlas/Atlas Plan|the real plan]], also [[Atlas Plan#Goals]].\nRelative: [the plan](Projects/Atlas/Atlas%20Plan.md). Web: [site](https://example.com/x.md).\nPlans: [[Atlas Plan]] and [[Projects/Atlas/Atlas Plan|the real plan]], also [[Atlas Plan#Goals]].")
         #expect(h.sh("getfattr --only-values -n user.marfa.tags vault/Home.md").out == "", "the tags the key gave went with it")
-        #expect(h.sh("test -e tags/more").status != 0)
+        // The tag's folder goes with its last note; the kernel may hold it until the (delayed)
+        // notifier thread has replayed its making and its removal (FS-25).
+        #expect(MountHarness.eventually { h.sh("test -e tags/more").status != 0 })
         // Tags set again: a new front matter, in block style; the tags it lost went with it.
         #expect(step("setfattr -n user.marfa.tags -v home,soon vault/Home.md") == "---\ntags:\n  - home\ntags:")
         #expect(h.sh("getfattr --only-values -n user.marfa.tags vault/Home.md").out == "home,soon")
