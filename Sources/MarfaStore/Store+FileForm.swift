@@ -22,8 +22,8 @@ import MarfaModel
 extension Store {
     static let nameExtension = "fs.name"
     static let textExtension = "fs.text"
-    /// The largest head that travels (a server takes 100 KB per namespace); a longer one is
-    /// rendered elsewhere.
+    /// The largest head that travels (a server takes 100 KB per namespace); a longer one is said
+    /// to be there (`omitted`), and the other mounts keep theirs while it goes with the properties.
     static let maxHeadBytes = 64 << 10
 
     /// `fs.name` and `fs.text` for item `cur` as its row holds it.

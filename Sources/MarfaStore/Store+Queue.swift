@@ -129,7 +129,10 @@ extension Store {
 extension Store {
     // MARK: queue
 
-    func enqueueItemChange(_ db: Database, _ item: Item) throws {
+    /// Queues a change of `item`'s properties. `row`: the item as its row now holds it, when the
+    /// caller has it (a save has just written it): its form (`fileForm`) is made from it, else
+    /// from the row read here.
+    func enqueueItemChange(_ db: Database, _ item: Item, row: StoredItem? = nil) throws {
         if item.version == 0 {
             let tags = try Self.tags(db, item.id)
             let create = Self.createPayload(item, tags: tags)
@@ -147,7 +150,7 @@ extension Store {
             "base_version": .int(Int64(item.version)),
         ]
         // The file's name and head go with its properties (`fileForm`).
-        if !isLocalOnly, var cur = try db.row("SELECT * FROM items WHERE id = ?", [item.id]).map(StoredItem.init(row:)) {
+        if !isLocalOnly, var cur = try row ?? db.row("SELECT * FROM items WHERE id = ?", [item.id]).map(StoredItem.init(row:)) {
             cur.item.properties = item.properties
             payload["extensions"] = .object(fileForm(cur))
         }

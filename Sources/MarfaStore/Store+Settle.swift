@@ -323,12 +323,13 @@ extension Store {
                 // if the text's head changed.
                 cur.item.updatedAt = stored.updatedAt
                 let (raw, head) = RawText.columns(bytes, properties: cur.item.properties, bodyField: t.bodyField)
-                // The head the item had (unsettled bytes leave it in the row until they settle).
-                let headBefore = try Data.fetchOne(db.cachedStatement(sql: "SELECT raw_head FROM items WHERE rowid = ?"), arguments: [cur.rowid])
+                // The head the item had (unsettled bytes leave it in the row until they settle),
+                // for a store that sends it.
+                let headBefore = isLocalOnly ? head : try Data.fetchOne(db.cachedStatement(sql: "SELECT raw_head FROM items WHERE rowid = ?"), arguments: [cur.rowid])
                 try db.run("UPDATE items SET raw = ?, raw_head = ?, size = ?, mtime_ns = ?, unsettled = 0 WHERE rowid = ?", [raw, head, bytes.count, cur.mtimeNs, cur.rowid])
                 // Other bytes saying the same (front matter reordered, a comment): they travel as
                 // the file's head (`fileForm`).
-                if !isLocalOnly, headBefore != head {
+                if headBefore != head {
                     cur.unsettled = false
                     try enqueue(db, kind: .update, itemID: cur.item.id, payload: [
                         "extensions": .object(fileForm(cur)), "base_version": .int(Int64(cur.item.version)),
@@ -347,7 +348,8 @@ extension Store {
             if let retagged { try storeTags(db, cur, retagged.new, replacing: retagged.old) }
             try db.run("UPDATE items SET properties = ?, raw = ?, raw_head = ?, size = ?, stem = ?, ext = ?, updated_at = ?, mtime_ns = ?, sync = 'pending', sync_error = NULL, unsettled = 0, links = ?, \(Self.linksWritten) WHERE rowid = ?",
                            [JSONCoding.encode(cur.item.properties), raw, head, bytes.count, stem, ext, ts, cur.mtimeNs, Self.linksColumn(said.links), cur.rowid])
-            try enqueueItemChange(db, cur.item)
+            cur.unsettled = false
+            try enqueueItemChange(db, cur.item, row: cur)
             try enqueueFileTime(db, cur)
             // An item whose create is not waiting in the queue gets its new tags as their own change.
             if let retagged, try cur.item.version > 0 || !Self.pendingCreate(db, cur.item.id) {
