@@ -222,7 +222,9 @@ extension FileSystem {
             return more
         } catch {
             noteError(error)
-            log.error("settling failed; retried on the next pass", metadata: ["error": "\(error)"])
+            if settler.failed("\(error)") {
+                log.error("settling failed; retried every second (said again if the error changes, else once a minute)", metadata: ["error": "\(error)"])
+            }
             return false
         }
     }
@@ -275,13 +277,27 @@ final class Settler: @unchecked Sendable {
         cond.unlock()
     }
 
+    /// The last failure said in the log, and when.
+    private var lastFailure: (what: String, at: Double)?
+
+    /// A pass failed (a full disk, mostly): the next waits a second, not a burst of passes one
+    /// after the other. Whether to log it: a failure other than the last said, or a minute on.
+    func failed(_ what: String) -> Bool {
+        cond.lock(); defer { cond.unlock() }
+        let now = Date().timeIntervalSince1970
+        notBefore = max(notBefore, now + 1)
+        if let l = lastFailure, l.what == what, now - l.at < 60 { return false }
+        lastFailure = (what, now)
+        return true
+    }
+
     /// The next pass waits at least `seconds`.
     func retryAfter(_ seconds: Double) {
         cond.lock(); notBefore = max(notBefore, Date().timeIntervalSince1970 + seconds); cond.unlock()
     }
 
     func settledAll() {
-        cond.lock(); dirty = false; written = false; firstPending = nil; cond.unlock()
+        cond.lock(); dirty = false; written = false; firstPending = nil; lastFailure = nil; cond.unlock()
     }
 
     /// When a pass last committed the staged files.

@@ -1,3 +1,4 @@
+import CSQLiteConfig
 import Foundation
 import GRDBSQLite
 import MarfaModel
@@ -49,6 +50,7 @@ public final class BlobReader: @unchecked Sendable {
             if let c { sqlite3_close_v2(c) }
             return nil
         }
+        _ = marfafs_sqlite_no_checkpoint_on_close(c)
         sqlite3_exec(c, "PRAGMA mmap_size = 4294967296", nil, nil, nil)
         db = c
         return c

@@ -1,3 +1,4 @@
+import CSQLiteConfig
 import Crypto
 import Foundation
 import Synchronization
@@ -111,6 +112,8 @@ public final class Store: Sendable {
         config.busyMode = .timeout(10)
         config.maximumReaderCount = 6
         config.prepareDatabase { db in
+            // The last connection to close leaves the WAL as it is (`openPool`).
+            _ = marfafs_sqlite_no_checkpoint_on_close(db.sqliteConnection)
             try db.run("PRAGMA synchronous = NORMAL")
             // The WAL shrinks back after a large transaction (a blob entering the cache).
             try db.run("PRAGMA journal_size_limit = 16777216")
@@ -127,13 +130,14 @@ public final class Store: Sendable {
                 }
             }
         }
-        pool = try DatabasePool(path: path, configuration: config)
+        pool = try Self.openPool(path, config)
         try Self.useIncrementalVacuum(pool)
         try Schema.migrator().migrate(pool)
         var reading = Configuration()
         reading.readonly = true
         reading.busyMode = .timeout(10)
         reading.prepareDatabase { db in
+            _ = marfafs_sqlite_no_checkpoint_on_close(db.sqliteConnection)
             try db.run("PRAGMA mmap_size = 4294967296")
             try db.run("PRAGMA cache_size = -8192")
         }
@@ -148,6 +152,24 @@ public final class Store: Sendable {
         staging = Staging(path: path + "-staged")
         pendingFolders = PendingFolders(path: path + "-folders")
         spool = Spool(directory: path + "-spool")
+    }
+
+    /// Opens the pool. GRDB makes the WAL non-empty first if it is missing or empty (a commit),
+    /// which a disk with no room refuses (FS-28). So the store never leaves its WAL missing or
+    /// empty: no connection checkpoints when it closes (SQLite would delete the log, or cut it to
+    /// nothing), and `truncateWAL` leaves a commit in it. A store whose log is gone all the same
+    /// (an older build, a copy without it) has the store's reserve given back for that commit.
+    static func openPool(_ path: String, _ config: Configuration) throws -> DatabasePool {
+        do {
+            return try DatabasePool(path: path, configuration: config)
+        } catch let e as DatabaseError where e.resultCode == .SQLITE_FULL {
+            guard unlink(path + "-reserve") == 0 else {
+                throw StoreError.noSpace("cannot open \(path): the disk has no room for its log (a few KiB)")
+            }
+            do { return try DatabasePool(path: path, configuration: config) } catch {
+                throw storeError(error)
+            }
+        }
     }
 
     /// How many write transactions have committed since the store was opened, whoever made them
@@ -371,8 +393,11 @@ public final class Store: Sendable {
         truncateWAL()
     }
 
-    /// Checkpoints the whole WAL and cuts it to nothing, if that can be done without waiting for
-    /// a reader; done, a full disk's WAL debt is paid.
+    /// Checkpoints the whole WAL and cuts it to one small commit, if that can be done without
+    /// waiting for a reader; done, a full disk's WAL debt is paid.
+    /// The commit: a store whose WAL is empty cannot be opened on a disk with no room (GRDB writes
+    /// to the log of a pool it opens when the log is empty: `openPool`), and the room the cut has
+    /// just given back is there for it.
     func truncateWAL() {
         let done = (try? pool.writeWithoutTransaction { db -> Bool in
             // No busy wait: if a reader holds the log, the next check tries again.
@@ -380,7 +405,12 @@ public final class Store: Sendable {
             defer { try? db.execute(sql: "PRAGMA busy_timeout = 10000") }
             // (busy, log frames, checkpointed frames): busy 0 when it was done.
             let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
-            return row.map { ($0[0] as Int64?) == 0 } ?? false
+            guard row.map({ ($0[0] as Int64?) == 0 }) ?? false else { return false }
+            try? db.inTransaction {
+                try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES ('wal_cut', ?)", arguments: [String(Int64(Date().timeIntervalSince1970))])
+                return .commit
+            }
+            return true
         }) ?? false
         if done { staging.debt.wal.store(false, ordering: .relaxed) }
     }

@@ -126,11 +126,16 @@ struct MountCommand: ParsableCommand {
         let store = try Store(path: storeOption.path)
         let fs = try FileSystem(store: store, logger: Logger(label: "marfafs.fs"))
         // Trash retention (FS-28): what has been in the trash for --trash-days is purged.
+        // On a disk with no room (a purge is a commit first) the mount comes up all the same.
         if trashDays > 0 {
-            let purged = try store.purgeTrash(olderThan: Date().addingTimeInterval(-Double(trashDays) * 86_400))
-            if !purged.isEmpty {
-                fs.forget(purged)
-                log.info("purged from the trash", metadata: ["items": "\(purged.count)", "older_than_days": "\(trashDays)"])
+            do {
+                let purged = try store.purgeTrash(olderThan: Date().addingTimeInterval(-Double(trashDays) * 86_400))
+                if !purged.isEmpty {
+                    fs.forget(purged)
+                    log.info("purged from the trash", metadata: ["items": "\(purged.count)", "older_than_days": "\(trashDays)"])
+                }
+            } catch StoreError.noSpace(let why) {
+                log.warning("the trash is purged at the next mount", metadata: ["error": "no space left: \(why)"])
             }
         }
         store.device.withLock { [device] in $0 = device ?? ProcessInfo.processInfo.hostName }

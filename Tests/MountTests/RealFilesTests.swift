@@ -305,6 +305,9 @@ import Testing
         #expect(written > 20 && written < 300, "the disk filled after \(written) files")
         let same = "n=0; for i in $(seq 0 \(written - 1)); do cmp -s '\(src)'/f$i.md vault/f$i.md && n=$((n+1)); done; echo $n"
         h2.unmount()
+        // The log a full disk had cut is not left empty: a store whose log is empty cannot be
+        // opened on a disk with no room.
+        #expect(Shell.run(["/usr/bin/stat", "-c", "%s", h2.store + "-wal"]).out.trimmingCharacters(in: .whitespacesAndNewlines) != "0")
         // Another program takes what is left, the reserve included: the mount has no room at all.
         _ = Shell.run(["/bin/sh", "-c", "rm -f '\(disk)'/kb.sqlite-reserve; dd if=/dev/zero of='\(disk)'/filler bs=64k 2>/dev/null; sync"])
         try h2.mount()
@@ -323,6 +326,47 @@ import Testing
         h2.unmount()
         try h2.mount()
         #expect(h2.sh(same).out == "\(written)")
+    }
+
+    /// FS-28: after a full disk the store gives back the room its log took; the next mount, on a
+    /// disk another program has since filled to the last byte (the reserve included), comes up
+    /// and shows every note. (The log was cut to nothing; opening a store whose log is empty
+    /// writes to it, which the full disk refused, and the daemon exited.)
+    @Test func FS28_aMountOnADiskWithNoRoomAtAllAfterTheLogWasCut() throws {
+        try Self.onSmallDisk("16m") { h2, disk, elsewhere in
+            let wal = { Int(Shell.run(["/usr/bin/stat", "-c", "%s", h2.store + "-wal"]).out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1 }
+            try h2.mount()
+            #expect(h2.sh("for i in $(seq 1 40); do printf 'note %s\\n' $i > vault/n$i.md; done; mkdir -p vault/sub && printf 'deep\\n' > vault/sub/d.md").status == 0)
+            h2.settle()
+            // Another program fills the disk; a note written meanwhile cannot be stored.
+            _ = Shell.run(["/bin/sh", "-c", "dd if=/dev/zero of='\(disk)'/filler bs=4k 2>/dev/null"])
+            #expect(h2.sh("head -c 300000 /dev/urandom | base64 > vault/late.md").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) { h2.sh("cat .marfafs/status").out.contains("no space left") })
+            // Room again: the note is stored and the log's room given back.
+            #expect(Shell.run(["/bin/rm", "-f", disk + "/filler"]).status == 0)
+            #expect(MountHarness.eventually(timeout: 30) { h2.sql("SELECT count(*) FROM items WHERE unsettled = 0") == "42" && wal() < 100_000 },
+                    "\(h2.sql("SELECT count(*) FROM items WHERE unsettled = 0")) settled, log \(wal()) bytes")
+            let late = h2.sh("md5sum < vault/late.md").out
+            h2.unmount()
+            #expect(wal() > 0, "the log is not left empty")
+            _ = Shell.run(["/bin/sh", "-c", "rm -f '\(disk)'/kb.sqlite-reserve; dd if=/dev/zero of='\(disk)'/filler bs=4k 2>/dev/null; sync"])
+            #expect(Shell.run(["/bin/sh", "-c", "head -c 4096 /dev/zero > '\(disk)'/more"]).status != 0, "the disk has no room")
+            try h2.mount()
+            #expect(h2.sh("cat vault/n7.md vault/sub/d.md").out == "note 7\ndeep")
+            #expect(h2.sh("ls vault | grep -c '^n[0-9]*.md$'").out == "40")
+            #expect(h2.sh("md5sum < vault/late.md").out == late)
+            // A write meanwhile is taken by the staging journal's room or refused; either way
+            // nothing else changes, and what was taken is kept.
+            #expect(Shell.run(["/bin/sh", "-c", "head -c 200000 /dev/urandom > '\(elsewhere)'/big.bin"]).status == 0)
+            let took = h2.sh("cp '\(elsewhere)'/big.bin vault/big.bin").status == 0
+            #expect(h2.sh("cat vault/n7.md").out == "note 7")
+            #expect(Shell.run(["/bin/rm", "-f", disk + "/filler"]).status == 0)
+            #expect(h2.sh("printf 'after\\n' > vault/n41.md && cat vault/n41.md").out == "after")
+            h2.unmount()
+            try h2.mount()
+            #expect(h2.sh("cat vault/n41.md").out == "after")
+            if took { #expect(h2.sh("cmp '\(elsewhere)'/big.bin vault/big.bin").status == 0) }
+        }
     }
 
     @Test func FS28_aLocalStoreKeepsNoPayloadsUntilItMeetsAServer() throws {
