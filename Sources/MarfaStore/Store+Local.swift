@@ -50,8 +50,12 @@ extension Store {
     /// written anew from its items, in the order they were made. Returns how many mutations that queued.
     @discardableResult
     public func bind(server: String) throws -> Int {
-        let wasLocal = try pool.read { db in try !isBound(db) }
+        let (wasLocal, same) = try pool.read { db in
+            (try !isBound(db), try Self.meta(db, "server") == server && !db.exists("SELECT 1 FROM meta WHERE key = 'local_only'"))
+        }
         localOnly.withLock { $0 = false }
+        // Bound to this server already: nothing is written (a mount on a full disk starts).
+        if same && !wasLocal { return 0 }
         return try write { db -> Int in
             try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('server', ?)", [server])
             try db.run("DELETE FROM meta WHERE key = 'local_only'")

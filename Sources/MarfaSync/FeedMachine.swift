@@ -3,7 +3,7 @@ import Foundation
 /// The event stream's life as a pure state machine (no I/O, no clock of its own): `RemoteFeed`
 /// feeds it what happened and when, and does what it answers. Tested with a manual clock.
 ///
-/// connecting ──opened──▶ (sweeping ──swept──▶) live ──failed/silent──▶ waiting ──due / server answered──▶ connecting
+/// connecting ──opened──▶ (sweeping ──swept──▶) live ──failed/silent/store failed──▶ waiting ──due / server answered──▶ connecting
 ///      │                                        │
 ///      └──────────── unauthorized ◀─────────────┘──── a new key ──▶ connecting
 public struct FeedMachine: Sendable {
@@ -28,6 +28,11 @@ public struct FeedMachine: Sendable {
         case catchupTooOld
         /// The connection failed or the server closed it: `retryAfter` (seconds) if it said so.
         case failed(retryable: Bool, retryAfter: Double?)
+        /// What the stream brought could not be applied to the store (a full disk): the stream
+        /// reconnects after a wait that grows from one failure of the kind to the next, and that
+        /// neither a new connection nor the server's answers cut short (neither says the store
+        /// has room); an applied event ends the run of them (`applied`).
+        case storeFailed
         case keyChanged
         /// Another request (the queue's) reached the server while the stream waits to reconnect:
         /// the server is back, so the stream need not wait out its backoff.
@@ -53,6 +58,10 @@ public struct FeedMachine: Sendable {
 
     public private(set) var state: State = .connecting
     public private(set) var attempt = 0
+    /// Failures to apply to the store since an event was last applied (`storeFailed`).
+    public private(set) var storeFailures = 0
+    /// The wait after a store failure: 1 s, doubling to 30 s.
+    public var storeBackoff = Backoff(base: 1, cap: 30)
     /// Whether the store has an event to resume from, and has ever finished a first sync.
     public private(set) var hasPosition: Bool
     public private(set) var firstSyncDone: Bool
@@ -100,11 +109,17 @@ public struct FeedMachine: Sendable {
             let at = now + backoff.delay(attempt: attempt, retryAfter: retryAfter, using: &rng)
             state = .waiting(until: at)
             return [.retry(at: at)]
+        case (.storeFailed, _):
+            storeFailures += 1
+            let ceiling = min(storeBackoff.cap, storeBackoff.base * pow(2, Double(min(storeFailures - 1, 30))))
+            let at = now + Double.random(in: (ceiling / 2)...ceiling, using: &rng)
+            state = .waiting(until: at)
+            return [.retry(at: at)]
         case (.keyChanged, .unauthorized):
             state = .connecting
             lastActivity = now
             return [.connect(resume: hasPosition)]
-        case (.serverAnswered, .waiting):
+        case (.serverAnswered, .waiting) where storeFailures == 0:
             state = .connecting
             lastActivity = now
             return [.connect(resume: hasPosition)]
@@ -127,5 +142,5 @@ public struct FeedMachine: Sendable {
     }
 
     /// An event was applied: from now on the stream resumes from it.
-    public mutating func applied() { hasPosition = true }
+    public mutating func applied() { hasPosition = true; storeFailures = 0 }
 }

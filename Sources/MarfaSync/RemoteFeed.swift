@@ -62,7 +62,8 @@ public actor RemoteFeed {
     }
 
     /// Waits until `at`, or less: once the server answers the queue (a mutation sent, or the
-    /// connection online) a second or more into the wait, the server is back and the stream
+    /// connection online) a second or more into the wait, unless the wait is for the store
+    /// (`FeedMachine.Event.storeFailed`), the server is back and the stream
     /// reconnects then, so changes made elsewhere meanwhile are not left waiting out a long
     /// backoff — also when the queue's last answer came just before the stream failed.
     func waitToReconnect(until at: Double) async -> [FeedMachine.Action] {
@@ -72,7 +73,11 @@ public actor RemoteFeed {
             if left <= 0 { break }
             try? await Task.sleep(for: .milliseconds(Int64(min(left, 0.25) * 1000)))
             let s = status.snapshot
-            if Self.now() - started >= 1, s.sent != sentBefore || s.connection == .online { return handle(.serverAnswered) }
+            // (Not after a store failure: the machine keeps waiting, and so does this.)
+            if Self.now() - started >= 1, s.sent != sentBefore || s.connection == .online {
+                let a = handle(.serverAnswered)
+                if !a.isEmpty { return a }
+            }
         }
         return handle(.tick, at: max(at, Self.now()))
     }
@@ -148,9 +153,11 @@ public actor RemoteFeed {
             return handle(.failed(retryable: true, retryAfter: f.retryAfter))
         } catch {
             // Applying failed (the store): try again later rather than skip the event.
-            log.error("applying remote changes failed", metadata: ["error": "\(error)"])
+            let actions = handle(.storeFailed)
+            let wait = actions.compactMap { if case .retry(let at) = $0 { return at - Self.now() }; return nil }.first ?? 0
+            log.error("applying remote changes failed; the stream reconnects", metadata: ["error": "\(error)", "in_seconds": "\(String(format: "%.1f", wait))"])
             status.update { $0.stream = .offline; $0.lastError = "applying remote changes: \(error)" }
-            return handle(.failed(retryable: true, retryAfter: nil))
+            return actions
         }
         if Task.isCancelled { return nil }
         // The server closed the stream.

@@ -52,6 +52,39 @@ struct FeedMachineTests {
         #expect(m.handle(.opened, at: now + 3, using: &rng) == [] && m.attempt == 0)
     }
 
+    /// A store that cannot take what the stream brings (a full disk) is not the server's doing:
+    /// each reconnection would fail the same way, so the waits grow from one such failure to the
+    /// next although every connection opens, the queue's answers do not cut them short, and an
+    /// applied event ends the run (FS-28, W-14).
+    @Test mutating func W14_FS28_aStoreThatCannotApplyBacksOffAcrossReconnections() {
+        var m = FeedMachine(hasPosition: true, firstSyncDone: true, now: 0)
+        var now = 0.0
+        var waits: [Double] = []
+        for _ in 0..<8 {
+            _ = m.handle(.opened, at: now, using: &rng)
+            guard case .retry(let at)? = m.handle(.storeFailed, at: now, using: &rng).first else { Issue.record("no retry"); return }
+            waits.append(at - now)
+            #expect(m.handle(.serverAnswered, at: now + 0.9 * (at - now), using: &rng) == [], "the server's answer does not end the wait")
+            #expect(m.handle(.tick, at: at, using: &rng) == [.connect(resume: true)])
+            now = at
+        }
+        #expect(waits[0] >= 0.5 && waits[0] <= 1)
+        #expect(waits[3] >= 4 && waits[3] <= 8)
+        #expect(waits.allSatisfy { $0 <= 30 } && waits[7] >= 15, "\(waits)")
+        #expect(m.storeFailures == 8)
+        // Applied at last: the next store failure waits a second again.
+        _ = m.handle(.opened, at: now, using: &rng)
+        m.applied()
+        guard case .retry(let at)? = m.handle(.storeFailed, at: now, using: &rng).first else { Issue.record("no retry"); return }
+        #expect(at - now <= 1)
+        // A failure of the connection after a store failure keeps its own, shorter backoff.
+        _ = m.handle(.tick, at: at, using: &rng)
+        _ = m.handle(.opened, at: at, using: &rng)
+        m.applied()
+        guard case .retry(let next)? = m.handle(.failed(retryable: true, retryAfter: nil), at: at, using: &rng).first else { Issue.record("no retry"); return }
+        #expect(next - at <= 0.25)
+    }
+
     @Test mutating func W14_sixtySecondsOfSilenceIsADeadConnection() {
         var m = FeedMachine(hasPosition: true, firstSyncDone: true, now: 0)
         _ = m.handle(.opened, at: 0, using: &rng)

@@ -369,6 +369,42 @@ import Testing
         }
     }
 
+    /// FS-28 with a server: changes from the server that the full disk cannot take are taken
+    /// once there is room, the stream backing off meanwhile (not a reconnection and a line in the
+    /// log several times a second); and a mount with its server starts on a disk with no room at
+    /// all (it recorded its server again at each mount, a write the full disk refused).
+    @Test func FS28_aMountWithAServerOnAFullDiskTakesTheServersChangesOnceThereIsRoom() throws {
+        let s = try ServerHarness()
+        let (key, serverOptions) = try s.mountKey()
+        try Self.onSmallDisk("16m") { h2, disk, elsewhere in
+            let log = elsewhere + "/daemon.log"
+            h2.mountOptions = serverOptions + ["--log-file", log]
+            try h2.mount()
+            #expect(h2.sh("for i in $(seq 1 10); do printf 'note %s\\n' $i > vault/n$i.md; done").status == 0)
+            #expect(MountHarness.eventually(timeout: 30) { h2.sh("cat .marfafs/flush").out.hasPrefix("ok") })
+            _ = Shell.run(["/bin/sh", "-c", "dd if=/dev/zero of='\(disk)'/filler bs=4k 2>/dev/null"])
+            for n in 1...5 {
+                #expect(s.call("POST", "/items", key: key, body: #"{"type":"core.note","properties":{"title":"remote \#(n)","body":"from the server"}}"#).status == 201)
+            }
+            #expect(MountHarness.eventually(timeout: 20) { h2.sh("cat .marfafs/status").out.contains("no space left") })
+            let failures = { (try? String(contentsOfFile: log, encoding: .utf8))?.components(separatedBy: "applying remote changes failed").count ?? 0 }
+            let before = failures()
+            Thread.sleep(forTimeInterval: 4)
+            #expect(failures() - before <= 3, "\(failures() - before) failures to apply in 4 s")
+            #expect(Shell.run(["/bin/rm", "-f", disk + "/filler"]).status == 0)
+            #expect(MountHarness.eventually(timeout: 40) { h2.sh("cat 'vault/remote 5.md'").out == "from the server" })
+            #expect(h2.sh("ls vault | grep -c '^remote'").out == "5")
+            h2.unmount()
+            // No room at all, the reserve taken too; the server changes meanwhile.
+            _ = Shell.run(["/bin/sh", "-c", "rm -f '\(disk)'/kb.sqlite-reserve; dd if=/dev/zero of='\(disk)'/filler bs=4k 2>/dev/null; sync"])
+            #expect(s.call("POST", "/items", key: key, body: #"{"type":"core.note","properties":{"title":"while away","body":"later"}}"#).status == 201)
+            try h2.mount()
+            #expect(h2.sh("cat vault/n7.md 'vault/remote 2.md'").out == "note 7\nfrom the server")
+            #expect(Shell.run(["/bin/rm", "-f", disk + "/filler"]).status == 0)
+            #expect(MountHarness.eventually(timeout: 40) { h2.sh("cat 'vault/while away.md'").out == "later" })
+        }
+    }
+
     @Test func FS28_aLocalStoreKeepsNoPayloadsUntilItMeetsAServer() throws {
         let s = try ServerHarness()
         let (key, serverOptions) = try s.mountKey()
