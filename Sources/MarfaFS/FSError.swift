@@ -5,7 +5,7 @@ import MarfaStore
 public struct FSError: Error, CustomStringConvertible {
     public enum Code: Sendable, CaseIterable {
         case notFound, exists, notEmpty, badName, nameTooLong, readOnly, notPermitted, crossView, stale
-        case noSpace, noData, invalid, tooLarge, notDirectory, isDirectory, io, noAttributeSpace, rangeError, notSupported
+        case noSpace, noData, invalid, tooLarge, notDirectory, isDirectory, io, noAttributeSpace, rangeError, notSupported, interrupted
     }
     public var code: Code
     public var message: String
@@ -60,6 +60,7 @@ public struct FSError: Error, CustomStringConvertible {
         case .noAttributeSpace: return E2BIG
         case .rangeError: return ERANGE
         case .notSupported: return EOPNOTSUPP
+        case .interrupted: return EINTR
         }
     }
 

@@ -36,10 +36,12 @@ extension FileSystem {
     /// A read of a control file's bytes. `.marfafs/flush` with a server returns once the queue is
     /// sent (or paused), waiting outside the lock so the mount and the sync engine carry on
     /// meanwhile; `requests` has one length always and is counted anew at every read from its start.
-    func controlRead(_ name: String, offset: Int64, size: Int, reader: Int32) -> [UInt8] {
+    /// `cancelled`: the request was interrupted (its caller killed) or the mount is going away,
+    /// asked while `flush` waits.
+    func controlRead(_ name: String, offset: Int64, size: Int, reader: Int32, cancelled: () -> Bool = { false }) throws -> [UInt8] {
         var use = SnapshotUse.read
         if name == ControlFile.flush.rawValue, offset == 0, syncStatus != nil {
-            waitForEmptyQueue()
+            guard waitForEmptyQueue(cancelled: cancelled) else { throw FSError(.interrupted, "the wait for the queue was interrupted") }
             use = .anew
         } else if name == ControlFile.requests.rawValue, offset == 0 {
             use = .anew
@@ -215,12 +217,16 @@ extension FileSystem {
         return "local: \(depth) mutations are kept for a server; none is configured (mount --server)\n"
     }
 
-    /// Blocks (without the lock) until every settled change is sent, or the queue is paused for a key.
-    func waitForEmptyQueue() {
+    /// Blocks (without the lock) until every settled change is sent, or the queue is paused for a
+    /// key; false if `cancelled` said so first (else a worker waiting for a server that never
+    /// comes back would hold the unmount for ever).
+    func waitForEmptyQueue(cancelled: () -> Bool) -> Bool {
         locked { do { try settleNow() } catch { log.error("settling failed", metadata: ["error": "\(error)"]) } }
         while ((try? store.unsentCount()) ?? 0) > 0 {
-            if syncStatus?().connection == .unauthorized { return }
+            if syncStatus?().connection == .unauthorized { return true }
+            if cancelled() { return false }
             usleep(50_000)
         }
+        return true
     }
 }

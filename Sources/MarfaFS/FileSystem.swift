@@ -312,7 +312,9 @@ public final class FileSystem: @unchecked Sendable {
         return try symlinkTarget(r)
     }
 
-    public func read(_ ino: UInt64, offset: Int64, size: Int, reader: Int32 = 0) throws -> [UInt8] {
+    /// `cancelled`: whether the request was interrupted or the mount is going away (only a read
+    /// that waits asks: `.marfafs/flush`).
+    public func read(_ ino: UInt64, offset: Int64, size: Int, reader: Int32 = 0, cancelled: () -> Bool = { false }) throws -> [UInt8] {
         if LocalFiles.owns(ino) { return try local.read(ino, offset: offset, size: size) }
         let (n, summary, staged): (Node, ItemSummary?, [UInt8]?) = try locked {
             let n = try node(ino)
@@ -356,7 +358,7 @@ public final class FileSystem: @unchecked Sendable {
         case .previewFile(let r):
             return try locked { try previewBytes(r, offset: offset, size: size) }
         case .controlFile(let name):
-            return controlRead(name, offset: offset, size: size, reader: reader)
+            return try controlRead(name, offset: offset, size: size, reader: reader, cancelled: cancelled)
         default:
             throw FSError(.isDirectory, "inode \(ino)")
         }

@@ -251,7 +251,9 @@ extension FuseMount {
         }
         ops.read = { req, ino, size, off, _ in
             guarded(req, .read) { m in
-                let bytes = try m.fs.read(ino, offset: Int64(off), size: size, reader: reader(req))
+                let bytes = try m.fs.read(ino, offset: Int64(off), size: size, reader: reader(req)) {
+                    fuse_req_interrupted(req) != 0 || m.session.map { fuse_session_exited($0) != 0 } ?? true
+                }
                 _ = bytes.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
             }
         }

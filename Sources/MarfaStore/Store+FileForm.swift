@@ -110,3 +110,45 @@ extension Store {
         return (named, true)
     }
 }
+
+extension Store {
+    static let fileFormSentKey = "file_form_sent"
+
+    /// Once per store bound to a server: the form of every item that has one to say, for items
+    /// a build before `fs.name` and `fs.text` sent (the other mounts showed them under their
+    /// titles' names, their front matter rendered). Items the server has get an update of their
+    /// extensions alone; items whose create still waits get it after their create. Returns how
+    /// many it queued. Nothing is written once it has run (a mount on a full disk starts; if it
+    /// cannot write, the next mount runs it).
+    @discardableResult
+    public func queueFileFormOnce() throws -> Int {
+        if isLocalOnly { return 0 }
+        let done = try pool.read { db in try Self.meta(db, Self.fileFormSentKey) != nil }
+        if done { return 0 }
+        return try write { db -> Int in
+            var queued = 0
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT * FROM items WHERE state != 'trashed' AND sync != 'invalid'
+                  AND (file_name IS NOT NULL OR raw IS NOT NULL OR raw_head IS NOT NULL) ORDER BY rowid
+                """)
+            for row in rows {
+                let cur = StoredItem(row: row)
+                let form = fileForm(cur).filter { $0.value != .null }
+                if form.isEmpty { continue }
+                if cur.item.version == 0 {
+                    // Not on the server yet: after its create, if that waits (else nothing has it).
+                    guard try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = 'create'", [cur.item.id]) else { continue }
+                    try enqueueFileFormAfterCreate(db, itemID: cur.item.id)
+                    queued += 1
+                    continue
+                }
+                try enqueue(db, kind: .update, itemID: cur.item.id, payload: [
+                    "extensions": .object(form), "base_version": .int(Int64(cur.item.version)),
+                ], coalesce: true)
+                queued += 1
+            }
+            try Self.setMeta(db, Self.fileFormSentKey, "1")
+            return queued
+        }
+    }
+}

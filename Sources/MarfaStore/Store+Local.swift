@@ -60,6 +60,8 @@ extension Store {
             try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('server', ?)", [server])
             try db.run("DELETE FROM meta WHERE key = 'local_only'")
             guard wasLocal else { return 0 }
+            // Each item's form goes with its create below: nothing is left to send of it.
+            try Self.setMeta(db, Self.fileFormSentKey, "1")
             try db.run("DELETE FROM mutations")
             let rows = try Int64.fetchAll(db, sql: "SELECT rowid FROM items WHERE version = 0 AND state != 'trashed' AND sync != 'invalid' ORDER BY rowid")
             for r in rows {

@@ -147,6 +147,12 @@ struct MountCommand: ParsableCommand {
         } else if let server {
             let queued = try store.bind(server: server)
             if queued > 0 { log.info("first mount with a server: the local store's items are queued", metadata: ["mutations": "\(queued)"]) }
+            do {
+                let forms = try store.queueFileFormOnce()
+                if forms > 0 { log.info("the names and front matter of files sent before are queued for the other mounts", metadata: ["items": "\(forms)"]) }
+            } catch {
+                log.warning("the files' names and front matter are queued at the next mount", metadata: ["error": "\(error)"])
+            }
         } else {
             try store.useLocalOnly()
         }

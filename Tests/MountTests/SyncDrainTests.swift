@@ -17,6 +17,28 @@ import Testing
         s.call("GET", "/items/\(id)", key: key).item
     }
 
+    /// FS-18: `.marfafs/flush` waits for a server; one that does not answer must hold neither the
+    /// reader nor the mount. The reader interrupted (its `timeout`), the read ends with it; the
+    /// unmount that follows lets go of the store at once, and the next mount takes it. (The
+    /// worker that served the read kept waiting for the queue to empty: the unmount's daemon
+    /// never exited, and held the store until it was killed.)
+    @Test func FS18_aFlushWaitingForAServerThatDoesNotAnswerEndsWithItsReaderAndNeverHoldsTheUnmount() throws {
+        let (s, _, keyFile, _) = try setUp()
+        _ = s.stop()
+        try MountHarness.with(options: ["--server", "http://127.0.0.1:9", "--key-file", keyFile]) { m in
+            #expect(m.sh("printf 'kept\\n' > vault/offline.md").status == 0)
+            let started = Date()
+            let r = m.sh("timeout 2 cat .marfafs/flush")
+            #expect(r.status != 0 && Date().timeIntervalSince(started) < 10, "\(r.status) \(r.out)")
+            let unmounting = Date()
+            m.unmount()
+            #expect(Date().timeIntervalSince(unmounting) < 10, "the unmount took \(Date().timeIntervalSince(unmounting)) s")
+            try m.mount()
+            #expect(m.sh("cat vault/offline.md").out == "kept")
+            #expect(m.sh("cat .marfafs/pending").out.contains("offline.md"))
+        }
+    }
+
     @Test func W5_theServerFollowsTheMountCreatesEditsTagsEdgesAndDeletes() throws {
         let (s, key, _, options) = try setUp()
         try MountHarness.with(options: options) { m in
