@@ -75,7 +75,11 @@ extension Store {
         var fileName: String? = row["file_name"]
         if case .object(let o)? = extensions?[Self.nameExtension], let n = o["name"]?.stringValue, Names.isValidComponent(n), (o["title"] ?? .null) == title {
             fileName = n
-        } else if let f = fileName, Self.titleFromFileName(f, type: t) != title.stringValue, extensions != nil || previousTitle != title {
+        } else if let f = fileName, Self.titleFromFileName(f, type: t) != title.stringValue,
+                  try previousTitle != title || (extensions != nil && Self.meta(db, Self.fileFormSentKey) != nil) {
+            // Extensions without `fs.name` say the name is the title's, once this store has sent
+            // the forms it held (`queueFileFormOnce`); before that, the server may hold items this
+            // store sent with a build that did not send them, and their names stay.
             fileName = nil
         }
         let (stem, ext) = Names.stemAndExt(id: remote.id, type: t, properties: remote.properties, fileName: fileName)

@@ -51,4 +51,48 @@ import Testing
             #expect(b.sh("cat vault/d/same.md").out == "---\ntitle: same\n---\nbody")
         }
     }
+
+    /// FS-32 across an upgrade: files a build before `fs.name` and `fs.text` sent are on the
+    /// server without their names and front matter, so another mount shows them under their
+    /// titles' names, rendered. The first mount of the writer's store with this build sends what
+    /// its files hold (once), and the other mount then has the same names and bytes; the writer's
+    /// own names stay throughout.
+    @Test func FS32_filesSentByAnEarlierBuildGetTheirNamesAndFrontMatterEverywhereAfterTheUpgrade() throws {
+        let s = try ServerHarness(postgres: false)
+        let (_, options) = try s.mountKey()
+        let a = try MountHarness(), b = try MountHarness()
+        a.mountOptions = options; b.mountOptions = options
+        defer {
+            a.unmount(); b.unmount()
+            try? FileManager.default.removeItem(atPath: a.root); try? FileManager.default.removeItem(atPath: b.root)
+        }
+        try a.mount()
+        let made = a.sh(#"""
+            mkdir vault/d && cd vault/d
+            printf -- '---\ntitle: A Different Title\ntags: [x, y]\n# a comment\n---\nbody\n' > zk-2023.md
+            printf 'upper\n' > Upper.MD
+            printf -- '---\ntitle: same\n---\nbody\n' > same.md
+            """#)
+        #expect(made.status == 0, "\(made.stderr)")
+        #expect(MountHarness.eventually(timeout: 30) { a.sh("cat .marfafs/flush").out.hasPrefix("ok") })
+        let listing = "Upper.MD\nsame.md\nzk-2023.md"
+        a.unmount()
+        // What the earlier build left: no forms on the server, none sent from the store.
+        _ = s.stop()
+        #expect(Shell.run(["/usr/bin/sqlite3", s.db, "UPDATE items SET extensions = '{}'"]).status == 0)
+        try s.start()
+        #expect(Shell.run(["/usr/bin/sqlite3", a.store, "DELETE FROM meta WHERE key = 'file_form_sent'"]).status == 0)
+        try b.mount()
+        #expect(b.sh("ls vault/d").out == "A Different Title.md\nUpper.md\nsame.md", "what the upgrade is for")
+        try a.mount()
+        #expect(a.sh("ls vault/d").out == listing)
+        #expect(MountHarness.eventually(timeout: 30) { b.sh("ls vault/d").out == listing }, "\(b.sh("ls vault/d").out)")
+        #expect(MountHarness.eventually { Shell.run(["diff", "-r", a.path("vault"), b.path("vault")]).status == 0 },
+                "\(Shell.run(["diff", "-r", a.path("vault"), b.path("vault")]).out)")
+        #expect(a.sh("ls vault/d").out == listing)
+        // Once: the next mount queues nothing.
+        a.unmount()
+        try a.mount()
+        #expect(a.sql("SELECT count(*) FROM mutations WHERE state = 'pending'") == "0")
+    }
 }
