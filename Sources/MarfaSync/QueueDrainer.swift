@@ -21,6 +21,9 @@ public actor QueueDrainer {
     var refused: WireClient?
     var backoff = Backoff()
     var attempt = 0
+    /// Writes of the queue's state that the store refused in a row (a full disk): the wait after
+    /// each grows, 1 s doubling to 30 s, whatever the server answered (`storeWait`).
+    var storeFailures = 0
     let idle: Duration
     /// What differs between kinds of remote (FS-34): how a mutation is sent.
     let writer: any RemoteWriter
@@ -80,6 +83,12 @@ public actor QueueDrainer {
         }
     }
 
+    /// The wait after the store refused a write of the queue's state: 1 s, doubling to 30 s.
+    func storeWait() -> Double {
+        storeFailures += 1
+        return min(30, Double(1 << min(storeFailures - 1, 5)))
+    }
+
     static func isBarrier(_ m: Mutation) -> Bool { m.kind == .createEdge || m.kind == .deleteEdge }
 
     /// Sends `run` as one chain per item, the chains concurrently; a chain stops at its first
@@ -91,8 +100,9 @@ public actor QueueDrainer {
         // The run is the rows as marked, not as read before: a change folded in meanwhile goes too.
         let run: [Mutation]
         do { run = try store.markSending(seqs: all.map(\.seq)) } catch {
-            log.error("marking the queue failed", metadata: ["error": "\(error)"])
-            return (StoreChanges(), .wait(1))
+            let wait = storeWait()
+            log.error("marking the queue failed", metadata: ["error": "\(error)", "in_seconds": "\(wait)"])
+            return (StoreChanges(), .wait(wait))
         }
         var order: [String] = []
         var chains: [String: [Mutation]] = [:]
@@ -126,10 +136,13 @@ public actor QueueDrainer {
         if !acks.isEmpty {
             do {
                 changed.formUnion(try store.acknowledge(acks.sorted { $0.seq < $1.seq }))
+                storeFailures = 0
                 status.update { $0.connection = .online; $0.sent += acks.count; $0.lastError = nil }
             } catch {
-                log.error("recording acknowledgements failed; they will be sent again", metadata: ["error": "\(error)"])
-                return (changed, .wait(1))
+                let wait = storeWait()
+                log.error("recording acknowledgements failed; they will be sent again", metadata: ["error": "\(error)", "in_seconds": "\(wait)"])
+                status.update { $0.lastError = "recording what the server took: \(error)" }
+                return (changed, .wait(wait))
             }
         }
         return (changed, outcome)

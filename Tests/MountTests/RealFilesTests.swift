@@ -382,18 +382,32 @@ import Testing
             try h2.mount()
             #expect(h2.sh("for i in $(seq 1 10); do printf 'note %s\\n' $i > vault/n$i.md; done").status == 0)
             #expect(MountHarness.eventually(timeout: 30) { h2.sh("cat .marfafs/flush").out.hasPrefix("ok") })
+            // Notes queued while the server is away; the disk fills before it is back, so the
+            // queue cannot record what it sends: tried again at growing intervals, and sent once
+            // (under the same keys) when there is room.
+            _ = s.stop()
+            #expect(h2.sh("for i in $(seq 1 10); do printf 'queued %s\\n' $i > vault/q$i.md; done").status == 0)
+            h2.settle()
             _ = Shell.run(["/bin/sh", "-c", "dd if=/dev/zero of='\(disk)'/filler bs=4k 2>/dev/null"])
+            try s.start()
             for n in 1...5 {
                 #expect(s.call("POST", "/items", key: key, body: #"{"type":"core.note","properties":{"title":"remote \#(n)","body":"from the server"}}"#).status == 201)
             }
             #expect(MountHarness.eventually(timeout: 20) { h2.sh("cat .marfafs/status").out.contains("no space left") })
-            let failures = { (try? String(contentsOfFile: log, encoding: .utf8))?.components(separatedBy: "applying remote changes failed").count ?? 0 }
-            let before = failures()
+            let failures = { (what: String) in (try? String(contentsOfFile: log, encoding: .utf8))?.components(separatedBy: what).count ?? 0 }
+            // (The queue's rows cannot be marked as sending, or what the server took recorded.)
+            let queueFailures = { failures("marking the queue failed") + failures("recording acknowledgements failed") }
+            #expect(MountHarness.eventually(timeout: 20) { queueFailures() > 2 })
+            let before = (failures("applying remote changes failed"), queueFailures())
             Thread.sleep(forTimeInterval: 4)
-            #expect(failures() - before <= 3, "\(failures() - before) failures to apply in 4 s")
+            #expect(failures("applying remote changes failed") - before.0 <= 3, "\(failures("applying remote changes failed") - before.0) failures to apply in 4 s")
+            #expect(queueFailures() - before.1 <= 2, "\(queueFailures() - before.1) failures to mark or record the queue in 4 s")
             #expect(Shell.run(["/bin/rm", "-f", disk + "/filler"]).status == 0)
             #expect(MountHarness.eventually(timeout: 40) { h2.sh("cat 'vault/remote 5.md'").out == "from the server" })
             #expect(h2.sh("ls vault | grep -c '^remote'").out == "5")
+            #expect(MountHarness.eventually(timeout: 40) { h2.sh("cat .marfafs/flush").out.hasPrefix("ok") })
+            let titles = (s.call("GET", "/items?limit=100", key: key).json["data"]?.arrayValue ?? []).compactMap { $0.objectValue?["properties"]?.objectValue?["title"]?.stringValue }
+            #expect(titles.filter { $0.hasPrefix("q") }.sorted() == (1...10).map { "q\($0)" }.sorted(), "each queued note once: \(titles.sorted())")
             h2.unmount()
             // No room at all, the reserve taken too; the server changes meanwhile.
             _ = Shell.run(["/bin/sh", "-c", "rm -f '\(disk)'/kb.sqlite-reserve; dd if=/dev/zero of='\(disk)'/filler bs=4k 2>/dev/null; sync"])
