@@ -415,6 +415,14 @@ public final class Store: Sendable {
         if done { staging.debt.wal.store(false, ordering: .relaxed) }
     }
 
+    /// At unmount: the WAL's pages go into the database file (the log keeps one small commit,
+    /// `truncateWAL`), so the file alone, copied after an unmount, holds the store. Nothing is
+    /// done if a reader holds the log or the disk refuses (a full disk): the next open reads the
+    /// log as it is.
+    public func checkpointAtUnmount() {
+        truncateWAL()
+    }
+
     /// Gives back the room a full disk left taken once there is room again: the staging journal's
     /// committed records and the WAL (the settler calls this at each pass; nothing to do costs
     /// two atomic loads). Failing (the disk still full), it is tried again at the next pass.

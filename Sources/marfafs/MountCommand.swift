@@ -182,6 +182,7 @@ struct MountCommand: ParsableCommand {
         engine?.stop()
         _ = sources
         try? store.syncDurably()
+        store.checkpointAtUnmount()
         log.info("unmounted", metadata: ["mountpoint": "\(mnt)"])
         withExtendedLifetime(lock) {}
     }

@@ -369,6 +369,23 @@ import Testing
         }
     }
 
+    /// FS-15: after an unmount the store's database file alone holds every note (a copy of it
+    /// without its `-wal` is a whole store), and its log is not left empty (see
+    /// `FS28_aMountOnADiskWithNoRoomAtAllAfterTheLogWasCut`).
+    @Test func FS15_afterAnUnmountTheStoreFileAloneHoldsEveryNote() throws {
+        try MountHarness.with { m in
+            #expect(m.sh("mkdir -p vault/a && for i in $(seq 1 150); do printf 'note %s\\n' $i > vault/a/n$i.md; done").status == 0)
+            m.unmount()
+            let copy = m.root + "/copy.sqlite"
+            #expect(Shell.run(["/bin/cp", m.store, copy]).status == 0)
+            #expect(Shell.run(["/usr/bin/sqlite3", copy, "PRAGMA integrity_check; SELECT count(*) FROM items WHERE unsettled = 0"]).out == "ok\n150")
+            let wal = Shell.run(["/usr/bin/stat", "-c", "%s", m.store + "-wal"]).out.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect((Int(wal) ?? 0) > 0, "log: \(wal)")
+            try m.mount()
+            #expect(m.sh("cat vault/a/n150.md").out == "note 150")
+        }
+    }
+
     /// FS-28 with a server: changes from the server that the full disk cannot take are taken
     /// once there is room, the stream backing off meanwhile (not a reconnection and a line in the
     /// log several times a second); and a mount with its server starts on a disk with no room at
