@@ -29,7 +29,6 @@ let package = Package(
             "MarfaModel", "MarfaLayout",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "GRDBSQLite", package: "GRDB.swift"),
-            "CSQLiteConfig",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -37,7 +36,6 @@ let package = Package(
             "MarfaModel", "MarfaLayout", "MarfaStore",
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .systemLibrary(name: "CSQLiteConfig", path: "Sources/CSQLiteConfig"),
         .systemLibrary(name: "CFuse", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
         .target(name: "MarfaFUSE", dependencies: [
             "MarfaFS", "CFuse",

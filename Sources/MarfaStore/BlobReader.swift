@@ -1,4 +1,3 @@
-import CSQLiteConfig
 import Foundation
 import GRDBSQLite
 import MarfaModel
@@ -50,7 +49,6 @@ public final class BlobReader: @unchecked Sendable {
             if let c { sqlite3_close_v2(c) }
             return nil
         }
-        _ = marfafs_sqlite_no_checkpoint_on_close(c)
         sqlite3_exec(c, "PRAGMA mmap_size = 4294967296", nil, nil, nil)
         db = c
         return c

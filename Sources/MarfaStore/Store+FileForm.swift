@@ -47,9 +47,10 @@ extension Store {
 
     /// Queues item `id`'s form after its create, when it has one to say, or when an update
     /// waiting after the create may hold an older one (a create written again before it went).
-    func enqueueFileFormAfterCreate(_ db: Database, itemID id: String) throws {
+    /// `row`: the item as its row holds it, when the caller has it (else read here).
+    func enqueueFileFormAfterCreate(_ db: Database, itemID id: String, row: StoredItem? = nil) throws {
         if isLocalOnly { return }
-        guard let cur = try db.row("SELECT * FROM items WHERE id = ?", [id]).map(StoredItem.init(row:)) else { return }
+        guard let cur = try row ?? db.row("SELECT * FROM items WHERE id = ?", [id]).map(StoredItem.init(row:)) else { return }
         var form = fileForm(cur)
         let waiting = try Self.lastMutationHead(db, id).map { $0.kind == .update && $0.state == .pending } ?? false
         if !waiting {
@@ -142,7 +143,7 @@ extension Store {
                 if cur.item.version == 0 {
                     // Not on the server yet: after its create, if that waits (else nothing has it).
                     guard try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND kind = 'create'", [cur.item.id]) else { continue }
-                    try enqueueFileFormAfterCreate(db, itemID: cur.item.id)
+                    try enqueueFileFormAfterCreate(db, itemID: cur.item.id, row: cur)
                     queued += 1
                     continue
                 }

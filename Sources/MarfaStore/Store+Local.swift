@@ -50,12 +50,10 @@ extension Store {
     /// written anew from its items, in the order they were made. Returns how many mutations that queued.
     @discardableResult
     public func bind(server: String) throws -> Int {
-        let (wasLocal, same) = try pool.read { db in
-            (try !isBound(db), try Self.meta(db, "server") == server && !db.exists("SELECT 1 FROM meta WHERE key = 'local_only'"))
-        }
+        let wasLocal = try pool.read { db in try !isBound(db) }
         localOnly.withLock { $0 = false }
         // Bound to this server already: nothing is written (a mount on a full disk starts).
-        if same && !wasLocal { return 0 }
+        if try boundServer()?.server == server { return 0 }
         return try write { db -> Int in
             try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('server', ?)", [server])
             try db.run("DELETE FROM meta WHERE key = 'local_only'")
@@ -71,7 +69,7 @@ extension Store {
                         "hash": .string(h), "size": .int(cur.size), "mime_type": cur.item.properties["mime_type"] ?? .null,
                     ], coalesce: false)
                 }
-                try enqueueCreate(db, cur.item, tags: try Self.tags(db, cur.item.id))
+                try enqueueCreate(db, cur.item, tags: try Self.tags(db, cur.item.id), row: cur)
                 let ext = Self.localExtensions(cur)
                 if !ext.isEmpty {
                     // With the file's form (`enqueueCreate`), in one update.

@@ -139,10 +139,10 @@ extension Store {
                 "hash": .string(hash), "size": .int(Int64(n.content.count)), "mime_type": p.item.properties["mime_type"] ?? .null,
             ], coalesce: false)
         }
-        if p.sync != .invalid && !p.unsettled { try enqueueCreate(db, p.item, tags: p.tags) }
         var made = StoredItem(rowid: row, item: p.item, raw: p.blobHash == nil ? n.content : nil, fileName: n.fileName,
                               size: Int64(n.content.count), mtimeNs: mtimeNs, sync: p.sync, syncError: p.syncError, stem: p.stem, ext: p.ext,
                               unsettled: p.unsettled)
+        if p.sync != .invalid && !p.unsettled { try enqueueCreate(db, p.item, tags: p.tags, row: made) }
         // What the insert's trigger gives a symlink (Schema: items_symlink_insert).
         if TypeSchema.isBlobType(n.type), p.item.properties["mime_type"] == .string(Self.symlinkMime) { made.mode = Self.symlinkMode }
         if p.sync != .invalid && !p.unsettled { try enqueueFileTime(db, made) }

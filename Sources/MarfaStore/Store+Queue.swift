@@ -157,11 +157,12 @@ extension Store {
         try enqueue(db, kind: .update, itemID: item.id, payload: payload, coalesce: true)
     }
 
-    /// Queues an item's create, and the whole path of a long folder after it (FS-31).
-    func enqueueCreate(_ db: Database, _ item: Item, tags: [String]) throws {
+    /// Queues an item's create, and the whole path of a long folder after it (FS-31), and the
+    /// file's form (`row`: the item's row, when the caller has it).
+    func enqueueCreate(_ db: Database, _ item: Item, tags: [String], row: StoredItem? = nil) throws {
         try enqueue(db, kind: .create, itemID: item.id, payload: Self.createPayload(item, tags: tags), coalesce: false)
         try enqueueFolderExtension(db, itemID: item.id, tags: tags, version: 0)
-        try enqueueFileFormAfterCreate(db, itemID: item.id)
+        try enqueueFileFormAfterCreate(db, itemID: item.id, row: row)
     }
 
     static func createPayload(_ item: Item, tags: [String]) -> [String: JSONValue] {

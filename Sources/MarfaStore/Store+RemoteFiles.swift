@@ -72,11 +72,7 @@ extension Store {
     public func useFileRemote(server: String) throws -> Int {
         localOnly.withLock { $0 = true }
         // Bound to this server already: nothing is written (a mount on a full disk starts).
-        let same = try pool.read { db in
-            try Self.meta(db, "server") == server && Self.meta(db, Self.filesRemoteKey) != nil
-                && !db.exists("SELECT 1 FROM meta WHERE key = 'local_only'")
-        }
-        if same { return 0 }
+        if try boundServer().map({ $0.server == server && $0.files }) ?? false { return 0 }
         return try write { db -> Int in
             let before = try Self.meta(db, Self.filesRemoteKey)
             try Self.setMeta(db, "server", server)

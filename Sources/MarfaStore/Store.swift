@@ -1,4 +1,3 @@
-import CSQLiteConfig
 import Crypto
 import Foundation
 import Synchronization
@@ -112,8 +111,6 @@ public final class Store: Sendable {
         config.busyMode = .timeout(10)
         config.maximumReaderCount = 6
         config.prepareDatabase { db in
-            // The last connection to close leaves the WAL as it is (`openPool`).
-            _ = marfafs_sqlite_no_checkpoint_on_close(db.sqliteConnection)
             try db.run("PRAGMA synchronous = NORMAL")
             // The WAL shrinks back after a large transaction (a blob entering the cache).
             try db.run("PRAGMA journal_size_limit = 16777216")
@@ -137,7 +134,6 @@ public final class Store: Sendable {
         reading.readonly = true
         reading.busyMode = .timeout(10)
         reading.prepareDatabase { db in
-            _ = marfafs_sqlite_no_checkpoint_on_close(db.sqliteConnection)
             try db.run("PRAGMA mmap_size = 4294967296")
             try db.run("PRAGMA cache_size = -8192")
         }
@@ -155,10 +151,11 @@ public final class Store: Sendable {
     }
 
     /// Opens the pool. GRDB makes the WAL non-empty first if it is missing or empty (a commit),
-    /// which a disk with no room refuses (FS-28). So the store never leaves its WAL missing or
-    /// empty: no connection checkpoints when it closes (SQLite would delete the log, or cut it to
-    /// nothing), and `truncateWAL` leaves a commit in it. A store whose log is gone all the same
-    /// (an older build, a copy without it) has the store's reserve given back for that commit.
+    /// which a disk with no room refuses (FS-28). So the store never leaves its WAL empty
+    /// (`truncateWAL` leaves a commit in it; the daemon never closes its connections, so SQLite's
+    /// checkpoint on the last close, which deletes the log, does not run). A store whose log is
+    /// gone all the same (an older build, a copy without it) has its reserve given back for that
+    /// commit.
     static func openPool(_ path: String, _ config: Configuration) throws -> DatabasePool {
         do {
             return try DatabasePool(path: path, configuration: config)
@@ -394,11 +391,13 @@ public final class Store: Sendable {
     }
 
     /// Checkpoints the whole WAL and cuts it to one small commit, if that can be done without
-    /// waiting for a reader; done, a full disk's WAL debt is paid.
+    /// waiting for a reader; done, a full disk's WAL debt is paid. At unmount (`marfafs mount`),
+    /// so the database file alone, copied after an unmount, holds the store; if a reader holds the
+    /// log or the disk refuses, the next open reads the log as it is.
     /// The commit: a store whose WAL is empty cannot be opened on a disk with no room (GRDB writes
     /// to the log of a pool it opens when the log is empty: `openPool`), and the room the cut has
     /// just given back is there for it.
-    func truncateWAL() {
+    public func truncateWAL() {
         let done = (try? pool.writeWithoutTransaction { db -> Bool in
             // No busy wait: if a reader holds the log, the next check tries again.
             try db.execute(sql: "PRAGMA busy_timeout = 0")
@@ -413,14 +412,6 @@ public final class Store: Sendable {
             return true
         }) ?? false
         if done { staging.debt.wal.store(false, ordering: .relaxed) }
-    }
-
-    /// At unmount: the WAL's pages go into the database file (the log keeps one small commit,
-    /// `truncateWAL`), so the file alone, copied after an unmount, holds the store. Nothing is
-    /// done if a reader holds the log or the disk refuses (a full disk): the next open reads the
-    /// log as it is.
-    public func checkpointAtUnmount() {
-        truncateWAL()
     }
 
     /// Gives back the room a full disk left taken once there is room again: the staging journal's

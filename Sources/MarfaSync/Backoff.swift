@@ -10,10 +10,15 @@ public struct Backoff: Sendable, Equatable {
     /// The wait before retry number `attempt` (1 for the first retry): "full jitter", uniform in
     /// [0, min(cap, base·2^(attempt-1))], but never less than the server's `Retry-After`.
     public func delay(attempt: Int, retryAfter: Double? = nil, using rng: inout some RandomNumberGenerator) -> Double {
-        let ceiling = min(cap, base * pow(2, Double(max(0, min(attempt - 1, 62)))))
-        let jittered = Double.random(in: 0...ceiling, using: &rng)
+        let jittered = Double.random(in: 0...ceiling(attempt: attempt), using: &rng)
         guard let retryAfter, retryAfter.isFinite, retryAfter >= 0 else { return jittered }
         return max(jittered, min(retryAfter, 24 * 3600))
+    }
+
+    /// The longest wait before retry number `attempt`: base·2^(attempt-1), at most `cap`. Alone
+    /// (no jitter) for waits on this machine's store, which no other client shares.
+    public func ceiling(attempt: Int) -> Double {
+        min(cap, base * pow(2, Double(max(0, min(attempt - 1, 62)))))
     }
 
     /// `Retry-After` as seconds: delta-seconds, or an HTTP date relative to `now`.

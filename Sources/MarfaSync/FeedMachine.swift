@@ -111,7 +111,7 @@ public struct FeedMachine: Sendable {
             return [.retry(at: at)]
         case (.storeFailed, _):
             storeFailures += 1
-            let ceiling = min(storeBackoff.cap, storeBackoff.base * pow(2, Double(min(storeFailures - 1, 30))))
+            let ceiling = storeBackoff.ceiling(attempt: storeFailures)
             let at = now + Double.random(in: (ceiling / 2)...ceiling, using: &rng)
             state = .waiting(until: at)
             return [.retry(at: at)]

@@ -171,7 +171,7 @@ actor MyLifeDBFeed {
     func retryLater(_ scopes: Set<String>) {
         guard !scopes.isEmpty, !Task.isCancelled else { return }
         failedReadings += 1
-        let delay = min(30, Double(1 << min(failedReadings - 1, 5)))
+        let delay = Backoff(base: 1, cap: 30).ceiling(attempt: failedReadings)
         Task { [weak self] in
             try? await Task.sleep(for: .seconds(delay))
             for s in scopes { await self?.request(s) }

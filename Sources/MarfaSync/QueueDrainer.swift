@@ -86,7 +86,7 @@ public actor QueueDrainer {
     /// The wait after the store refused a write of the queue's state: 1 s, doubling to 30 s.
     func storeWait() -> Double {
         storeFailures += 1
-        return min(30, Double(1 << min(storeFailures - 1, 5)))
+        return Backoff(base: 1, cap: 30).ceiling(attempt: storeFailures)
     }
 
     static func isBarrier(_ m: Mutation) -> Bool { m.kind == .createEdge || m.kind == .deleteEdge }

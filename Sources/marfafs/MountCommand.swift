@@ -182,7 +182,8 @@ struct MountCommand: ParsableCommand {
         engine?.stop()
         _ = sources
         try? store.syncDurably()
-        store.checkpointAtUnmount()
+        // The log's pages into the database file: a copy of it after the unmount is whole.
+        store.truncateWAL()
         log.info("unmounted", metadata: ["mountpoint": "\(mnt)"])
         withExtendedLifetime(lock) {}
     }
