@@ -106,6 +106,33 @@ def counted(fn):
                if after[op][0] != before[op][0]}
 
 
+KIT = os.environ.get("BENCH_KIT") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "bench")
+# The main benchmark's write rows and ls -lR: 2,000 new notes (create.sh, in a folder of their own
+# each run: names removed a moment before would come back from the trash, FS-28), 200 editor saves
+# (save.py), and a warm ls -lR of the rsynced copy. (command, preparation), {S} the bench kit,
+# {D} the folder, {I} the run.
+SMALL = {"create2000": ("{S}/create.sh {D}/c{I} 2000", "rm -rf {D}/c{I}"),
+         "save200": ("{S}/save.py {D}/s 200", "{S}/save_prep.sh {D}/s 200"),
+         "ls_lR": ("ls -lR {D} > /dev/null", "ls -lR {D} > /dev/null")}
+
+
+def small_row(key, d, copy, mounted=False):
+    """The median of 3 runs of row `key` in folder `d` (ls -lR: of `copy`); with `mounted`, the
+    marfafs mount's, with what it settled first and the requests it answered: (s, requests)."""
+    cmd, prep = SMALL[key]
+    d = copy if key == "ls_lR" else d
+    runs = []
+    for i in range(3):
+        subprocess.run(prep.format(S=KIT, D=d, I=i), shell=True, check=True, stdout=subprocess.DEVNULL)
+        if mounted:
+            settling()
+            runs.append(counted(lambda: _timed_shell(cmd.format(S=KIT, D=d, I=i))))
+        else:
+            runs.append((_timed_shell(cmd.format(S=KIT, D=d, I=i)), None))
+    runs.sort(key=lambda x: x[0])
+    return runs[1]
+
+
 def round_trip():
     """Seconds a request the daemon answers at once (`lgetxattr` of `security.selinux`, which
     the kernel always sends on) adds over the same call natively: this machine's round trip."""
@@ -210,24 +237,12 @@ try:
     # folder of their own each run: names removed a moment before would come back from the trash,
     # FS-28), 200 editor saves (save.py), and a warm ls -lR of the rsynced copy, each beside
     # native (median of 3).
-    kit = os.environ.get("BENCH_KIT") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "bench")
     tree = os.path.join(mnt, "vault")
     small = {}
-    for key, cmd, prep, dirs in (
-            ("create2000", "{S}/create.sh {D}{I} 2000", "rm -rf {D}{I}", (os.path.join(base, "c"), os.path.join(tree, "c"))),
-            ("save200", "{S}/save.py {D} 200", "{S}/save_prep.sh {D} 200", (os.path.join(base, "s"), os.path.join(tree, "s"))),
-            ("ls_lR", "ls -lR {D} > /dev/null", "ls -lR {D} > /dev/null", (native_rs, os.path.join(tree, "copy")))):
-        for name, d in zip(("native", "marfafs"), dirs):
-            runs = []
-            for i in range(3):
-                subprocess.run(prep.format(S=kit, D=d, I=i), shell=True, check=True, stdout=subprocess.DEVNULL)
-                if name == "marfafs":
-                    settling()
-                    runs.append(counted(lambda: _timed_shell(cmd.format(S=kit, D=d, I=i))))
-                else:
-                    runs.append((_timed_shell(cmd.format(S=kit, D=d, I=i)), None))
-            runs.sort(key=lambda x: x[0])
-            small.setdefault(key, {})[name] = runs[1]
+    for key in SMALL:
+        for name, d in (("native", base), ("marfafs", tree)):
+            small.setdefault(key, {})[name] = small_row(key, d, native_rs if name == "native" else os.path.join(tree, "copy"),
+                                                        mounted=name == "marfafs")
         asked[key] = small[key]["marfafs"][1]
 finally:
     subprocess.run([bin_, "unmount", mnt])
@@ -236,7 +251,8 @@ finally:
 
 def peer_rows(name, cmd):
     """The tree's rows through a FUSE peer mirroring a directory of its own: rsync -a (twice),
-    cp -r, rm -rf, git add -A + commit, a cold grep -r. None if the peer cannot be had here."""
+    cp -r, rm -rf, git add -A + commit, a cold grep -r, and the main benchmark's rows (`SMALL`).
+    None if the peer cannot be had here."""
     if not cmd:
         return None
     back, pm = os.path.join(base, f"peer-{name}"), os.path.join(base, f"peer-{name}-mnt")
@@ -260,6 +276,8 @@ def peer_rows(name, cmd):
         run(*git, "-C", pm + "/copy", "commit", "-qm", "bench")
         out["git"] = time.monotonic() - t0
         out["grep"] = timed("grep", "-rc", "zzz-no-such-word", pm + "/copy", ok=(0, 1))
+        for key in SMALL:
+            out[key] = small_row(key, pm, pm + "/copy")[0]
         return out
     finally:
         subprocess.run(["fusermount3", "-u", pm], capture_output=True)
@@ -300,6 +318,13 @@ def cpu_model():
     return "unknown CPU"
 
 
+def where_base():
+    """The filesystem every native directory of the run is on (its type and device)."""
+    r = subprocess.run(["findmnt", "-no", "FSTYPE,SOURCE", "-T", outdir], capture_output=True, text=True)
+    fs = r.stdout.split()
+    return f"{fs[0]} ({fs[1]})" if len(fs) == 2 else "an unknown filesystem"
+
+
 def peer(key, native, i=None, name="kbmirror"):
     """A peer's time and its ratio to native, for the table."""
     p = peers.get(name)
@@ -330,15 +355,19 @@ def floor_rows():
         top = ", ".join(f"{op} {c / units[k]:.2f}" for op, (c, _) in sorted(reqs.items(), key=lambda x: -x[1][0])
                         if op not in ("total", "forget") and c / units[k] >= 0.05)
         fl = native[k] + n * rtt
+        kbm = peers.get("kbmirror")
+        theirs = (kbm[k][0] if k == "rsync" else kbm[k]) if kbm else None
         out.append(f"| {names[k]} | {n / units[k]:.2f} ({top}) | {us / max(n, 1):.0f} µs | {native[k]:.2f} s | {fl:.2f} s ({fl / native[k]:.1f}×) "
-                   f"| {mine[k]:.2f} s ({mine[k] / native[k]:.1f}×) | {goals.get(k, '')} |")
+                   f"| {mine[k]:.2f} s ({mine[k] / native[k]:.1f}×) | {goals.get(k, '')} | "
+                   + (f"{theirs:.2f} s ({theirs / native[k]:.1f}×)" if theirs is not None else "-") + " |")
     return out
 
 
 md = [
     "## The vault: import, links, the tree (FS-26, FS-27)",
     "",
-    f"`scripts/bench vault` on {time.strftime('%Y-%m-%d', time.gmtime())} ({os.cpu_count()} cores, {cpu_model()}): the bench corpus's {notes:,} notes"
+    f"`scripts/bench vault` on {time.strftime('%Y-%m-%d', time.gmtime())} ({os.cpu_count()} cores, {cpu_model()}; native, the store and the"
+    f" peers' directories on {where_base()}): the bench corpus's {notes:,} notes"
     f" (in {len(next(os.walk(corpus))[1])} folders of folders, with wikilinks and relative links),",
     "page cache dropped before each timed command. A write into the tree returns before the daemon has settled what it wrote",
     "(parsed it, queued it); what was left is timed apart, once the command returned (\"+ settling\"), so it is not billed to the next row.",
@@ -379,15 +408,18 @@ md = [
     f" the same call natively). The daemon's own time per request is its handlers' (the reply included). The last three rows"
     f" are the main benchmark's, run here in `vault/` (median of 3).",
     "",
-    "| what | requests per note | daemon per request | native | floor | marfafs | goal |",
-    "|---|---|---|---|---|---|---|",
+    "| what | requests per note | daemon per request | native | floor | marfafs | goal | kbmirror |",
+    "|---|---|---|---|---|---|---|---|",
     *floor_rows(),
     "",
     "The kernel sends some of them whatever the filesystem does: a `write(2)` first asks for `security.capability` (FUSE"
     " clears `SB_NOSEC`, so no inode is ever marked as having none), `ls -l` asks each file for `security.selinux` (FS-17:"
     " ENODATA, which the kernel does not keep), a name made in a folder makes the next path through it ask for the folder's"
     " attributes (the kernel checks permissions, `default_permissions`), and `open(O_CREAT)` of a new name looks it up"
-    " first. libfuse answers `ioctl` (Python's `isatty` at each `open`) itself: not counted.",
+    " first. libfuse answers `ioctl` (Python's `isatty` at each `open`) itself: not counted. kbmirror, the reference FUSE"
+    " filesystem, in the same run: it keeps no extended attributes (it answers ENOSYS, after which the kernel stops asking"
+    " for `security.*`), so its `ls -lR` and writes are spared a round trip per file that a filesystem keeping `user.*`"
+    " attributes (FS-17) is asked.",
     "",
 ]
 open(os.path.join(outdir, "vault.md"), "w").write("\n".join(md))
