@@ -91,7 +91,10 @@ extension FileSystem {
         // the store is not asked (after any commit, its reading connection maps the file anew).
         let done = settler.mayHaveWrittenFiles ? try wrap { try store.settle(rowids: rows) } : []
         let spooled = try wrap { try store.settleSpools(rows.filter { store.spool.has($0) }) }
-        notify(try settled(done + spooled + unseen))
+        // Nothing settled here: the rest (other writers' changes, links naming new names) is the
+        // settler's. Each attribute `cp -a` reads of a settled file did it all again.
+        let now = done + spooled + unseen
+        if !now.isEmpty { notify(try settled(now)) }
     }
 
     /// The staging key of a file that is staged (not yet in the store), to act on: a file the
@@ -171,7 +174,12 @@ extension FileSystem {
         let batch = 16
         // The room a full disk left taken (the journal's committed records, the WAL), given back
         // once there is room for it (FS-28); a pass that fails for want of room is what needs it.
-        defer { store.reclaimAfterFullDisk() }
+        defer {
+            store.reclaimAfterFullDisk()
+            // Not all given back (a reader held the log at the moment of its cut, or the disk is
+            // still full): another pass in a second, not only at the next write.
+            if store.owesRoom { settler.retryAfter(1); settler.wake() }
+        }
         do {
             // Folders made and numbered since the last pass.
             try store.flushPendingFolders()

@@ -24,8 +24,9 @@ extension FileSystem {
         let r: Int64 = try locked {
             guard case .item(let r) = try node(ino) else { throw FSError(.noData, name) }
             // The sync state, version and properties are those of the settled file; a staged file
-            // has no row yet.
-            if name.hasPrefix("user.marfa.") || stagedKey(.item(r)) != nil { try settleNow(spools: .of([.item(r)])) }
+            // has no row yet. Only this file settles: its attributes are its own row's and tags
+            // (each read of `cp -a` or `tar --xattrs` settled every file written before it).
+            if name.hasPrefix("user.marfa.") || stagedKey(.item(r)) != nil { try settleOnly([.item(r)]) }
             return r
         }
         guard let s = try wrap({ try store.item(rowid: r) }) else { throw FSError(.notFound, "item \(r)") }
@@ -49,7 +50,7 @@ extension FileSystem {
         if LocalFiles.owns(ino) { return try local.listxattr(ino) }
         let r: Int64? = try locked {
             let n = try node(ino)
-            if case .item(let r) = n { try settleNow(spools: .of([.item(r)])); return r }
+            if case .item(let r) = n { try settleOnly([.item(r)]); return r }
             if case .historyVersion = n { return -1 }
             return nil
         }
@@ -77,7 +78,9 @@ extension FileSystem {
             // The item's own progress: a copy carries the value it had when it was made; taken, and
             // nothing changes.
             if let key = name.dropPrefix("user.marfa."), Self.volatileAttrs.contains(key) { return [] }
-            try settleNow()
+            // The mutation it queues follows this file's create or update; other files written
+            // before it settle in their own time.
+            try settleOnly([.item(r)])
             guard let key = name.dropPrefix("user.marfa.") else {
                 try setOwnXattr(r, name, value, create: create, replace: replace)
                 return []
@@ -88,6 +91,7 @@ extension FileSystem {
                 // Its current value (a copy of the file's own attributes) is accepted and changes
                 // nothing; another value is refused, except on a copy in progress (FS-28).
                 if (try? getxattrUnlocked(r, name, marfa: true)) == value { return [] }
+                if copying && key == "id" { catalog.copies.insert(r) }
                 if copying && (key != "id" || catalog.byID[text] != nil) { return [] }
                 throw FSError(.notPermitted, "\(name) is read-only")
             }
@@ -117,12 +121,20 @@ extension FileSystem {
                 $0.trimmingCharacters(in: .whitespaces)
             })
             for t in tags { try Self.checkTag(t) }
-            // The folder an item was imported from is a tag of its own kind: a value that names
-            // no `folder:` tag keeps the item's.
-            if !tags.contains(where: { $0.hasPrefix(VaultText.folderPrefix) }) {
-                tags.formUnion((catalog.tagsOf[r] ?? []).filter { $0.hasPrefix(VaultText.folderPrefix) })
+            let own = catalog.tagsOf[r] ?? []
+            if copying && catalog.copies.contains(r) {
+                // A copy in progress (`cp -a`, `rsync -aX`, `tar --xattrs` writing the original's
+                // attributes, its id first, onto the file they made) stays where it is being made:
+                // the value's `folder:` tag is the original's folder, and the tags the file has from
+                // its place (its folder, the `tags/` directory it was made in) stay. The rest are
+                // added.
+                tags = tags.filter { !$0.hasPrefix(VaultText.folderPrefix) }.union(own)
+            } else if !tags.contains(where: { $0.hasPrefix(VaultText.folderPrefix) }) {
+                // The folder an item was imported from is a tag of its own kind: a value that
+                // names no `folder:` tag keeps the item's.
+                tags.formUnion(own.filter { $0.hasPrefix(VaultText.folderPrefix) })
             }
-            if tags == (catalog.tagsOf[r] ?? []) { return [] }
+            if tags == own { return [] }
             try wrap { try store.setTags(rowid: r, tags) }
         case "favorite":
             guard trimmed == "1" || trimmed == "0" else { throw FSError(.invalid, "user.marfa.favorite takes 1 or 0") }
@@ -222,8 +234,8 @@ extension FileSystem {
         guard name.hasPrefix("user.") else { throw FSError(.noData, name) }
         if name.hasPrefix(Self.remoteAttributePrefix) { throw FSError(.notPermitted, "user.mylifedb.* attributes are the server's") }
         let inv: [Invalidation] = try locked {
-            try settleNow()
             guard case .item(let r) = try node(ino) else { throw FSError(.noData, name) }
+            try settleOnly([.item(r)])
             if let key = name.dropPrefix("user.marfa.") {
                 // The attributes every item has (and its title, which lives in the file name) are
                 // not removed: removing one changes nothing, so `rsync -X` from a plain file works

@@ -149,10 +149,16 @@ extension Store {
     /// Settles those of items `rowids` that are unsettled, in one transaction; returns them.
     @discardableResult
     public func settle(rowids: [Int64]) throws -> [Int64] {
-        guard try hasUnsettled() else { return [] }
+        let isUnsettled = "SELECT unsettled = 1 FROM items WHERE rowid = ?"
+        // Rows settled already are found by a read: a write transaction would first wait for the
+        // writer (the settler's commit of a copy in progress), for each attribute `cp -a` reads.
+        let waiting = try readStatement { db in
+            try rowids.filter { try Bool.fetchOne(db.cachedStatement(sql: isUnsettled), arguments: [$0]) == true }
+        }
+        guard !waiting.isEmpty else { return [] }
         return try write { db in
             var rows: [Int64] = []
-            for r in rowids where try Bool.fetchOne(db.cachedStatement(sql: "SELECT unsettled = 1 FROM items WHERE rowid = ?"), arguments: [r]) == true {
+            for r in waiting where try Bool.fetchOne(db.cachedStatement(sql: isUnsettled), arguments: [r]) == true {
                 rows.append(r)
             }
             try settle(db, rows: rows)

@@ -58,6 +58,8 @@ public final class Store: Sendable {
     let settleAtCommitFrom = Atomic<Int64>(0)
     /// Counts the write transactions committed (`commitCount`).
     private let commits = CommitCounter()
+    /// The items `item(rowid:)` read last, with the commit count each was read at.
+    private let recentItems = Mutex<[(rowid: Int64, commits: Int, item: StoredItem)]>([])
     /// Blobs let go while something still named them (an unsettled save): looked at again when
     /// files settle (`recheckBlobs`).
     let blobsToRecheck = Mutex<Set<String>>([])
@@ -258,8 +260,22 @@ public final class Store: Sendable {
         try pool.read { db in try Row.fetchAll(db, sql: "SELECT item_id, edge_type FROM edge_dirs").map { ($0[0], $0[1]) } }
     }
 
+    /// Item `rowid` as stored. The last few read are kept with the commit count they were read
+    /// at, and given again while no write has committed since (`commitCount`): a file's
+    /// attributes are read one after another (`cp -a`, `getfattr -d`, `tar --xattrs`: some thirty
+    /// reads of one row, each parsing its properties).
     public func item(rowid: Int64) throws -> StoredItem? {
-        try readStatement { db in try Self.fetchItem(db, rowid: rowid) }
+        let count = commitCount
+        if let kept = recentItems.withLock({ $0.last { $0.rowid == rowid && $0.commits == count }?.item }) { return kept }
+        let found = try readStatement { db in try Self.fetchItem(db, rowid: rowid) }
+        if let found {
+            recentItems.withLock { kept in
+                kept.removeAll { $0.rowid == rowid || $0.commits != count }
+                kept.append((rowid, count, found))
+                if kept.count > 4 { kept.removeFirst() }
+            }
+        }
+        return found
     }
 
     public func tags(itemID: String) throws -> [String] {
@@ -421,6 +437,10 @@ public final class Store: Sendable {
         staging.compactIfOwed(durable: { try syncDurably() })
         if staging.debt.wal.load(ordering: .relaxed) { truncateWAL() }
     }
+
+    /// Room a full disk left taken is still to be given back (`reclaimAfterFullDisk` has not
+    /// managed yet: the disk still full, or a reader holding the log at the moment of the cut).
+    public var owesRoom: Bool { staging.debt.wal.load(ordering: .relaxed) || staging.debt.journal.load(ordering: .relaxed) }
 
     /// A full disk as `noSpace`, from SQLite's result code; other errors as they are.
     public static func storeError(_ error: Error) -> Error {

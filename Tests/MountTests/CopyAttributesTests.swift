@@ -1,0 +1,46 @@
+import Foundation
+import MarfaTestSupport
+import Testing
+
+/// Tools that copy a file with its extended attributes (`cp -a`, `rsync -aX`, `tar --xattrs`)
+/// inside the vault's tree (FS-17, FS-28, FS-32): the copy is where the tool made it, with the
+/// original's bytes, tags and attributes of the user's own, and the original stays as it was.
+@Suite struct CopyAttributesTests {
+    static let note = "---\ntags: [alpha]\n---\n# Hello #beta\n"
+
+    @Test func FS28_FS32_aCopyWithItsAttributesStaysWhereTheToolMadeIt() throws {
+        try MountHarness.with { m in
+            #expect(m.sh("mkdir -p vault/src vault/other vault/t tags/foo && printf '%s' '\(Self.note)' > vault/src/n.md"
+                          + " && setfattr -n user.c -v 7 vault/src/n.md").status == 0)
+            m.settle()
+            let id = m.sh("getfattr --only-values -n user.marfa.id vault/src/n.md").out
+            let x = "--xattrs --xattrs-include='user.*'"
+            let copies = [
+                ("cp -a vault/src vault/dst", "vault/dst/n.md", "folder:dst"),
+                ("cp -a vault/src/n.md vault/other/", "vault/other/n.md", "folder:other"),
+                ("rsync -aX vault/src/ vault/r/", "vault/r/n.md", "folder:r"),
+                ("tar \(x) -C vault -cf - src | tar \(x) -C vault/t -xf -", "vault/t/src/n.md", "folder:t/src"),
+            ]
+            for (cmd, _, _) in copies {
+                let r = m.sh(cmd + " 2>&1")
+                #expect(r.status == 0, "\(cmd): \(r.stdout)")
+            }
+            m.settle()
+            for (cmd, path, folder) in copies {
+                #expect(m.sh("cat '\(path)'").stdout == Self.note, "\(cmd)")
+                #expect(m.sh("getfattr --only-values -n user.marfa.tags '\(path)'").out == "alpha,beta,\(folder)", "\(cmd)")
+                #expect(m.sh("getfattr --only-values -n user.c '\(path)'").out == "7", "\(cmd)")
+                #expect(m.sh("getfattr --only-values -n user.marfa.id '\(path)'").out != id, "\(cmd): a copy is an item of its own")
+            }
+            // The original's folder holds the original alone, which kept its id and tags.
+            #expect(m.sh("ls vault/src").out == "n.md")
+            #expect(m.sh("getfattr --only-values -n user.marfa.id vault/src/n.md").out == id)
+            #expect(m.sh("getfattr --only-values -n user.marfa.tags vault/src/n.md").out == "alpha,beta,folder:src")
+            // Made in tags/foo/, the copy keeps the tag of the place it was made.
+            #expect(m.sh("cp -a vault/src/n.md tags/foo/ && getfattr --only-values -n user.marfa.tags tags/foo/n.md").out == "alpha,beta,foo")
+            // A file given a folder tag by hand, not a copy, still moves there.
+            #expect(m.sh("printf x > vault/other/f.md && setfattr -n user.marfa.tags -v 'folder:src,k' vault/other/f.md && ls vault/src").out
+                    == "f.md\nn.md")
+        }
+    }
+}
