@@ -74,7 +74,17 @@ extension FileSystem {
             // A file being copied over an item (`tar -x` writes attributes between its create and
             // its bytes): an attribute the item already has is taken without settling the file
             // half written.
-            if catalog.createdHere.contains(r), name.hasPrefix("user.marfa."), (try? getxattrUnlocked(r, name, marfa: true)) == value { return [] }
+            if catalog.createdHere.contains(r), name.hasPrefix("user.marfa."), (try? getxattrUnlocked(r, name, marfa: true)) == value {
+                // Its own id, written back by a tool restoring the file (`tar -x` over it).
+                if name == "user.marfa.id" { catalog.copies.insert(r) }
+                return []
+            }
+            // A copy's tags and properties that arrive before its bytes (`tar -x` writes the
+            // attributes between the file's create and its bytes): the text still to come carries
+            // them. Written into the empty file now, they would be a front matter the bytes that
+            // follow overwrite in part.
+            if catalog.copies.contains(r), catalog.items[r]?.size == 0, let key = name.dropPrefix("user.marfa."),
+               key == "tags" || key.hasPrefix("prop.") { return [] }
             // The item's own progress: a copy carries the value it had when it was made; taken, and
             // nothing changes.
             if let key = name.dropPrefix("user.marfa."), Self.volatileAttrs.contains(key) { return [] }

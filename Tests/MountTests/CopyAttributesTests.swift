@@ -43,4 +43,31 @@ import Testing
                     == "f.md\nn.md")
         }
     }
+
+    /// `tar -x` writes a file's attributes between its create and its bytes: a copy's tags and
+    /// properties written into the still empty file became a front matter that the bytes then
+    /// overwrote in part ("note 1 #t" came out as "note 1 #t\n  - t\n---\n", and `git status`
+    /// in the copy of a repository listed every such note as modified).
+    @Test func FS28_FS32_attributesThatComeBeforeTheBytesLeaveTheBytesAlone() throws {
+        try MountHarness.with { m in
+            let notes = ["n1.md": "note 1 #t\n", "n2.md": "---\nstatus: draft\ntags: [a, b, c]\n---\nx\n"]
+            for (name, text) in notes {
+                #expect(m.sh("mkdir -p vault/p && printf '%s' '\(text)' > vault/p/\(name)").status == 0)
+            }
+            #expect(m.sh("setfattr -n user.marfa.favorite -v 1 vault/p/n1.md").status == 0)
+            m.settle()
+            let archive = m.root + "/p.tar"
+            #expect(m.sh("tar --xattrs -C vault -cf '\(archive)' p && mkdir vault/t && tar --xattrs -C vault/t -xf '\(archive)' 2>&1").out.isEmpty)
+            // And over the originals themselves, as a restore does.
+            #expect(m.sh("tar --xattrs -C vault -xf '\(archive)' 2>&1").out.isEmpty)
+            m.settle()
+            for (name, text) in notes {
+                #expect(m.sh("cat vault/t/p/\(name)").stdout == text, "\(name)")
+                #expect(m.sh("cat vault/p/\(name)").stdout == text, "\(name) restored over itself")
+            }
+            #expect(m.sh("getfattr --only-values -n user.marfa.tags vault/t/p/n1.md").out == "favorite,folder:t/p,t")
+            #expect(m.sh("getfattr --only-values -n user.marfa.tags vault/t/p/n2.md").out == "a,b,c,folder:t/p")
+            #expect(m.sh("getfattr --only-values -n user.marfa.prop.status vault/t/p/n2.md").out == "\"draft\"")
+        }
+    }
 }
