@@ -102,7 +102,10 @@ extension FileSystem {
                 // nothing; another value is refused, except on a copy in progress (FS-28).
                 if (try? getxattrUnlocked(r, name, marfa: true)) == value { return [] }
                 if copying && key == "id" { catalog.copies.insert(r) }
-                if copying && (key != "id" || catalog.byID[text] != nil) { return [] }
+                // The original's id names an item of this mount, or one of another store (a
+                // backup restored with `rsync -aX` or `tar -x`): taken, and the copy keeps its own.
+                // Text that is no item id is refused.
+                if copying && (key != "id" || catalog.byID[text] != nil || ItemID.isUUIDv7(text)) { return [] }
                 throw FSError(.notPermitted, "\(name) is read-only")
             }
             return try setMarfaAttribute(r, key, text, value, copying: copying)

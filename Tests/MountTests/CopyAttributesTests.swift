@@ -70,4 +70,29 @@ import Testing
             #expect(m.sh("getfattr --only-values -n user.marfa.prop.status vault/t/p/n2.md").out == "\"draft\"")
         }
     }
+
+    /// A backup of one store's vault, made with its attributes, restored into another store's
+    /// mount: the ids name no item there; the copies keep their own, and the tools succeed.
+    @Test func FS28_aBackupWithAttributesRestoresIntoAnotherStore() throws {
+        try MountHarness.with { a in
+            let backup = a.root + "/backup"
+            #expect(a.sh("mkdir -p vault/d && printf 'short #t\\n' > vault/d/n.md && printf -- '---\\nstatus: x\\n---\\nbody\\n' > vault/d/m.md").status == 0)
+            a.settle()
+            #expect(a.sh("rsync -aX vault/ '\(backup)/' && tar --xattrs -C '\(backup)' -cf '\(backup).tar' .").status == 0)
+            try MountHarness.with { b in
+                let r = b.sh("rsync -aX '\(backup)/' vault/ 2>&1")
+                #expect(r.status == 0, "\(r.stdout)")
+                #expect(b.sh("mkdir vault/t && tar --xattrs -C vault/t -xf '\(backup).tar' 2>&1").out.isEmpty)
+                b.settle()
+                for (dir, folder) in [("vault", "d"), ("vault/t", "t/d")] {
+                    #expect(Shell.run(["diff", "-r", backup + "/d", b.path(dir + "/d")]).status == 0, "\(dir)")
+                    #expect(b.sh("getfattr --only-values -n user.marfa.tags \(dir)/d/n.md").out == "folder:\(folder),t")
+                    #expect(b.sh("getfattr --only-values -n user.marfa.id \(dir)/d/n.md").out
+                            != a.sh("getfattr --only-values -n user.marfa.id vault/d/n.md").out)
+                }
+                #expect(b.sh("printf x > vault/new.md && setfattr -n user.marfa.id -v other vault/new.md 2>&1").out.contains("Operation not permitted"),
+                        "text that is no item id is refused")
+            }
+        }
+    }
 }
