@@ -45,9 +45,10 @@ struct Catalog {
     var scratchAliases: [Int64: Int64] = [:]
     /// Items made through this mount (FS-28: a copy in progress takes the original's attributes).
     var createdHere: Set<Int64> = []
-    /// Those of them given another item's `user.marfa.id` (`cp -a`, `rsync -aX`, `tar --xattrs`
-    /// copying a file with its attributes): the folder the original's tags name is not theirs.
-    var copies: Set<Int64> = []
+    /// Those of them given an item's `user.marfa.id` (`cp -a`, `rsync -aX`, `tar --xattrs`
+    /// copying a file with its attributes, or restoring it), and when: the folder the original's
+    /// tags name is not theirs (`FileSystem.isCopyWithAttributes`).
+    var copies: [Int64: Date] = [:]
     /// Times set on directories, by directory key.
     var dirTimes: [String: Int64] = [:]
     /// Directories whose time moved with their names and is not yet in the store.

@@ -76,14 +76,14 @@ extension FileSystem {
             // half written.
             if catalog.createdHere.contains(r), name.hasPrefix("user.marfa."), (try? getxattrUnlocked(r, name, marfa: true)) == value {
                 // Its own id, written back by a tool restoring the file (`tar -x` over it).
-                if name == "user.marfa.id" { catalog.copies.insert(r) }
+                if name == "user.marfa.id" { catalog.copies[r] = Date() }
                 return []
             }
             // A copy's tags and properties that arrive before its bytes (`tar -x` writes the
             // attributes between the file's create and its bytes): the text still to come carries
             // them. Written into the empty file now, they would be a front matter the bytes that
             // follow overwrite in part.
-            if catalog.copies.contains(r), catalog.items[r]?.size == 0, let key = name.dropPrefix("user.marfa."),
+            if isCopyWithAttributes(r), catalog.items[r]?.size == 0, let key = name.dropPrefix("user.marfa."),
                key == "tags" || key.hasPrefix("prop.") { return [] }
             // The item's own progress: a copy carries the value it had when it was made; taken, and
             // nothing changes.
@@ -101,7 +101,7 @@ extension FileSystem {
                 // Its current value (a copy of the file's own attributes) is accepted and changes
                 // nothing; another value is refused, except on a copy in progress (FS-28).
                 if (try? getxattrUnlocked(r, name, marfa: true)) == value { return [] }
-                if copying && key == "id" { catalog.copies.insert(r) }
+                if copying && key == "id" { catalog.copies[r] = Date() }
                 // The original's id names an item of this mount, or one of another store (a
                 // backup restored with `rsync -aX` or `tar -x`): taken, and the copy keeps its own.
                 // Text that is no item id is refused.
@@ -135,7 +135,7 @@ extension FileSystem {
             })
             for t in tags { try Self.checkTag(t) }
             let own = catalog.tagsOf[r] ?? []
-            if copying && catalog.copies.contains(r) {
+            if copying && isCopyWithAttributes(r) {
                 // A copy in progress (`cp -a`, `rsync -aX`, `tar --xattrs` writing the original's
                 // attributes, its id first, onto the file they made) stays where it is being made:
                 // the value's `folder:` tag is the original's folder, and the tags the file has from
@@ -185,6 +185,19 @@ extension FileSystem {
         return try refreshItem(r, .content)
     }
 
+
+    /// Whether item `r` is being written by a tool that copies a file with its attributes: given
+    /// an item's id a moment ago (`Catalog.copies`). The tools write a file's attributes right
+    /// after its create; a tag written by hand later is the user's.
+    func isCopyWithAttributes(_ r: Int64) -> Bool {
+        guard let at = catalog.copies[r] else { return false }
+        if Date().timeIntervalSince(at) < Self.copyWindow { return true }
+        catalog.copies[r] = nil
+        return false
+    }
+
+    /// Seconds after its id was written that a file's attributes are still a copy's.
+    static let copyWindow: Double = 10
 
     /// Whether item `r` is a copy in progress: a file made through this mount that no server has
     /// seen yet (`cp -a`, `rsync -X` and `tar --xattrs` write the original's attributes onto it).

@@ -38,6 +38,9 @@ import Testing
             #expect(m.sh("getfattr --only-values -n user.marfa.tags vault/src/n.md").out == "alpha,beta,folder:src")
             // Made in tags/foo/, the copy keeps the tag of the place it was made.
             #expect(m.sh("cp -a vault/src/n.md tags/foo/ && getfattr --only-values -n user.marfa.tags tags/foo/n.md").out == "alpha,beta,foo")
+            // Once the copy is made, a folder tag written by hand is the user's: it moves there.
+            Thread.sleep(forTimeInterval: 11)
+            #expect(m.sh("setfattr -n user.marfa.tags -v 'folder:other,alpha' vault/dst/n.md && ls vault/dst; ls vault/other | wc -l").out == "2")
             // A file given a folder tag by hand, not a copy, still moves there.
             #expect(m.sh("printf x > vault/other/f.md && setfattr -n user.marfa.tags -v 'folder:src,k' vault/other/f.md && ls vault/src").out
                     == "f.md\nn.md")
