@@ -190,10 +190,7 @@ extension FileSystem {
     /// an item's id a moment ago (`Catalog.copies`). The tools write a file's attributes right
     /// after its create; a tag written by hand later is the user's.
     func isCopyWithAttributes(_ r: Int64) -> Bool {
-        guard let at = catalog.copies[r] else { return false }
-        if Date().timeIntervalSince(at) < Self.copyWindow { return true }
-        catalog.copies[r] = nil
-        return false
+        catalog.copies[r].map { Date().timeIntervalSince($0) < Self.copyWindow } ?? false
     }
 
     /// Seconds after its id was written that a file's attributes are still a copy's.

@@ -58,8 +58,8 @@ public final class Store: Sendable {
     let settleAtCommitFrom = Atomic<Int64>(0)
     /// Counts the write transactions committed (`commitCount`).
     private let commits = CommitCounter()
-    /// The items `item(rowid:)` read last, with the commit count each was read at.
-    private let recentItems = Mutex<[(rowid: Int64, commits: Int, item: StoredItem)]>([])
+    /// The items `item(rowid:)` read last, and the commit count they were read at.
+    private let recentItems = Mutex<(commits: Int, items: [(rowid: Int64, item: StoredItem)])>((-1, []))
     /// Blobs let go while something still named them (an unsettled save): looked at again when
     /// files settle (`recheckBlobs`).
     let blobsToRecheck = Mutex<Set<String>>([])
@@ -266,13 +266,18 @@ public final class Store: Sendable {
     /// reads of one row, each parsing its properties).
     public func item(rowid: Int64) throws -> StoredItem? {
         let count = commitCount
-        if let kept = recentItems.withLock({ $0.last { $0.rowid == rowid && $0.commits == count }?.item }) { return kept }
+        if let kept = recentItems.withLock({ $0.commits == count ? $0.items.last { $0.rowid == rowid }?.item : nil }) { return kept }
         let found = try readStatement { db in try Self.fetchItem(db, rowid: rowid) }
         if let found {
             recentItems.withLock { kept in
-                kept.removeAll { $0.rowid == rowid || $0.commits != count }
-                kept.append((rowid, count, found))
-                if kept.count > 4 { kept.removeFirst() }
+                // A read taken before a newer one's commit count is not kept.
+                if kept.commits != count {
+                    guard count > kept.commits else { return }
+                    kept = (count, [])
+                }
+                kept.items.removeAll { $0.rowid == rowid }
+                kept.items.append((rowid, found))
+                if kept.items.count > 4 { kept.items.removeFirst() }
             }
         }
         return found
