@@ -286,31 +286,69 @@ extension FileSystem {
 }
 
 extension FileSystem {
-    /// Folders a remote made or removed (FS-34): shown (even while empty) or gone, with the
-    /// IN_CREATE|IN_ISDIR or IN_DELETE|IN_ISDIR a watcher of their parent needs (a recursive
-    /// watcher adds a watch on a new folder from it, and so hears what arrives in it next).
+    /// Folders a remote made or removed (FS-34, and a Marfa server's folder markers: FS-32): shown
+    /// (even while empty) or gone, with the IN_CREATE|IN_ISDIR or IN_DELETE|IN_ISDIR a watcher of
+    /// their parent needs, for every level that came or went (`a/b` made where there was no `a`:
+    /// `a` in the tree's top, then `b` in `a`; a recursive watcher adds a watch on a new folder
+    /// from it, and so hears what arrives in it next).
     func followRemoteFolders(_ c: StoreChanges) -> [Invalidation] {
-        var out: [Invalidation] = [], replays: [Replay] = []
-        let watched = catalog.vault != nil && knownIno(.treeDir("")) != nil
-        for tag in c.folders.sorted() where !catalog.localTags.contains(tag) {
+        let made = c.folders.filter { !catalog.localTags.contains($0) }.sorted()
+        let removed = c.foldersRemoved.filter { tag in
+            guard catalog.localTags.contains(tag) else { return false }
             let f = String(tag.dropFirst(VaultText.folderPrefix.count))
-            let existed = catalog.subfolders(Self.treeDirPlace(f).0.treeFolder ?? "").contains(Self.treeDirPlace(f).1)
+            return catalog.subfolders(f).isEmpty && ((try? treeTable(f)?.count) ?? 0) == 0 && (catalog.tagActive[tag] ?? 0) == 0
+        }.sorted(by: { $0.count > $1.count })
+        guard !made.isEmpty || !removed.isEmpty else { return [] }
+        let watched = catalog.vault != nil && knownIno(.treeDir("")) != nil
+        let before = watched ? catalog.currentTagTree() : [:]
+        // Every level of the folders that came or went, and how those going show until they are gone.
+        var levels = Set<String>()
+        for tag in made + removed {
+            var path = ""
+            for part in tag.dropFirst(VaultText.folderPrefix.count).split(separator: "/") { path = VaultIndex.join(path, String(part)); levels.insert(path) }
+        }
+        var ghosts: [String: Replay.Ghost] = [:]
+        if watched {
+            for f in levels where Self.folderExists(before, f) && knownIno(.treeDir(f)) != nil {
+                let (parent, name) = Self.treeDirPlace(f)
+                ghosts[f] = Replay.Ghost(at: replayPlace(parent, name), attr: dirGhost(.treeDir(f)))
+            }
+        }
+        var out: [Invalidation] = []
+        for tag in made {
             catalog.localTags.insert(tag)
             out += Self.tagDirPlaces(tag).flatMap { invalidations(($0.0, [$0.1])) }
-            let (parent, name) = Self.treeDirPlace(f)
-            if watched, !existed, knownIno(parent) != nil { replays.append(Replay(at: replayPlace(parent, name), op: .create(.directory))) }
         }
-        for tag in c.foldersRemoved.sorted(by: { $0.count > $1.count }) where catalog.localTags.contains(tag) {
+        for tag in removed {
             let f = String(tag.dropFirst(VaultText.folderPrefix.count))
-            guard catalog.subfolders(f).isEmpty, ((try? treeTable(f)?.count) ?? 0) == 0, (catalog.tagActive[tag] ?? 0) == 0 else { continue }
-            let (parent, name) = Self.treeDirPlace(f)
-            let ghost = knownIno(.treeDir(f)) != nil && knownIno(parent) != nil ? dirGhost(.treeDir(f)) : nil
             catalog.localTags.remove(tag)
             retireDir(.treeDir(f))
             retireDir(.tagDir(tag))
             out += Self.tagDirPlaces(tag).flatMap { invalidations(($0.0, [$0.1])) }
-            if watched, let ghost { replays.append(Replay(at: replayPlace(parent, name), op: .remove(ghost: ghost))) }
         }
+        guard watched else { return out }
+        let after = catalog.currentTagTree()
+        let depth: (String) -> Int = { $0.reduce(0) { $1 == "/" ? $0 + 1 : $0 } }
+        let came = levels.filter { !Self.folderExists(before, $0) && Self.folderExists(after, $0) }.sorted { (depth($0), $0) < (depth($1), $1) }
+        let went = levels.filter { Self.folderExists(before, $0) && !Self.folderExists(after, $0) }.sorted { (depth($0), $0) > (depth($1), $1) }
+        var replays: [Replay] = []
+        let cameSet = Set(came)
+        func seen(_ d: Node) -> Bool {
+            if case .treeDir(let f) = d, cameSet.contains(f) { return true }
+            return knownIno(d) != nil
+        }
+        for f in came {
+            let (parent, name) = Self.treeDirPlace(f)
+            if seen(parent) { replays.append(Replay(at: replayPlace(parent, name), op: .create(.directory))) }
+        }
+        for f in went {
+            let (parent, _) = Self.treeDirPlace(f)
+            guard knownIno(parent) != nil || ghosts[String(parent.treeFolder ?? "")] != nil, let g = ghosts[f] else { continue }
+            // Its parents that go with it still show while it is removed (deepest first).
+            let above = ghosts.filter { k, _ in f.hasPrefix(k + "/") }.sorted { $0.key < $1.key }.map(\.value)
+            replays.append(Replay(at: g.at, op: .remove(ghost: g.attr), gone: above))
+        }
+        for f in went where !removed.contains(VaultText.folderPrefix + f) { retireDir(.treeDir(f)) }
         return out + replays.map { .replay($0) }
     }
 }

@@ -243,6 +243,13 @@ enum Schema {
             ALTER TABLE tree_dirs ADD COLUMN uid INTEGER;
             ALTER TABLE tree_dirs ADD COLUMN gid INTEGER;
             """),
+        ("v19-folder-markers", """
+            -- FS-32: the markers of empty folders on a Marfa server (`FolderMarker`): the marker
+            -- item's id, the folder's path, and new (to send), live (sent) or gone (to remove).
+            CREATE TABLE folder_markers(item_id TEXT PRIMARY KEY, path TEXT NOT NULL,
+              state TEXT NOT NULL CHECK (state IN ('new', 'live', 'gone'))) WITHOUT ROWID;
+            CREATE INDEX folder_markers_by_path ON folder_markers(path);
+            """),
     ]
 
     static func insertBuiltInTypes(_ db: Database) throws {

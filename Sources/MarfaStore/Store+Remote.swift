@@ -86,7 +86,8 @@ extension Store {
     /// Registers types the server knows (custom types, W-9), so their items are named and parsed right.
     public func registerTypes(_ types: [TypeSchema]) throws {
         let known = Set(allTypes().map(\.id))
-        let fresh = types.filter { !known.contains($0.id) }
+        // The folder marker's type names no item here (`FolderMarker`).
+        let fresh = types.filter { !known.contains($0.id) && $0.id != FolderMarker.type }
         guard !fresh.isEmpty else { return }
         try write { db in
             for t in fresh { try db.run("INSERT OR REPLACE INTO types(id, json) VALUES (?, ?)", [t.id, JSONCoding.encode(t)]) }
@@ -141,6 +142,8 @@ extension Store {
     }
 
     func applyRemote(_ db: Database, _ c: RemoteChange, blobSizes: [String: Int64], mode: ApplyMode, into out: inout StoreChanges) throws {
+        // An empty folder's marker is a folder here, never an item (FS-32).
+        if try applyFolderMarker(db, c, into: &out) { return }
         switch c {
         case let .item(item, tags, ext):
             // A long folder's short form is its whole path again (FS-31).

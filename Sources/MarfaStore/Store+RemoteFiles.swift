@@ -185,15 +185,7 @@ extension Store {
         return try published { try write { db in
             var out = StoreChanges()
             for f in folders.sorted(by: { $0.count > $1.count }) where !f.isEmpty {
-                let tag = VaultText.folderPrefix + f
-                let held = try db.exists("""
-                    SELECT 1 FROM tags JOIN items ON items.id = tags.item_id
-                    WHERE (tags.tag = ? OR tags.tag LIKE ? ESCAPE '\\') AND items.state = 'active' LIMIT 1
-                    """, [tag, Self.likePrefix(tag + "/")])
-                    || db.exists("SELECT 1 FROM local_tags WHERE tag LIKE ? ESCAPE '\\' LIMIT 1", [Self.likePrefix(tag + "/")])
-                if held { continue }
-                try db.run("DELETE FROM local_tags WHERE tag = ?", [tag])
-                if db.changesCount > 0 { out.foldersRemoved.insert(tag) }
+                if try removeFolderIfEmpty(db, f) { out.foldersRemoved.insert(VaultText.folderPrefix + f) }
             }
             return out
         } }

@@ -20,11 +20,12 @@ public protocol SyncRemote: AnyObject, Sendable {
 }
 
 /// The sync engine of a mount: the queue drainer (ours to the server), the remote feed (the
-/// server's to us) and the blob fetcher (FS-11), sharing one status. Async, off the FUSE threads.
+/// server's to us), the empty folders' markers (FS-32) and the blob fetcher (FS-11), sharing one status. Async, off the FUSE threads.
 public final class SyncEngine: SyncRemote {
     public let status: SyncStatus
     let drainer: QueueDrainer
     let feed: RemoteFeed
+    let folders: FolderMarkers
     let store: Store
     /// One client for all three, under the current key.
     let client: KeyedClient
@@ -33,6 +34,7 @@ public final class SyncEngine: SyncRemote {
 
     public init(store: Store, baseURL: String, credential: Credential, log: Logger, conflictMode: ConflictMode = .merge,
                 device: String = ProcessInfo.processInfo.hostName, silence: Double = 60,
+                isLocalOnly: @escaping @Sendable (String) -> Bool = { _ in false },
                 loadCredential: @escaping @Sendable () throws -> Credential) {
         let status = SyncStatus(server: baseURL)
         let client = KeyedClient(baseURL: baseURL, credential: credential, load: loadCredential)
@@ -40,11 +42,12 @@ public final class SyncEngine: SyncRemote {
         drainer = QueueDrainer(store: store, client: client, status: status, log: log,
                                conflictMode: conflictMode, device: device)
         feed = RemoteFeed(store: store, client: client, status: status, log: log, silence: silence)
+        folders = FolderMarkers(store: store, client: client, status: status, log: log, isLocalOnly: isLocalOnly)
     }
 
     public func start() {
-        let d = drainer, f = feed
-        tasks.withLock { $0 = [Task { await d.run() }, Task { await f.run() }] }
+        let d = drainer, f = feed, m = folders
+        tasks.withLock { $0 = [Task { await d.run() }, Task { await f.run() }, Task { await m.run() }] }
     }
 
     public func stop() {

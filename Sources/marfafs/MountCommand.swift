@@ -207,7 +207,8 @@ struct MountCommand: ParsableCommand {
                 let silence = ProcessInfo.processInfo.environment["MARFAFS_STREAM_SILENCE_SECONDS"].flatMap(Double.init) ?? 60
                 sync = SyncEngine(store: store, baseURL: url, credential: key, log: Logger(label: "marfafs.sync"),
                                   conflictMode: ConflictMode(rawValue: conflict) ?? .merge, device: label,
-                                  silence: silence, loadCredential: reload)
+                                  silence: silence, isLocalOnly: { [weak fs] path in fs?.keepsLocal(path) ?? false },
+                                  loadCredential: reload)
             }
             let status = sync.status
             status.pathOf.withLock { $0 = { [weak fs] id in fs?.pathOfItem(id) } }

@@ -1,0 +1,79 @@
+import Foundation
+import MarfaModel
+import MarfaTestSupport
+import Testing
+
+/// FS-32: empty folders go in and out with sync, through a Marfa server (as folder markers: man 7,
+/// SYNC): made, renamed and removed on one mount, shown with their events on the other; a new
+/// device's first sync brings them; a marker is never an item of the views.
+@Suite(.serialized) struct FolderSyncTests {
+    func read(_ file: String) -> String { (try? String(contentsOfFile: file, encoding: .utf8)) ?? "" }
+
+    /// The folders of a mount's vault tree, sorted.
+    func folders(_ m: MountHarness) -> [String] {
+        m.sh("cd vault/ && find . -mindepth 1 -type d | sort").out.split(separator: "\n").map { String($0.dropFirst(2)) }
+    }
+
+    /// The server's folder markers (active ones): their paths, sorted.
+    func markers(_ p: MountPair) -> [String] {
+        guard case .array(let list)? = p.server.call("GET", "/items?type=marfafs.folder&limit=200", key: p.key).json["data"] else { return ["?"] }
+        return list.compactMap { $0.objectValue?["properties"]?.objectValue?["path"]?.stringValue }.sorted()
+    }
+
+    @Test func FS32_FS30_anEmptyFolderTravelsBetweenMountsWithItsEvents() throws {
+        try MountPair.with { p in
+            let (a, b) = (p.a, p.b)
+            #expect(MountHarness.eventually { a.syncStatus["stream"] == .string("live") && b.syncStatus["stream"] == .string("live") })
+            let events = b.root + "/inotify.log", ready = b.root + "/inotify.err"
+            guard let watcher = Shell.spawn(["inotifywait", "-m", "-r", "--format", "%e %w%f", b.path("vault/")], stdout: events, stderr: ready) else {
+                Issue.record("inotifywait did not start"); return
+            }
+            defer { Shell.killAndReap(watcher) }
+            #expect(MountHarness.eventually { read(ready).contains("Watches established") })
+
+            // Made on A, nested and alone: B shows them, and a recursive watcher hears the top one.
+            #expect(a.sh("mkdir -p vault/plans/2027/q1 vault/solo").status == 0)
+            #expect(MountHarness.eventually { folders(b) == ["plans", "plans/2027", "plans/2027/q1", "solo"] }, "\(folders(b))")
+            #expect(MountHarness.eventually { read(events).contains("CREATE,ISDIR \(b.path("vault/"))plans\n") && read(events).contains("CREATE,ISDIR \(b.path("vault/"))solo\n") }, "\(read(events))")
+            // Made on B: A shows it.
+            #expect(b.sh("mkdir 'vault/from b'").status == 0)
+            #expect(MountHarness.eventually { folders(a).contains("from b") }, "\(folders(a))")
+            // Renamed and removed on A: gone from B, the new name there.
+            #expect(a.sh("mv vault/solo vault/solo2 && rmdir vault/plans/2027/q1 vault/plans/2027 vault/plans").status == 0)
+            #expect(MountHarness.eventually { folders(b) == ["from b", "solo2"] }, "\(folders(b))")
+            #expect(MountHarness.eventually { read(events).contains("DELETE,ISDIR \(b.path("vault/"))plans\n") && read(events).contains("DELETE,ISDIR \(b.path("vault/"))solo\n") }, "\(read(events))")
+            // A folder made empty that gets a note: the note travels as a note; removed on A once
+            // emptied, it goes from B.
+            #expect(a.sh("mkdir vault/filled").status == 0)
+            #expect(MountHarness.eventually { folders(b).contains("filled") })
+            #expect(a.sh("printf 'n\\n' > vault/filled/n.md").status == 0)
+            #expect(MountHarness.eventually { b.sh("cat vault/filled/n.md").out == "n" })
+            #expect(a.sh("rm vault/filled/n.md && rmdir vault/filled").status == 0)
+            #expect(MountHarness.eventually { folders(b) == ["from b", "solo2"] }, "\(folders(b))")
+            // A folder removed on one mount while the other put a note in it stays there, with it.
+            #expect(b.sh("mkdir vault/both").status == 0)
+            #expect(MountHarness.eventually { folders(a).contains("both") })
+            _ = a.sh("cat .marfafs/flush")
+            #expect(b.sh("printf 'kept\\n' > vault/both/k.md").status == 0)
+            _ = a.sh("rmdir vault/both")  // ENOTEMPTY if the note came first
+            #expect(MountHarness.eventually { b.sh("cat vault/both/k.md").out == "kept" && a.sh("cat vault/both/k.md").out == "kept" },
+                    "\(folders(a)) \(folders(b))")
+
+            // Markers are no items: no type directory, nothing queued, only the markers of the
+            // empty folders on the server.
+            #expect(a.sh("cat .marfafs/flush").out.hasPrefix("ok") && b.sh("cat .marfafs/flush").out.hasPrefix("ok"))
+            // (`both` keeps its marker if A's rmdir came after the note.)
+            #expect(MountHarness.eventually { markers(p).filter { $0 != "both" } == ["from b", "solo2"] }, "\(markers(p))")
+            for m in [a, b] {
+                #expect(!m.sh("ls types").out.contains("marfafs"), "\(m.sh("ls types").out)")
+                #expect(m.sh("cat .marfafs/pending").out.isEmpty)
+                #expect(m.sql("SELECT count(*) FROM items WHERE type = 'marfafs.folder'") == "0")
+            }
+
+            // A new device's first sync brings the empty folders.
+            try MountHarness.with(options: ["--server", p.server.base, "--key-file", p.server.root + "/key", "--device", "dev-c"]) { c in
+                #expect(MountHarness.eventually { folders(c) == ["both", "from b", "solo2"] }, "\(folders(c))")
+            }
+        }
+    }
+}
