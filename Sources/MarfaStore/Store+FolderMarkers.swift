@@ -15,8 +15,9 @@ import MarfaModel
 /// active item in it or below it, no kept folder below it: its deepest empty folders; the folders
 /// above them come with them). A marker stays while its folder is in the tree here, whatever comes
 /// into it later; it is removed from the server once its folder is gone from the tree here
-/// (`rmdir`, a rename). A marker the remote removes removes its folder here if the folder holds
-/// nothing (as `rmdir` would) and no other marker names it.
+/// (`rmdir`, a rename) and nothing written here is left to send. A marker the remote removes
+/// removes its folder here if the folder holds nothing (as `rmdir` would) and no other marker
+/// names it; a folder that holds something here (a note put in it meanwhile) stays, and is kept.
 ///
 /// A row's state: `new` (made here, to be sent; a send repeated after a lost answer is
 /// acknowledged by the server, the marker's id being chosen here), `live` (the server has it),
@@ -111,6 +112,11 @@ extension Store {
             + pendingFolders.all.filter { $0.hasPrefix(VaultText.folderPrefix) }
         let asked = Set(keptTags.map { String($0.dropFirst(VaultText.folderPrefix.count)) })
         let localOnly = Set(asked.filter(isLocalOnly))
+        // Whether everything written here has been sent: a marker goes only then, after the
+        // removals that emptied its folder (the server's events keep that order, so another mount
+        // finds the folder empty and removes it, instead of keeping it for a note about to go).
+        let sent = try stagingIsEmpty && unsentCount() == 0
+            && !pool.read { db in try db.exists("SELECT 1 FROM items WHERE unsettled = 1 LIMIT 1") }
         func plan(_ db: Database) throws -> (make: [String], gone: [String]) {
             // A range of the tags' index (`LIKE` would read every tag of every item).
             let used = try String.fetchAll(db, sql: """
@@ -145,7 +151,7 @@ extension Store {
             for r in rows {
                 let path: String = r["path"], state: FolderMarker.State = r["state"]
                 guard state != .gone else { continue }
-                if tree.contains(path) { marked.insert(path) } else { gone.append(path) }
+                if tree.contains(path) { marked.insert(path) } else if sent { gone.append(path) }
             }
             let make = kept.filter { !holding.contains($0) && !marked.contains($0) }.sorted()
             return (make, gone)

@@ -76,4 +76,29 @@ import Testing
             }
         }
     }
+
+    /// Offline: a folder made, and a folder emptied and removed, while the server is down; once it
+    /// is back the other mount has the one and not the other (the marker goes after the note that
+    /// emptied its folder, so the other mount does not keep the folder for the note).
+    @Test func FS32_foldersMadeAndRemovedOfflineConverge() throws {
+        try MountPair.with { p in
+            let (a, b, s) = (p.a, p.b, p.server)
+            #expect(MountHarness.eventually { a.syncStatus["stream"] == .string("live") && b.syncStatus["stream"] == .string("live") })
+            #expect(a.sh("mkdir vault/old vault/keep").status == 0)
+            #expect(MountHarness.eventually { markers(p) == ["keep", "old"] }, "\(markers(p))")
+            #expect(a.sh("printf 'n\\n' > vault/old/n.md && printf 'k\\n' > vault/keep/k.md && cat .marfafs/flush").out.hasPrefix("ok"))
+            #expect(MountHarness.eventually { b.sh("cat vault/old/n.md vault/keep/k.md").out == "n\nk" })
+            #expect(s.stop() == 0)
+            // Many notes queued first, so the note's removal is sent a while after the server is back.
+            #expect(a.sh("mkdir vault/bulk && for i in $(seq 1 300); do echo $i > vault/bulk/$i.md; done").status == 0)
+            #expect(a.sh("rm vault/old/n.md && rmdir vault/old && mkdir -p 'vault/made offline/inner' && rm vault/keep/k.md").status == 0)
+            try s.start()
+            #expect(a.sh("cat .marfafs/flush").out.hasPrefix("ok"))
+            #expect(MountHarness.eventually { folders(b) == ["bulk", "keep", "made offline", "made offline/inner"] }, "\(folders(b))")
+            #expect(MountHarness.eventually { markers(p) == ["keep", "made offline/inner"] }, "\(markers(p))")
+            // Nothing comes back to A, and both stay as they are.
+            Thread.sleep(forTimeInterval: 2)
+            #expect(folders(a) == ["bulk", "keep", "made offline", "made offline/inner"] && folders(b) == folders(a), "\(folders(a)) \(folders(b))")
+        }
+    }
 }
