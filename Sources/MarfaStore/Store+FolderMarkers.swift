@@ -12,7 +12,8 @@ import MarfaModel
 /// `folder_markers`, outside the queue (`folderMarkerWork`).
 ///
 /// Which folders have a marker: every kept folder of the tree that holds nothing that travels (no
-/// active item in it or below it, no kept folder below it: its deepest empty folders; the folders
+/// active item in it or below it, staged or not, no kept folder below it: its deepest empty
+/// folders, once they have stayed empty for a moment; the folders
 /// above them come with them). A marker stays while its folder is in the tree here, whatever comes
 /// into it later; it is removed from the server once its folder is gone from the tree here
 /// (`rmdir`, a rename) and nothing written here is left to send. A marker the remote removes
@@ -48,6 +49,8 @@ public struct FolderMarkerWork: Sendable, Equatable {
     public var send: [FolderMarker.Row] = []
     /// Markers to remove (`DELETE /items/{id}`).
     public var remove: [FolderMarker.Row] = []
+    /// Empty folders with no marker that `ripe` did not name: not given one yet.
+    public var waiting: [String] = []
     public var isEmpty: Bool { send.isEmpty && remove.isEmpty }
 }
 
@@ -107,7 +110,10 @@ extension Store {
     /// `isLocalOnly`: folders that stay on this disk (`.git/`, `.marfafsignore`), never sent; asked
     /// outside any transaction (the filesystem answers it under its own lock, which it may hold
     /// while it waits for the store). Reads first and writes only when something changed.
-    public func folderMarkerWork(isLocalOnly: (String) -> Bool) throws -> FolderMarkerWork {
+    /// `ripe`: the empty folders that may be given a marker now (the engine's: those empty for a
+    /// while, so a tool's `mkdir` followed by its files makes none); the others come back as
+    /// `waiting`.
+    public func folderMarkerWork(isLocalOnly: (String) -> Bool, ripe: Set<String>) throws -> FolderMarkerWork {
         let keptTags = try pool.read { db in try String.fetchAll(db, sql: "SELECT tag FROM local_tags WHERE tag LIKE 'folder:%'") }
             + pendingFolders.all.filter { $0.hasPrefix(VaultText.folderPrefix) }
         let asked = Set(keptTags.map { String($0.dropFirst(VaultText.folderPrefix.count)) })
@@ -142,7 +148,12 @@ extension Store {
                     f = f[..<i]
                 }
             }
-            for f in used { addAbove(f, itself: true) }
+            // Files made through the mount that have no row yet hold their folders too.
+            let staged = staging.list().flatMap { f -> [String] in
+                guard case .item(let n, _) = f.origin else { return [] }
+                return n.tags.filter { $0.hasPrefix(VaultText.folderPrefix) }.map { String($0.dropFirst(VaultText.folderPrefix.count)) }
+            }
+            for f in used + staged { addAbove(f, itself: true) }
             for f in kept { addAbove(f, itself: false) }
             var tree = holding
             for f in kept { tree.insert(f) }
@@ -156,12 +167,13 @@ extension Store {
             let make = kept.filter { !holding.contains($0) && !marked.contains($0) }.sorted()
             return (make, gone)
         }
-        let (make, gone) = try pool.read(plan)
+        let (unmarked, gone) = try pool.read(plan)
+        let make = unmarked.filter(ripe.contains)
         if !make.isEmpty || !gone.isEmpty {
             try write { db in
                 // Again in the transaction: the tree may have changed since the read.
-                let (make, gone) = try plan(db)
-                for p in make {
+                let (unmarked, gone) = try plan(db)
+                for p in unmarked where ripe.contains(p) {
                     try db.run("INSERT INTO folder_markers(item_id, path, state) VALUES (?, ?, ?)", [ItemID.make(), p, FolderMarker.State.new])
                 }
                 for p in gone {
@@ -170,7 +182,7 @@ extension Store {
             }
         }
         return try pool.read { db in
-            var work = FolderMarkerWork()
+            var work = FolderMarkerWork(waiting: unmarked.filter { !ripe.contains($0) })
             for r in try Row.fetchAll(db, sql: "SELECT item_id, path, state FROM folder_markers WHERE state != ? ORDER BY path", arguments: [FolderMarker.State.live]) {
                 let row = FolderMarker.Row(id: r["item_id"], path: r["path"])
                 if (r["state"] as FolderMarker.State) == .new { work.send.append(row) } else { work.remove.append(row) }

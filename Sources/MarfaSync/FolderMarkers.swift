@@ -16,20 +16,31 @@ final class FolderMarkers: Sendable {
     let log: Logger
     let isLocalOnly: @Sendable (String) -> Bool
 
+    /// How long an empty folder stays empty before it is given a marker.
+    static let ripeAfter: Duration = .seconds(1)
+
     init(store: Store, client: KeyedClient, status: SyncStatus, log: Logger, isLocalOnly: @escaping @Sendable (String) -> Bool) {
         self.store = store; self.client = client; self.status = status; self.log = log; self.isLocalOnly = isLocalOnly
     }
 
     func run() async {
         var seen = -1, owed = false, registered = false
+        // Empty folders with no marker, and since when they were seen empty: a folder gets its
+        // marker once it has stayed empty for `ripeAfter` (`cp -r` and `rsync -a` fill each folder
+        // they make a moment later; on a slow disk some stayed empty across a pass).
+        var emptySince: [String: ContinuousClock.Instant] = [:]
         while !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(500))
             let count = store.commitCount
             guard count != seen || owed || store.hasPendingFolders, store.firstSyncDone else { continue }
             do {
-                let work = try store.folderMarkerWork(isLocalOnly: isLocalOnly)
+                let now = ContinuousClock.now
+                let ripe = Set(emptySince.filter { now - $0.value >= Self.ripeAfter }.keys)
+                let work = try store.folderMarkerWork(isLocalOnly: isLocalOnly, ripe: ripe)
                 seen = count
-                owed = !work.isEmpty
+                emptySince = Dictionary(uniqueKeysWithValues: work.waiting.map { ($0, emptySince[$0] ?? now) })
+                // Sends owed, or folders to look at again once they have waited.
+                owed = !work.isEmpty || !work.waiting.isEmpty
                 if work.isEmpty { continue }
                 let client = client.client
                 if !work.send.isEmpty && !registered {
@@ -50,7 +61,7 @@ final class FolderMarkers: Sendable {
                     try store.folderMarkerRemoved(m.id)
                     status.record("folder.removed", ["path": .string(m.path), "marker": .string(m.id)])
                 }
-                owed = false
+                owed = !work.waiting.isEmpty
             } catch {
                 log.debug("sending empty folders failed; tried again", metadata: ["error": "\(error)"])
                 // A refusal that waiting a moment does not mend (a key that may not register the
