@@ -302,11 +302,7 @@ extension FileSystem {
         let watched = catalog.vault != nil && knownIno(.treeDir("")) != nil
         let before = watched ? catalog.currentTagTree() : [:]
         // Every level of the folders that came or went, and how those going show until they are gone.
-        var levels = Set<String>()
-        for tag in made + removed {
-            var path = ""
-            for part in tag.dropFirst(VaultText.folderPrefix.count).split(separator: "/") { path = VaultIndex.join(path, String(part)); levels.insert(path) }
-        }
+        let levels = Self.folderLevels(made + removed)
         var ghosts: [String: Replay.Ghost] = [:]
         if watched {
             for f in levels where Self.folderExists(before, f) && knownIno(.treeDir(f)) != nil {
@@ -327,20 +323,8 @@ extension FileSystem {
             out += Self.tagDirPlaces(tag).flatMap { invalidations(($0.0, [$0.1])) }
         }
         guard watched else { return out }
-        let after = catalog.currentTagTree()
-        let depth: (String) -> Int = { $0.reduce(0) { $1 == "/" ? $0 + 1 : $0 } }
-        let came = levels.filter { !Self.folderExists(before, $0) && Self.folderExists(after, $0) }.sorted { (depth($0), $0) < (depth($1), $1) }
-        let went = levels.filter { Self.folderExists(before, $0) && !Self.folderExists(after, $0) }.sorted { (depth($0), $0) > (depth($1), $1) }
-        var replays: [Replay] = []
-        let cameSet = Set(came)
-        func seen(_ d: Node) -> Bool {
-            if case .treeDir(let f) = d, cameSet.contains(f) { return true }
-            return knownIno(d) != nil
-        }
-        for f in came {
-            let (parent, name) = Self.treeDirPlace(f)
-            if seen(parent) { replays.append(Replay(at: replayPlace(parent, name), op: .create(.directory))) }
-        }
+        let (came, went) = Self.folderChanges(levels, before: before, after: catalog.currentTagTree())
+        var replays = folderCreations(came)
         for f in went {
             let (parent, _) = Self.treeDirPlace(f)
             guard knownIno(parent) != nil || ghosts[String(parent.treeFolder ?? "")] != nil, let g = ghosts[f] else { continue }

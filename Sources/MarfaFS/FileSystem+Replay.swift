@@ -156,33 +156,16 @@ extension FileSystem {
         guard catalog.vault != nil, knownIno(.treeDir("")) != nil else { return [] }
         var out: [Replay] = []
         let place = replayPlace
-        // Folders: every level of each `folder:` tag that came or went.
+        // Folders: every level of each `folder:` tag that came or went; the tag tree is built
+        // again only when one did.
+        let paths = Self.folderLevels(tagsBefore.symmetricDifference(tagsAfter))
         var made: [String] = [], gone: [String] = []
-        var paths = Set<String>()
-        for tag in tagsBefore.symmetricDifference(tagsAfter) where tag.hasPrefix(VaultText.folderPrefix) {
-            var path = ""
-            for c in tag.dropFirst(VaultText.folderPrefix.count).split(separator: "/") { path = VaultIndex.join(path, String(c)); paths.insert(path) }
-        }
-        // The tag tree is built again only when a `folder:` tag came or went.
         if let foldersBefore, !paths.isEmpty {
-            let foldersAfter = catalog.currentTagTree()
-            for f in paths {
-                let (b, a) = (Self.folderExists(foldersBefore, f), Self.folderExists(foldersAfter, f))
-                if a && !b { made.append(f) } else if b && !a { gone.append(f) }
-            }
+            (made, gone) = Self.folderChanges(paths, before: foldersBefore, after: catalog.currentTagTree())
         }
-        let depth: (String) -> Int = { $0.reduce(0) { $1 == "/" ? $0 + 1 : $0 } }
-        made.sort { (depth($0), $0) < (depth($1), $1) }
-        gone.sort { (depth($0), $0) > (depth($1), $1) }
         let madeSet = Set(made)
-        func seen(_ d: Node) -> Bool {
-            if case .treeDir(let f) = d, madeSet.contains(f) { return true }
-            return knownIno(d) != nil
-        }
-        for f in made {
-            let (parent, name) = Self.treeDirPlace(f)
-            if seen(parent) { out.append(Replay(at: place(parent, name), op: .create(.directory))) }
-        }
+        func seen(_ d: Node) -> Bool { seenDir(d, came: madeSet) }
+        out += folderCreations(made)
         // Folders gone with this change still show to the replay thread until they are removed, so
         // the file's path through them can be walked.
         var ghosts: [String: Replay.Ghost] = [:]
@@ -219,6 +202,44 @@ extension FileSystem {
             out.append(Replay(at: g.at, op: .remove(ghost: g.attr), gone: ghostsOn(parent)))
         }
         return out
+    }
+
+    /// Every level of the `folder:` tags among `tags` (`folder:a/b`: `a` and `a/b`).
+    static func folderLevels(_ tags: some Sequence<String>) -> Set<String> {
+        var out = Set<String>()
+        for tag in tags where tag.hasPrefix(VaultText.folderPrefix) {
+            var path = ""
+            for c in tag.dropFirst(VaultText.folderPrefix.count).split(separator: "/") { path = VaultIndex.join(path, String(c)); out.insert(path) }
+        }
+        return out
+    }
+
+    /// The folders among `levels` that came into the tree and went from it between two tag trees
+    /// (`Catalog.currentTagTree`): those that came parents first, those that went deepest first.
+    static func folderChanges(_ levels: Set<String>, before: [String: Set<String>], after: [String: Set<String>]) -> (came: [String], went: [String]) {
+        let depth: (String) -> Int = { $0.reduce(0) { $1 == "/" ? $0 + 1 : $0 } }
+        var came: [String] = [], went: [String] = []
+        for f in levels {
+            let (b, a) = (folderExists(before, f), folderExists(after, f))
+            if a && !b { came.append(f) } else if b && !a { went.append(f) }
+        }
+        return (came.sorted { (depth($0), $0) < (depth($1), $1) }, went.sorted { (depth($0), $0) > (depth($1), $1) })
+    }
+
+    /// Whether a watcher can see directory `d`: the kernel knows it, or it is a folder that came
+    /// with the same change (seen once it is made).
+    func seenDir(_ d: Node, came: Set<String>) -> Bool {
+        if case .treeDir(let f) = d, came.contains(f) { return true }
+        return knownIno(d) != nil
+    }
+
+    /// IN_CREATE|IN_ISDIR of each folder that came (parents first) in a parent a watcher can see.
+    func folderCreations(_ came: [String]) -> [Replay] {
+        let cameSet = Set(came)
+        return came.compactMap { f in
+            let (parent, name) = Self.treeDirPlace(f)
+            return seenDir(parent, came: cameSet) ? Replay(at: replayPlace(parent, name), op: .create(.directory)) : nil
+        }
     }
 
     /// Where folder `f` of the tree shows: its parent folder and its last name.
