@@ -83,7 +83,7 @@ extension FileSystem {
             // `tags/<tag>` itself changes only when the tag comes into use or goes out of it.
             if inUseBefore != inUseAfter {
                 catalog.tagCameOrWent(tag)
-                for (d, n) in Self.tagDirPlaces(tag) { dirs[d, default: []].insert(n) }
+                for (d, n) in Self.tagDirPlaces(tag) + shadowPlaces(tag) { dirs[d, default: []].insert(n) }
             }
             guard let table = catalog.tagTables[tag] else { continue }
             let changed = (member && new?.state == .active) ? table.upsert(Catalog.claim(new!)) : table.remove(r)
@@ -313,14 +313,14 @@ extension FileSystem {
         var out: [Invalidation] = []
         for tag in made {
             catalog.localTags.insert(tag)
-            out += Self.tagDirPlaces(tag).flatMap { invalidations(($0.0, [$0.1])) }
+            out += (Self.tagDirPlaces(tag) + shadowPlaces(tag)).flatMap { invalidations(($0.0, [$0.1])) }
         }
         for tag in removed {
             let f = String(tag.dropFirst(VaultText.folderPrefix.count))
             catalog.localTags.remove(tag)
             retireDir(.treeDir(f))
             retireDir(.tagDir(tag))
-            out += Self.tagDirPlaces(tag).flatMap { invalidations(($0.0, [$0.1])) }
+            out += (Self.tagDirPlaces(tag) + shadowPlaces(tag)).flatMap { invalidations(($0.0, [$0.1])) }
         }
         guard watched else { return out }
         let (came, went) = Self.folderChanges(levels, before: before, after: catalog.currentTagTree())

@@ -81,11 +81,47 @@ extension FileSystem {
     }
 
     /// A listing of a directory that holds sub-directories and entries (`tags/<tag>/`, a folder of
-    /// the tree): a sub-directory wins over an entry of the same name.
-    static func dirsThenEntries(_ subs: Set<String>, _ dir: (String) -> Node, _ table: NameTable?, _ entry: (Int64) -> Node) -> [(String, Node)] {
+    /// the tree): a sub-directory keeps its name, and an entry of the same name (a file beside a
+    /// folder of its name made on another device) shows under its `shadowName`, so it is still
+    /// listed, read and copied (`rsync`, `git`, `marfafs export`).
+    func dirsThenEntries(_ subs: Set<String>, _ dir: (String) -> Node, _ table: NameTable?, _ entry: (Int64) -> Node) -> [(String, Node)] {
         var out = subs.map { ($0, dir($0)) }
-        if let table { out += table.sorted().filter { !subs.contains($0) }.map { ($0, entry(table.keyOf[$0]!)) } }
+        if let table {
+            for n in table.sorted() {
+                let k = table.keyOf[n]!
+                out.append((subs.contains(n) ? shadowName(n, k) : n, entry(k)))
+            }
+        }
         return out.sorted { $0.0 < $1.0 }
+    }
+
+    /// The name an entry shows under while a sub-directory beside it has its own: FS-7's suffix
+    /// (`plan [0a1b2c3d].md`).
+    func shadowName(_ name: String, _ r: Int64) -> String {
+        let (stem, ext) = Names.split(name)
+        return Names.compose(stem: stem, suffix: Names.collisionSuffix(id: catalog.items[r]?.id ?? String(r)), ext: ext)
+    }
+
+    /// Where the directories of a tag (and of a folder tag's folders) show an entry of their own
+    /// name under its `shadowName`: the kernel forgets those names too when the directory comes
+    /// or goes (the entry's own name then names it again).
+    func shadowPlaces(_ tag: String) -> [(Node, String)] {
+        Self.tagDirPlaces(tag).compactMap { d, n in
+            let table: NameTable?
+            switch d {
+            case .treeDir(let f): table = catalog.vault?.trees[f]
+            case .tagDir(let t): table = catalog.tagTables[t]
+            default: table = nil
+            }
+            return table?.keyOf[n].map { (d, shadowName(n, $0)) }
+        }
+    }
+
+    /// The entry a `shadowName` names in a directory (nil: none).
+    func shadowed(_ name: String, _ subs: Set<String>, _ table: NameTable?) -> Int64? {
+        guard let table, name.contains(" [") else { return nil }
+        for n in subs { if let k = table.keyOf[n], shadowName(n, k) == name { return k } }
+        return nil
     }
 
     /// Directories that hold scratch files and parked names (FS-13, FS-14), by a stable key.
@@ -116,8 +152,10 @@ extension FileSystem {
             if name == Self.previewsName { return .previewDir("") }
             return ControlFile(rawValue: name).map { .controlFile($0.rawValue) }
         case .treeDir(let f):
-            if catalog.subfolders(f).contains(name) { return .treeDir(VaultIndex.join(f, name)) }
-            return try treeTable(f)?.keyOf[name].map { .item($0) }
+            let subs = catalog.subfolders(f)
+            if subs.contains(name) { return .treeDir(VaultIndex.join(f, name)) }
+            let table = try treeTable(f)
+            return (table?.keyOf[name] ?? shadowed(name, subs, table)).map { .item($0) }
         case .viewRoot(let v):
             return typeListed(name) ? .typeDir(v, name) : nil
         case .typeDir(let v, let t):
@@ -127,8 +165,10 @@ extension FileSystem {
             let tag = Self.tag(fromName: name)
             return catalog.allTags().contains(tag) ? .tagDir(tag) : nil
         case .tagDir(let tag):
-            if catalog.tagChildren(tag).contains(name) { return .tagDir(Self.tagPath(tag, name)) }
-            return catalog.tagTable(tag).keyOf[name].map { .tagEntry(tag, $0) }
+            let subs = catalog.tagChildren(tag)
+            if subs.contains(name) { return .tagDir(Self.tagPath(tag, name)) }
+            let table = catalog.tagTable(tag)
+            return (table.keyOf[name] ?? shadowed(name, subs, table)).map { .tagEntry(tag, $0) }
         case .linksRoot, .backlinksRoot:
             let d = LinkDirection(root: p)
             return typeListed(name) ? .linkTypeDir(d, name) : nil
@@ -200,9 +240,9 @@ extension FileSystem {
         case .tagsRoot:
             return catalog.tagChildren("").sorted().map { ($0, Node.tagDir($0)) }
         case .tagDir(let tag):
-            return Self.dirsThenEntries(catalog.tagChildren(tag), { .tagDir(Self.tagPath(tag, $0)) }, catalog.tagTable(tag), { .tagEntry(tag, $0) })
+            return dirsThenEntries(catalog.tagChildren(tag), { .tagDir(Self.tagPath(tag, $0)) }, catalog.tagTable(tag), { .tagEntry(tag, $0) })
         case .treeDir(let f):
-            return Self.dirsThenEntries(catalog.subfolders(f), { .treeDir(VaultIndex.join(f, $0)) }, try treeTable(f), { .item($0) })
+            return dirsThenEntries(catalog.subfolders(f), { .treeDir(VaultIndex.join(f, $0)) }, try treeTable(f), { .item($0) })
         case .linksRoot, .backlinksRoot:
             let d = LinkDirection(root: n)
             var types = Set<String>()

@@ -101,4 +101,34 @@ import Testing
             #expect(folders(a) == ["bulk", "keep", "made offline", "made offline/inner"] && folders(b) == folders(a), "\(folders(a)) \(folders(b))")
         }
     }
+
+    /// FS-32, FS-7: a folder that comes from another device beside a file of its name (each made
+    /// where the other was not yet seen) does not hide the file: the file shows under FS-7's
+    /// suffix while the folder is there, is read, renamed and copied under it, and takes its
+    /// name back when the folder goes.
+    @Test func FS32_FS7_aFolderFromAnotherDeviceDoesNotHideAFileOfItsName() throws {
+        try MountPair.with { p in
+            let a = p.a
+            #expect(a.sh("printf 'bytes\\n' > vault/plan && printf 'x\\n' > vault/other && cat .marfafs/flush").out.hasPrefix("ok"))
+            let made = p.server.call("POST", "/items", key: p.key, body: #"{"type":"marfafs.folder","properties":{"path":"plan"}}"#)
+            if made.status == 404 {
+                // The type is registered by the first mount that needs it.
+                #expect(a.sh("mkdir vault/seed").status == 0)
+                #expect(MountHarness.eventually { markers(p) == ["seed"] })
+            }
+            let marker = made.status == 201 ? made.item["id"]?.stringValue
+                : p.server.call("POST", "/items", key: p.key, body: #"{"type":"marfafs.folder","properties":{"path":"plan"}}"#).item["id"]?.stringValue
+            guard let marker else { Issue.record("no marker made: \(made.body)"); return }
+            // FS-7's suffix: the last 8 hex digits of the file's id.
+            let id = a.sh("getfattr --only-values -n user.marfa.id types/core.file/plan").out.filter(\.isHexDigit)
+            let alias = "plan [\(id.suffix(8))]"
+            #expect(MountHarness.eventually { a.sh("test -d vault/plan && cat 'vault/\(alias)'").out == "bytes" }, "\(a.sh("ls -la vault/").out)")
+            #expect(a.sh("ls vault/").out.split(separator: "\n").contains(Substring(alias)))
+            #expect(a.sh("rsync -a vault/ ../copy/ && cat '../copy/\(alias)' && test -d ../copy/plan").out == "bytes")
+            // The folder goes: the file has its name again.
+            #expect(p.server.call("DELETE", "/items/\(marker)", key: p.key).status < 300)
+            #expect(MountHarness.eventually { a.sh("cat vault/plan").out == "bytes" }, "\(a.sh("ls -la vault/").out)")
+            #expect(a.sh("test -e 'vault/\(alias)'").status != 0)
+        }
+    }
 }
