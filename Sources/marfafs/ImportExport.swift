@@ -311,6 +311,9 @@ struct ExportCommand: ParsableCommand {
         let items = try store.allSummaries().filter { $0.state == .active }.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
         var progress = Progress(label: "exporting", total: items.count)
         var used = Set<String>()
+        // A file whose path is a folder's (a folder from another device beside a file of its name)
+        // takes the id suffix, as the mount's tree shows it.
+        let folders = Set(try store.treeFolders().map { Vault.safeFolder(VaultText.folderPrefix + $0) })
         var failed = 0
         for (i, s) in items.enumerated() {
             defer { progress.update(i + 1) }
@@ -319,7 +322,7 @@ struct ExportCommand: ParsableCommand {
             let safeFolder = try store.tags(itemID: s.id).filter { $0.hasPrefix(VaultText.folderPrefix) }.min().map(Vault.safeFolder) ?? ""
             var name = full.fileName ?? Names.compose(stem: s.stem, ext: s.ext)
             var path = safeFolder.isEmpty ? name : safeFolder + "/" + name
-            if used.contains(path) {   // FS-7 across types: the younger item takes the id suffix
+            if used.contains(path) || folders.contains(path) {   // FS-7 across types: the younger item takes the id suffix
                 name = Names.compose(stem: Names.split(name).stem, suffix: Names.collisionSuffix(id: s.id), ext: Names.split(name).ext)
                 path = safeFolder.isEmpty ? name : safeFolder + "/" + name
             }

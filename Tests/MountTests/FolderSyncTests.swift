@@ -131,4 +131,22 @@ import Testing
             #expect(a.sh("test -e 'vault/\(alias)'").status != 0)
         }
     }
+
+    /// The same on one mount with no server, the folder given by a note's folder tag, and what
+    /// `marfafs export` writes: the tree as the mount shows it (the export stopped at the clash).
+    @Test func FS32_FS7_aFileBesideAFolderOfItsNameIsExportedUnderItsSuffix() throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        try h.mount()
+        #expect(h.sh("printf 'bytes\\n' > vault/plan && printf 'n\\n' > vault/n.md && setfattr -n user.marfa.tags -v folder:plan vault/n.md").status == 0)
+        let id = h.sh("getfattr --only-values -n user.marfa.id types/core.file/plan").out.filter(\.isHexDigit)
+        let alias = "plan [\(id.suffix(8))]"
+        #expect(h.sh("ls vault/").out == "plan\n\(alias)", "\(h.sh("ls -la vault/").out)")
+        #expect(h.sh("cat 'vault/\(alias)' vault/plan/n.md").out == "bytes\nn")
+        h.unmount()
+        let out = h.root + "/exported"
+        let exported = Shell.run([MountHarness.binary, "export", out, "--store", h.store])
+        #expect(exported.status == 0, "\(exported.stderr)")
+        #expect(Shell.run(["/bin/bash", "-c", "cd '\(out)' && find . -type f | sort && cat '\(alias)'"]).out == "./\(alias)\n./plan/n.md\nbytes")
+    }
 }
