@@ -311,8 +311,7 @@ struct ExportCommand: ParsableCommand {
         let items = try store.allSummaries().filter { $0.state == .active }.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
         var progress = Progress(label: "exporting", total: items.count)
         var used = Set<String>()
-        // A file whose path is a folder's (a folder from another device beside a file of its name)
-        // takes the id suffix, as the mount's tree shows it.
+        // A file whose path is a folder's takes the id suffix, as the mount's tree shows it.
         let folders = Set(try store.treeFolders().map { Vault.safeFolder(VaultText.folderPrefix + $0) })
         var failed = 0
         for (i, s) in items.enumerated() {
