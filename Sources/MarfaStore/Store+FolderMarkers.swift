@@ -20,6 +20,9 @@ import MarfaModel
 /// removes its folder here if the folder holds nothing (as `rmdir` would) and no other marker
 /// names it; a folder that holds something here (a note put in it meanwhile) stays, and is kept.
 ///
+/// Locks: `folderMarkerWork` reads the staging (its own lock) before any transaction, and takes
+/// the pending folders' lock inside one (the writer, then that lock, as `PendingFolders` says).
+///
 /// A row's state: `new` (made here, to be sent; a send repeated after a lost answer is
 /// acknowledged by the server, the marker's id being chosen here), `live` (the server has it),
 /// `gone` (its folder went from the tree here: to be removed there; the echo of its creation, late
@@ -123,6 +126,13 @@ extension Store {
         // finds the folder empty and removes it, instead of keeping it for a note about to go).
         let sent = try stagingIsEmpty && unsentCount() == 0
             && !pool.read { db in try db.exists("SELECT 1 FROM items WHERE unsettled = 1 LIMIT 1") }
+        // Files made through the mount that have no row yet hold their folders too. Read here, not
+        // in a transaction: a commit of staged files holds the staging's lock while it waits for
+        // the store's writer.
+        let staged = staging.list().flatMap { f -> [String] in
+            guard case .item(let n, _) = f.origin else { return [] }
+            return n.tags.filter { $0.hasPrefix(VaultText.folderPrefix) }.map { String($0.dropFirst(VaultText.folderPrefix.count)) }
+        }
         func plan(_ db: Database) throws -> (make: [String], gone: [String]) {
             // A range of the tags' index (`LIKE` would read every tag of every item).
             let used = try String.fetchAll(db, sql: """
@@ -147,11 +157,6 @@ extension Store {
                     guard let i = f.lastIndex(of: "/") else { break }
                     f = f[..<i]
                 }
-            }
-            // Files made through the mount that have no row yet hold their folders too.
-            let staged = staging.list().flatMap { f -> [String] in
-                guard case .item(let n, _) = f.origin else { return [] }
-                return n.tags.filter { $0.hasPrefix(VaultText.folderPrefix) }.map { String($0.dropFirst(VaultText.folderPrefix.count)) }
             }
             for f in used + staged { addAbove(f, itself: true) }
             for f in kept { addAbove(f, itself: false) }
