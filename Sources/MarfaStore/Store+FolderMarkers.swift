@@ -103,9 +103,11 @@ extension Store {
         if try removeFolderIfEmpty(db, path) { out.foldersRemoved.insert(VaultText.folderPrefix + path); out.applied += 1 }
     }
 
-    /// A folder path as a marker may name it: relative, no empty, `.` or `..` part.
+    /// A folder path as a marker may name it: relative, each part a name a file may have (not
+    /// empty, `.` or `..`, at most 255 bytes, no NUL), shorter than PATH_MAX.
     static func isFolderPath(_ path: String) -> Bool {
-        !path.isEmpty && path.split(separator: "/", omittingEmptySubsequences: false).allSatisfy { !$0.isEmpty && $0 != "." && $0 != ".." }
+        !path.isEmpty && path.utf8.count < 4096
+            && path.split(separator: "/", omittingEmptySubsequences: false).allSatisfy { Names.isValidComponent(String($0)) }
     }
 
     /// Brings `folder_markers` up to the tree (a marker for each deepest empty kept folder that
