@@ -109,16 +109,13 @@ import Testing
     @Test func FS32_FS7_aFolderFromAnotherDeviceDoesNotHideAFileOfItsName() throws {
         try MountPair.with { p in
             let a = p.a
-            #expect(a.sh("printf 'bytes\\n' > vault/plan && printf 'x\\n' > vault/other && cat .marfafs/flush").out.hasPrefix("ok"))
+            #expect(a.sh("printf 'bytes\\n' > vault/plan && cat .marfafs/flush").out.hasPrefix("ok"))
+            // The type is registered by the first mount that needs it; then a marker made elsewhere
+            // (by the server's API, as another device's would be) names `plan`.
+            #expect(a.sh("mkdir vault/seed").status == 0)
+            #expect(MountHarness.eventually { markers(p) == ["seed"] })
             let made = p.server.call("POST", "/items", key: p.key, body: #"{"type":"marfafs.folder","properties":{"path":"plan"}}"#)
-            if made.status == 404 {
-                // The type is registered by the first mount that needs it.
-                #expect(a.sh("mkdir vault/seed").status == 0)
-                #expect(MountHarness.eventually { markers(p) == ["seed"] })
-            }
-            let marker = made.status == 201 ? made.item["id"]?.stringValue
-                : p.server.call("POST", "/items", key: p.key, body: #"{"type":"marfafs.folder","properties":{"path":"plan"}}"#).item["id"]?.stringValue
-            guard let marker else { Issue.record("no marker made: \(made.body)"); return }
+            guard made.status == 201, let marker = made.item["id"]?.stringValue else { Issue.record("no marker made: \(made.body)"); return }
             // FS-7's suffix: the last 8 hex digits of the file's id.
             let id = a.sh("getfattr --only-values -n user.marfa.id types/core.file/plan").out.filter(\.isHexDigit)
             let alias = "plan [\(id.suffix(8))]"
@@ -148,5 +145,27 @@ import Testing
         let exported = Shell.run([MountHarness.binary, "export", out, "--store", h.store])
         #expect(exported.status == 0, "\(exported.stderr)")
         #expect(Shell.run(["/bin/bash", "-c", "cd '\(out)' && find . -type f | sort && cat '\(alias)'"]).out == "./\(alias)\n./plan/n.md\nbytes")
+    }
+
+    /// A key that may not register the markers' type (a member's, on a server that has none yet):
+    /// the empty folder stays on its device, the events say why, and everything else syncs.
+    @Test func FS32_aMemberKeyKeepsEmptyFoldersHereAndSaysSo() throws {
+        let s = try ServerHarness()
+        let (admin, _) = try s.mountKey()
+        let member = try #require(s.call("POST", "/keys", key: admin, body: #"{"label":"phone"}"#).json["key"]?.stringValue)
+        let file = s.root + "/member-key"
+        try (member + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        chmod(file, 0o600)
+        try MountHarness.with(options: ["--server", s.base, "--key-file", file, "--device", "phone"]) { m in
+            #expect(MountHarness.eventually { m.syncStatus["stream"] == .string("live") })
+            #expect(m.sh("mkdir vault/alone && printf 'n\\n' > vault/n.md").status == 0)
+            #expect(MountHarness.eventually { m.sh("grep -c '\"folder.refused\"' .marfafs/events").out == "1" }, "\(m.sh("cat .marfafs/events").out)")
+            #expect(m.sh("cat .marfafs/flush").out.hasPrefix("ok"))
+            #expect(s.call("GET", "/types/marfafs.folder", key: admin).status == 404)
+            if case .array(let all)? = s.call("GET", "/items?limit=200", key: admin).json["data"] {
+                #expect(all.compactMap { $0.objectValue?["type"]?.stringValue } == ["core.note"], "the note, no marker: \(all)")
+            } else { Issue.record("no listing") }
+            #expect(m.sh("test -d vault/alone").status == 0, "the folder stays here")
+        }
     }
 }
