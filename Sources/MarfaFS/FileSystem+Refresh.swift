@@ -316,23 +316,31 @@ extension FileSystem {
             out += (Self.tagDirPlaces(tag) + shadowPlaces(tag)).flatMap { invalidations(($0.0, [$0.1])) }
         }
         for tag in removed {
-            let f = String(tag.dropFirst(VaultText.folderPrefix.count))
             catalog.localTags.remove(tag)
-            retireDir(.treeDir(f))
-            retireDir(.tagDir(tag))
             out += (Self.tagDirPlaces(tag) + shadowPlaces(tag)).flatMap { invalidations(($0.0, [$0.1])) }
         }
-        guard watched else { return out }
-        let (came, went) = Self.folderChanges(levels, before: before, after: catalog.currentTagTree())
-        var replays = folderCreations(came)
-        for f in went {
-            let (parent, _) = Self.treeDirPlace(f)
-            guard knownIno(parent) != nil || ghosts[String(parent.treeFolder ?? "")] != nil, let g = ghosts[f] else { continue }
-            // Its parents that go with it still show while it is removed (deepest first).
-            let above = ghosts.filter { k, _ in f.hasPrefix(k + "/") }.sorted { $0.key < $1.key }.map(\.value)
-            replays.append(Replay(at: g.at, op: .remove(ghost: g.attr), gone: above))
+        var replays: [Replay] = [], walked = Set<String>()
+        if watched {
+            let (came, went) = Self.folderChanges(levels, before: before, after: catalog.currentTagTree())
+            replays = folderCreations(came)
+            for f in went {
+                let (parent, _) = Self.treeDirPlace(f)
+                guard knownIno(parent) != nil || ghosts[String(parent.treeFolder ?? "")] != nil, let g = ghosts[f] else { continue }
+                // Its parents that go with it still show while it is removed (deepest first).
+                let above = ghosts.filter { k, _ in f.hasPrefix(k + "/") }
+                walked.formUnion(above.keys)
+                replays.append(Replay(at: g.at, op: .remove(ghost: g.attr), gone: above.sorted { $0.key < $1.key }.map(\.value)))
+            }
         }
-        for f in went where !removed.contains(VaultText.folderPrefix + f) { retireDir(.treeDir(f)) }
+        // A removed folder's number goes with it, except where a deeper folder's removal is replayed
+        // through it (the kernel looks it up again then: it stays numbered, as a folder that goes
+        // with its last note does).
+        for tag in removed {
+            let f = String(tag.dropFirst(VaultText.folderPrefix.count))
+            guard !walked.contains(f) else { continue }
+            retireDir(.treeDir(f))
+            retireDir(.tagDir(tag))
+        }
         return out + replays.map { .replay($0) }
     }
 }

@@ -38,10 +38,22 @@ import Testing
             // Made on B: A shows it.
             #expect(b.sh("mkdir 'vault/from b'").status == 0)
             #expect(MountHarness.eventually { folders(a).contains("from b") }, "\(folders(a))")
-            // Renamed and removed on A: gone from B, the new name there.
+            // Renamed and removed on A: gone from B, the new name there, and a watcher that watches
+            // every level (started now, so its own scan has seen them all) hears each level go,
+            // deepest first.
+            let deep = b.root + "/inotify-deep.log", deepReady = b.root + "/inotify-deep.err"
+            guard let watcher2 = Shell.spawn(["inotifywait", "-m", "-r", "--format", "%e %w%f", b.path("vault/")], stdout: deep, stderr: deepReady) else {
+                Issue.record("inotifywait did not start"); return
+            }
+            defer { Shell.killAndReap(watcher2) }
+            #expect(MountHarness.eventually { read(deepReady).contains("Watches established") })
             #expect(a.sh("mv vault/solo vault/solo2 && rmdir vault/plans/2027/q1 vault/plans/2027 vault/plans").status == 0)
             #expect(MountHarness.eventually { folders(b) == ["from b", "solo2"] }, "\(folders(b))")
             #expect(MountHarness.eventually { read(events).contains("DELETE,ISDIR \(b.path("vault/"))plans\n") && read(events).contains("DELETE,ISDIR \(b.path("vault/"))solo\n") }, "\(read(events))")
+            let v = b.path("vault/")
+            #expect(MountHarness.eventually {
+                read(deep).split(separator: "\n").filter { $0.hasPrefix("DELETE,ISDIR \(v)plans") } == ["DELETE,ISDIR \(v)plans/2027/q1", "DELETE,ISDIR \(v)plans/2027", "DELETE,ISDIR \(v)plans"]
+            }, "every level, deepest first: \(read(deep))")
             // A folder made empty that gets a note: the note travels as a note; removed on A once
             // emptied, it goes from B.
             #expect(a.sh("mkdir vault/filled").status == 0)
