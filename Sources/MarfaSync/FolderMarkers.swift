@@ -26,19 +26,21 @@ final class FolderMarkers: Sendable {
     func run() async {
         var seen = -1, owed = false, registered = false
         // Empty folders with no marker, and since when they were seen empty: a folder gets its
-        // marker once it has stayed empty for `ripeAfter` (`cp -r` and `rsync -a` fill each folder
-        // they make a moment later; on a slow disk some stayed empty across a pass).
+        // marker once it has stayed empty for `ripeAfter` with no file being written (`cp -r` and
+        // `rsync -a` fill each folder they make later: `rsync` makes a list's folders first).
         var emptySince: [String: ContinuousClock.Instant] = [:]
         while !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(500))
             let count = store.commitCount
             guard count != seen || owed || store.hasPendingFolders, store.firstSyncDone else { continue }
             do {
-                let now = ContinuousClock.now
-                let ripe = Set(emptySince.filter { now - $0.value >= Self.ripeAfter }.keys)
+                // While files are being written through the mount (a copy in progress), an empty
+                // folder is likely one the tool has not filled yet: its wait starts again.
+                let now = ContinuousClock.now, writing = !store.stagingIsEmpty
+                let ripe = writing ? [] : Set(emptySince.filter { now - $0.value >= Self.ripeAfter }.keys)
                 let work = try store.folderMarkerWork(isLocalOnly: isLocalOnly, ripe: ripe)
                 seen = count
-                emptySince = Dictionary(uniqueKeysWithValues: work.waiting.map { ($0, emptySince[$0] ?? now) })
+                emptySince = Dictionary(uniqueKeysWithValues: work.waiting.map { ($0, writing ? now : emptySince[$0] ?? now) })
                 // Sends owed, or folders to look at again once they have waited.
                 owed = !work.isEmpty || !work.waiting.isEmpty
                 if work.isEmpty { continue }

@@ -71,11 +71,21 @@ import Testing
             #expect(MountHarness.eventually { b.sh("cat vault/both/k.md").out == "kept" && a.sh("cat vault/both/k.md").out == "kept" },
                     "\(folders(a)) \(folders(b))")
 
+            // `rsync -a` of a tree makes a list's folders before their files: only the folder it
+            // leaves empty gets a marker, not those it fills later.
+            #expect(a.sh("""
+                mkdir -p ../src/empty && for d in 1 2 3 4 5 6; do mkdir -p ../src/d$d; for i in $(seq 1 400); do echo $d $i > ../src/d$d/n$i.md; done; done \
+                && rsync -a ../src/ vault/rs/ && cat .marfafs/flush
+                """).out.hasPrefix("ok"))
+            Thread.sleep(forTimeInterval: 2)
+            #expect(markers(p).filter { $0.hasPrefix("rs/") } == ["rs/empty"], "\(markers(p))")
+            #expect(MountHarness.eventually { folders(b).filter { $0.hasPrefix("rs") } == ["rs", "rs/d1", "rs/d2", "rs/d3", "rs/d4", "rs/d5", "rs/d6", "rs/empty"] })
+
             // Markers are no items: no type directory, nothing queued, only the markers of the
             // empty folders on the server.
             #expect(a.sh("cat .marfafs/flush").out.hasPrefix("ok") && b.sh("cat .marfafs/flush").out.hasPrefix("ok"))
             // (`both` keeps its marker if A's rmdir came after the note.)
-            #expect(MountHarness.eventually { markers(p).filter { $0 != "both" } == ["from b", "solo2"] }, "\(markers(p))")
+            #expect(MountHarness.eventually { markers(p).filter { $0 != "both" } == ["from b", "rs/empty", "solo2"] }, "\(markers(p))")
             for m in [a, b] {
                 #expect(!m.sh("ls types").out.contains("marfafs"), "\(m.sh("ls types").out)")
                 #expect(m.sh("cat .marfafs/pending").out.isEmpty)
@@ -84,7 +94,7 @@ import Testing
 
             // A new device's first sync brings the empty folders.
             try MountHarness.with(options: ["--server", p.server.base, "--key-file", p.server.root + "/key", "--device", "dev-c"]) { c in
-                #expect(MountHarness.eventually { folders(c) == ["both", "from b", "solo2"] }, "\(folders(c))")
+                #expect(MountHarness.eventually { folders(c) == ["both", "from b", "rs", "rs/d1", "rs/d2", "rs/d3", "rs/d4", "rs/d5", "rs/d6", "rs/empty", "solo2"] }, "\(folders(c))")
             }
         }
     }
