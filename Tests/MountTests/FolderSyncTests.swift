@@ -20,16 +20,17 @@ import Testing
         return list.compactMap { $0.objectValue?["properties"]?.objectValue?["path"]?.stringValue }.sorted()
     }
 
+    /// `inotifywait -r` on a mount's `vault/` (`MountHarness.inotifywait`), each event as `%e %w%f`.
+    func watch(_ m: MountHarness, _ name: String) -> (pid_t, String)? {
+        m.inotifywait(["-r", "--format", "%e %w%f", m.path("vault/")], name: name).map { ($0.pid, $0.log) }
+    }
+
     @Test func FS32_FS30_anEmptyFolderTravelsBetweenMountsWithItsEvents() throws {
         try MountPair.with { p in
             let (a, b) = (p.a, p.b)
             #expect(MountHarness.eventually { a.syncStatus["stream"] == .string("live") && b.syncStatus["stream"] == .string("live") })
-            let events = b.root + "/inotify.log", ready = b.root + "/inotify.err"
-            guard let watcher = Shell.spawn(["inotifywait", "-m", "-r", "--format", "%e %w%f", b.path("vault/")], stdout: events, stderr: ready) else {
-                Issue.record("inotifywait did not start"); return
-            }
+            guard let (watcher, events) = watch(b, "inotify") else { return }
             defer { Shell.killAndReap(watcher) }
-            #expect(MountHarness.eventually { read(ready).contains("Watches established") })
 
             // Made on A, nested and alone: B shows them, and a recursive watcher hears the top one.
             #expect(a.sh("mkdir -p vault/plans/2027/q1 vault/solo").status == 0)
@@ -41,12 +42,8 @@ import Testing
             // Renamed and removed on A: gone from B, the new name there, and a watcher that watches
             // every level (started now, so its own scan has seen them all) hears each level go,
             // deepest first.
-            let deep = b.root + "/inotify-deep.log", deepReady = b.root + "/inotify-deep.err"
-            guard let watcher2 = Shell.spawn(["inotifywait", "-m", "-r", "--format", "%e %w%f", b.path("vault/")], stdout: deep, stderr: deepReady) else {
-                Issue.record("inotifywait did not start"); return
-            }
+            guard let (watcher2, deep) = watch(b, "inotify-deep") else { return }
             defer { Shell.killAndReap(watcher2) }
-            #expect(MountHarness.eventually { read(deepReady).contains("Watches established") })
             #expect(a.sh("mv vault/solo vault/solo2 && rmdir vault/plans/2027/q1 vault/plans/2027 vault/plans").status == 0)
             #expect(MountHarness.eventually { folders(b) == ["from b", "solo2"] }, "\(folders(b))")
             #expect(MountHarness.eventually { read(events).contains("DELETE,ISDIR \(b.path("vault/"))plans\n") && read(events).contains("DELETE,ISDIR \(b.path("vault/"))solo\n") }, "\(read(events))")

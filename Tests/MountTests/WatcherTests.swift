@@ -9,16 +9,7 @@ import Testing
     func cat(_ m: MountHarness, _ path: String) -> String { (try? String(contentsOfFile: m.path(path), encoding: .utf8)) ?? "" }
     func read(_ file: String) -> String { (try? String(contentsOfFile: file, encoding: .utf8)) ?? "" }
 
-    /// `inotifywait -m ARGS` on mount `m`, its events in `<root>/inotify.log`, once its watches are
-    /// in place; nil (and an issue) if it did not start.
-    func inotifywait(_ m: MountHarness, _ args: [String]) -> (pid: pid_t, log: String)? {
-        let log = m.root + "/inotify.log", err = m.root + "/inotify.err"
-        guard let pid = Shell.spawn(["inotifywait", "-m"] + args, stdout: log, stderr: err) else {
-            Issue.record("inotifywait did not start"); return nil
-        }
-        #expect(MountHarness.eventually { read(err).contains("Watches established") })
-        return (pid, log)
-    }
+    func inotifywait(_ m: MountHarness, _ args: [String]) -> (pid: pid_t, log: String)? { m.inotifywait(args) }
 
     @Test func FS25_aRemoteEditRaisesModifyAndCloseWriteAndAMetadataChangeAttrib() throws {
         try MountPair.with { p in
@@ -219,5 +210,18 @@ extension WatcherTests {
             #expect(MountHarness.eventually(timeout: 20) { cat(a, note) == expected }, "\(cat(a, note))")
             #expect(b.sh("ls types/core.note").out == "auto.md", "no conflicted copy")
         }
+    }
+}
+
+extension MountHarness {
+    /// `inotifywait -m ARGS` on this mount, its events in `<root>/<name>.log`, once its watches are
+    /// in place; nil (and an issue) if it did not start.
+    func inotifywait(_ args: [String], name: String = "inotify") -> (pid: pid_t, log: String)? {
+        let log = root + "/\(name).log", err = root + "/\(name).err"
+        guard let pid = Shell.spawn(["inotifywait", "-m"] + args, stdout: log, stderr: err) else {
+            Issue.record("inotifywait did not start"); return nil
+        }
+        #expect(MountHarness.eventually { ((try? String(contentsOfFile: err, encoding: .utf8)) ?? "").contains("Watches established") })
+        return (pid, log)
     }
 }
