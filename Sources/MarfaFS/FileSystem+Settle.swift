@@ -78,14 +78,21 @@ extension FileSystem {
     func settleOnly(_ nodes: [Node?]) throws {
         let present = nodes.compactMap { $0 }
         let keys = present.compactMap(stagedKey)
-        if !keys.isEmpty { try wrap { try store.commitStaged(ifAnyOf: keys) } }
+        // New files among them are settled as they are committed, with the bits they were given.
+        var atCommit: [Int64] = []
+        if !keys.isEmpty {
+            var modes: [Int64: UInt16] = [:]
+            for k in keys where k.kind == .item { modes[k.rowid] = catalog.stagedModes[k.rowid] }
+            atCommit = try wrap { try store.commitStaged(settling: keys, modes: modes) }
+            for r in atCommit { catalog.stagedModes[r] = nil }
+        }
         let rows = present.compactMap { n -> Int64? in
             switch n {
             case .item(let r), .tagEntry(_, let r): return r
             default: return nil
             }
         }
-        guard !rows.isEmpty else { return }
+        guard !rows.isEmpty || !atCommit.isEmpty else { return }
         let unseen = rows.filter { settledUnseen.remove($0) != nil }
         // With no file written since everything last settled, none of them has bytes to settle:
         // the store is not asked (after any commit, its reading connection maps the file anew).
@@ -93,7 +100,7 @@ extension FileSystem {
         let spooled = try wrap { try store.settleSpools(rows.filter { store.spool.has($0) }) }
         // Nothing settled here: the rest (other writers' changes, links naming new names) is the
         // settler's. Each attribute `cp -a` reads of a settled file did it all again.
-        let now = done + spooled + unseen
+        let now = atCommit + done + spooled + unseen
         if !now.isEmpty { notify(try settled(now)) }
     }
 

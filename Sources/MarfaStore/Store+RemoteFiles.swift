@@ -197,7 +197,10 @@ extension Store {
 
     /// The remote's extended attributes of an item (`user.<namespace>.<key>` → value).
     public func remoteAttributes(itemID: String) -> [String: [UInt8]] {
-        guard let text = try? pool.read({ db in try String.fetchOne(db, sql: "SELECT attrs FROM remote_files WHERE item_id = ?", arguments: [itemID]) }) else { return [:] }
+        // One statement: no transaction of the pool's (`listxattr` asks this of every file).
+        guard let text = try? readStatement({ db in
+            try String.fetchOne(db.cachedStatement(sql: "SELECT attrs FROM remote_files WHERE item_id = ?"), arguments: [itemID])
+        }) else { return [:] }
         var out: [String: [UInt8]] = [:]
         for (k, v) in JSONCoding.object(from: text) { if let s = v.stringValue { out[k] = Array(s.utf8) } }
         return out

@@ -83,6 +83,7 @@ extension Store {
         spool.remove(target)
         guard bytes.count <= Self.maxFileBytes(type: t) else { throw StoreError.tooLarge("\(bytes.count) bytes") }
         let blob = TypeSchema.isBlobType(t)
+        markUnsettled(target)
         try db.run("UPDATE items SET raw = ?, size = ?, mtime_ns = ?, unsettled = 1\(blob ? ", blob_ref = NULL" : "") WHERE rowid = ?",
                    [Data(bytes), bytes.count, mtimeNs ?? Self.ns(Date()), target])
     }
@@ -98,7 +99,12 @@ extension Store {
     @discardableResult
     public func settle() throws -> [Int64] {
         guard try hasUnsettled() else { return [] }
-        return try write { db in try settle(db) }
+        let (rows, begun) = try write { db in
+            let begun = maybeUnsettled.withLock { $0.marks }
+            return (try settle(db), begun)
+        }
+        seenSettled(rows, before: begun)
+        return rows
     }
 
     func settle(_ db: Database) throws -> [Int64] {
@@ -121,7 +127,12 @@ extension Store {
     /// still sent); anything that needs it settled (`settleNow`, `settledWrite`) settles it at once.
     public func settleGivingWay(writtenBefore: Int64, limit: Int) throws -> (rows: [Int64], more: Bool, held: Bool) {
         guard try hasUnsettled() else { return ([], false, false) }
-        return try write { db in try settle(db, writtenBefore: writtenBefore, limit: limit, givingWay: true) }
+        let (out, begun) = try write { db in
+            let begun = maybeUnsettled.withLock { $0.marks }
+            return (try settle(db, writtenBefore: writtenBefore, limit: limit, givingWay: true), begun)
+        }
+        seenSettled(out.rows, before: begun)
+        return out
     }
 
     /// How long a save in place must be left alone before the settler takes it, and how long one
@@ -150,19 +161,56 @@ extension Store {
     @discardableResult
     public func settle(rowids: [Int64]) throws -> [Int64] {
         let isUnsettled = "SELECT unsettled = 1 FROM items WHERE rowid = ?"
+        // A row not marked unsettled since it was last seen settled is not asked about. The
+        // caller holds the mount's lock, under which files are written, and has waited for the
+        // commit of its staged files: no marking of these rows is in flight during the read.
+        let (maybe, mark) = maybeUnsettled.withLock { m in (rowids.filter { m.rows[$0] != nil }, m.marks) }
+        guard !maybe.isEmpty else { return [] }
         // Rows settled already are found by a read: a write transaction would first wait for the
         // writer (the settler's commit of a copy in progress), for each attribute `cp -a` reads.
         let waiting = try readStatement { db in
-            try rowids.filter { try Bool.fetchOne(db.cachedStatement(sql: isUnsettled), arguments: [$0]) == true }
+            try maybe.filter { try Bool.fetchOne(db.cachedStatement(sql: isUnsettled), arguments: [$0]) == true }
         }
+        seenSettled(maybe.filter { !waiting.contains($0) }, before: mark)
         guard !waiting.isEmpty else { return [] }
-        return try write { db in
+        let (rows, begun) = try write { db in
+            let begun = maybeUnsettled.withLock { $0.marks }
             var rows: [Int64] = []
             for r in waiting where try Bool.fetchOne(db.cachedStatement(sql: isUnsettled), arguments: [r]) == true {
                 rows.append(r)
             }
             try settle(db, rows: rows)
-            return rows
+            return (rows, begun)
+        }
+        seenSettled(waiting, before: begun)
+        return rows
+    }
+
+    // MARK: rows that may be unsettled (`maybeUnsettled`)
+    //
+    // Every row with `unsettled = 1` is in `maybeUnsettled`: `markUnsettled` runs before the
+    // statement that marks a row, and a row leaves only once seen settled by a read or a
+    // transaction begun after its last marking (`seenSettled`). A row not in it has nothing to
+    // settle, and `settle(rowids:)` does not ask the database about it (`cp -a` reads thirty
+    // attributes of each original, and each read settled the original first).
+
+    /// The rows a store opened now finds unsettled (left so by a store closed before).
+    func loadUnsettledMarks() throws {
+        let rows = try pool.read { db in try Int64.fetchAll(db, sql: "SELECT rowid FROM items INDEXED BY items_unsettled WHERE unsettled = 1") }
+        maybeUnsettled.withLock { m in for r in rows { m.rows[r] = 0 } }
+    }
+
+    /// Row `r` is about to be marked unsettled (call before the statement runs).
+    func markUnsettled(_ r: Int64) {
+        maybeUnsettled.withLock { m in m.marks += 1; m.rows[r] = m.marks }
+    }
+
+    /// Rows seen settled by a read or a transaction that began when the marks stood at `mark`
+    /// leave `maybeUnsettled`, unless marked since (their marking's statement may have come after).
+    func seenSettled(_ rows: [Int64], before mark: UInt64) {
+        guard !rows.isEmpty else { return }
+        maybeUnsettled.withLock { m in
+            for r in rows where (m.rows[r] ?? .max) <= mark { m.rows[r] = nil }
         }
     }
 
@@ -248,6 +296,8 @@ extension Store {
         let t: String = row["type"]
         let isBlob = TypeSchema.isBlobType(t)
         let limit = Int(Self.maxFileBytes(type: t))
+        // It is marked unsettled when it is written (`UnsettledFile.finish`).
+        markUnsettled(rowid)
         var f = UnsettledFile(rowid: rowid, isBlob: isBlob, limit: limit, size: row["size"], capacity: row["capacity"] ?? 0)
         if (row["unsettled"] as Int) == 0, !isBlob {
             // A save begins (FS-29, `Store+Save`); a truncate to nothing begins one in place.

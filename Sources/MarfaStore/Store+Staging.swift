@@ -181,17 +181,23 @@ extension Store {
 
     /// Staged files written in one transaction, which names generation `g + 1` as the journal's
     /// generation not yet committed.
-    /// `settled`: new items written settled, as prepared (`finishQuietCommit`).
-    private func writeStaged(_ files: [StagedFile], generation g: Int64, settled: [StagedKey: PreparedItem] = [:]) throws {
+    /// `settled`: new items written settled, as prepared (`finishQuietCommit`), with `modes`.
+    private func writeStaged(_ files: [StagedFile], generation g: Int64, settled: [StagedKey: PreparedItem] = [:],
+                             modes: [Int64: UInt16] = [:]) throws {
         try write { db in
             for f in files {
                 switch f.origin {
                 case .item(var n, let created):
                     if let p = settled[f.key] {
                         _ = try insertPrepared(db, p, rowid: f.key.rowid, mtimeNs: f.mtimeNs)
+                        // Its bits go in its row, with its create (as an import's do).
+                        if let bits = modes[f.key.rowid], let stored = Self.storedMode(bits & 0o7777, default: Self.defaultFileMode) {
+                            try db.run("UPDATE items SET mode = ? WHERE rowid = ?", [Int64(stored), f.key.rowid])
+                        }
                         continue
                     }
                     n.content = f.bytes
+                    markUnsettled(f.key.rowid)
                     _ = try insertItem(db, n, rowid: f.key.rowid, unsettled: true, createdNs: created, mtimeNs: f.mtimeNs)
                 case .scratch(let dir, let name):
                     _ = try putScratch(db, dir: dir, name: name, data: f.bytes, rowid: f.key.rowid, mtimeNs: f.mtimeNs)
@@ -267,6 +273,42 @@ extension Store {
 
     public func commitStaged(ifAnyOf keys: [StagedKey]) throws {
         if keys.contains(where: staging.contains) { try commitStaged() }
+    }
+
+    /// Commits everything staged if one of `keys` is staged, as `commitStaged(ifAnyOf:)`, and
+    /// settles the new text files among `keys` as they are committed: parsed first and written
+    /// once, with their create queued and `modes` (the permission bits they were given before
+    /// they had a row), as the settler's commit writes a quiet one. The caller wants them settled
+    /// now (an attribute written to a copy in progress: `cp -a` wrote the original's id to each
+    /// copy, which committed it unsettled and settled it in a second transaction). Other files go
+    /// in unsettled. Returns the rows settled so. Call it with the lock under which the mount
+    /// changes files (their bytes cannot change between the parse and the commit; they are
+    /// compared anyway, and a file that changed goes in unsettled).
+    public func commitStaged(settling keys: [StagedKey], modes: [Int64: UInt16] = [:]) throws -> [Int64] {
+        guard keys.contains(where: staging.contains) else { return [] }
+        var prepared: [StagedKey: (item: PreparedItem, bytes: [UInt8])] = [:]
+        if Self.ns(Date()) >= settleAtCommitFrom.load(ordering: .relaxed) {
+            for k in keys {
+                guard let f = staging.file(k), f.bytes.count <= Self.settleAtCommitBytes,
+                      case .item(var n, let created) = f.origin, !TypeSchema.isBlobType(n.type) else { continue }
+                n.content = f.bytes
+                if let p = try? prepareItem(n, createdNs: created) { prepared[k] = (p, f.bytes) }
+            }
+        }
+        var settled: [Int64] = []
+        try staging.commit({ files, g in
+            settled = []
+            var chosen: [StagedKey: PreparedItem] = [:]
+            for f in files { if let p = prepared[f.key], p.bytes == f.bytes { chosen[f.key] = p.item; settled.append(f.key.rowid) } }
+            do {
+                try writeStaged(files, generation: g, settled: chosen, modes: modes)
+            } catch StoreError.noSpace where !chosen.isEmpty {
+                settled = []
+                settleAtCommitFrom.store(Self.ns(Date()) + Int64(Self.settleAtCommitPause * 1e9), ordering: .relaxed)
+                try writeStaged(files, generation: g)
+            }
+        }, durable: { try syncDurably() })
+        return settled
     }
 
     public func stagedFile(_ k: StagedKey) -> StagedFile? { staging.file(k) }

@@ -60,6 +60,8 @@ public final class Store: Sendable {
     private let commits = CommitCounter()
     /// The items `item(rowid:)` read last, and the commit count they were read at.
     private let recentItems = Mutex<(commits: Int, items: [(rowid: Int64, item: StoredItem)])>((-1, []))
+    /// Rows that may be unsettled, with the number of their last marking (`markUnsettled`).
+    let maybeUnsettled = Mutex<(marks: UInt64, rows: [Int64: UInt64])>((0, [:]))
     /// Blobs let go while something still named them (an unsettled save): looked at again when
     /// files settle (`recheckBlobs`).
     let blobsToRecheck = Mutex<Set<String>>([])
@@ -150,6 +152,7 @@ public final class Store: Sendable {
         staging = Staging(path: path + "-staged")
         pendingFolders = PendingFolders(path: path + "-folders")
         spool = Spool(directory: path + "-spool")
+        try loadUnsettledMarks()
     }
 
     /// Opens the pool. GRDB makes the WAL non-empty first if it is missing or empty (a commit),

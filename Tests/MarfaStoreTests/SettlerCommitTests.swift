@@ -121,4 +121,47 @@ import Testing
         #expect(try s.treeDirModes()["projects/a"] == nil)
         #expect(try Store(path: t.dir + "/store.sqlite").treeDirModes()["projects/a"] == nil)
     }
+
+    /// A staged file that must be settled now (`cp -a` writes the original's id to its copy, and
+    /// the attribute's change follows the copy's create) is settled as it is committed: one
+    /// transaction, with the bits it was given before it had a row, and `settle(rowids:)` then has
+    /// nothing to do and writes nothing (FS-14). A row marked unsettled (committed unsettled,
+    /// written again after it settled, left unsettled by a store closed before) is settled by
+    /// `settle(rowids:)`, which asks the database only about rows marked since they were last seen
+    /// settled.
+    @Test func FS14_aFileToSettleNowIsSettledByTheCommitThatWritesIt() throws {
+        let t = try TempStore()
+        let s = t.store
+        try s.recoverStaged()
+        try StagingTests.note(s, "first.md", "# First\n")
+        try s.commitStaged()
+        _ = try s.settle()
+        let copy = try StagingTests.note(s, "copy.md", "# Copy\nsee [[first]] #kept\n", tags: ["folder:c"])
+        let other = try StagingTests.note(s, "other.md", "# Other\n")
+        let commits = s.commitCount
+        #expect(try s.commitStaged(settling: [copy], modes: [copy.rowid: 0o600]) == [copy.rowid])
+        #expect(s.commitCount == commits + 1, "one transaction")
+        let c = try #require(try s.item(rowid: copy.rowid))
+        #expect(!c.unsettled && Store.permissions(c.mode, default: Store.defaultFileMode) == 0o600)
+        #expect(try s.tags(itemID: c.item.id).contains("kept"))
+        #expect(try s.mutations().contains { $0.itemID == c.item.id && $0.kind == .create })
+        #expect(try s.item(rowid: other.rowid)?.unsettled == true, "not asked for: committed unsettled")
+        #expect(try s.settle(rowids: [copy.rowid]).isEmpty)
+        #expect(s.commitCount == commits + 1, "nothing to settle: no transaction")
+        #expect(try s.settle(rowids: [other.rowid]) == [other.rowid])
+        #expect(try s.settle(rowids: [other.rowid]).isEmpty)
+
+        // Written again once settled: settled again.
+        _ = try s.changeFile(.item(other.rowid, type: "core.note"), .write(offset: 8, data: Array("more\n".utf8)))
+        try s.commitStaged()
+        #expect(try s.item(rowid: other.rowid)?.unsettled == true)
+        #expect(try s.settle(rowids: [other.rowid]) == [other.rowid])
+        #expect(try s.textContent(rowid: other.rowid) == Array("# Other\nmore\n".utf8))
+        // Left unsettled by a store closed before: a store opened after settles it.
+        _ = try s.changeFile(.item(other.rowid, type: "core.note"), .write(offset: 13, data: Array("again\n".utf8)))
+        try s.commitStaged()
+        let reopened = try Store(path: t.dir + "/store.sqlite")
+        #expect(try reopened.settle(rowids: [other.rowid, copy.rowid]) == [other.rowid])
+        #expect(try reopened.textContent(rowid: other.rowid) == Array("# Other\nmore\nagain\n".utf8))
+    }
 }
