@@ -149,14 +149,19 @@ extension FileSystem {
             }
             if tags == own { return [] }
             try wrap { try store.setTags(rowid: r, tags) }
+        // A value the item has already changes nothing, and writes nothing (`cp -a` and `rsync -aX`
+        // write every attribute of the original to the copy).
         case "favorite":
             guard trimmed == "1" || trimmed == "0" else { throw FSError(.invalid, "user.marfa.favorite takes 1 or 0") }
+            if (catalog.tagsOf[r] ?? []).contains("favorite") == (trimmed == "1") { return [] }
             try wrap { try store.changeTags(rowid: r, adding: trimmed == "1" ? ["favorite"] : [], removing: trimmed == "1" ? [] : ["favorite"]) }
         case "tier":
             guard let t = Tier(rawValue: trimmed) else { throw FSError(.invalid, "tier must be library or feed") }
+            if try wrap({ try store.item(rowid: r) })?.item.tier == t { return [] }
             _ = try wrap { try store.setTier(rowid: r, t) }
         case "state":
             guard let st = ItemState(rawValue: trimmed) else { throw FSError(.invalid, "state must be active, archived or trashed") }
+            if try wrap({ try store.item(rowid: r) })?.item.state == st { return [] }
             _ = try wrap { try store.setState(rowid: r, st) }
         default:
             guard let prop = key.dropPrefix("prop."), !prop.isEmpty else { throw FSError(.notPermitted, "user.marfa.\(key) is not a marfa attribute") }
@@ -181,6 +186,7 @@ extension FileSystem {
             if (try? getxattrUnlocked(r, name, marfa: true)) == value || copying { return [] }
             throw FSError(.notPermitted, "blob_ref follows the file's bytes")
         }
+        if try wrap({ try store.item(rowid: r) })?.item.properties[prop] == v { return [] }
         guard try wrap({ try store.setProperty(rowid: r, name: prop, value: v) }) != nil else { return [] }
         return try refreshItem(r, .content)
     }

@@ -94,8 +94,17 @@ extension Store {
         if TypeSchema.isBlobType(t.id) { cur.item.properties["filename"] = .string(fileName) }
         let now = Date()
         cur.item.updatedAt = Timestamp.format(now)
-        try db.run("UPDATE items SET file_name = ?, properties = ?, updated_at = ?, sync = CASE WHEN sync = 'invalid' THEN sync ELSE 'pending' END WHERE rowid = ?",
-                   [fileName, JSONCoding.encode(cur.item.properties), cur.item.updatedAt, rowid])
+        if TypeSchema.isBlobType(t.id) || cur.sync == .invalid {
+            try db.run("UPDATE items SET file_name = ?, properties = ?, updated_at = ?, sync = CASE WHEN sync = 'invalid' THEN sync ELSE 'pending' END WHERE rowid = ?",
+                       [fileName, JSONCoding.encode(cur.item.properties), cur.item.updatedAt, rowid])
+        } else {
+            // A text's links go with its properties (FS-26): marked stale, they were read again in
+            // a transaction of their own for the mount's view of the moved file (`rsync -aX`
+            // renames each temporary file once its attributes settled it).
+            let links = VaultText.read(properties: cur.item.properties, bodyField: t.bodyField).links
+            try db.run("UPDATE items SET file_name = ?, properties = ?, updated_at = ?, sync = 'pending', links = ?, \(Self.linksWritten) WHERE rowid = ?",
+                       [fileName, JSONCoding.encode(cur.item.properties), cur.item.updatedAt, Self.linksColumn(links), rowid])
+        }
         if cur.sync != .invalid { try enqueueItemChange(db, cur.item) }
         try refreshName(db, rowid: rowid)
     }
