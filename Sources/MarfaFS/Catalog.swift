@@ -58,6 +58,9 @@ struct Catalog {
     /// Permission bits set on scratch files (FS-14), in memory: the item a scratch file becomes
     /// when renamed to an item's name takes them (`rsync`'s `chmod` of its temporary file).
     var scratchModes: [Int64: UInt16] = [:]
+    /// Extended attributes set on scratch files (FS-14, FS-17), in memory, in the order written:
+    /// the item a scratch file becomes takes them (`rsync -X`'s temporary file).
+    var scratchXattrs: [Int64: [(name: String, value: [UInt8])]] = [:]
     /// Permission bits set on folders of the vault's tree (FS-31).
     var dirModes: [String: UInt16] = [:]
     /// Owners other than the mount's user (FS-31): of items, by rowid, and of the tree's folders.
@@ -120,6 +123,7 @@ struct Catalog {
 
     mutating func removeScratch(_ rowid: Int64) {
         scratchModes.removeValue(forKey: rowid)
+        scratchXattrs.removeValue(forKey: rowid)
         guard let s = scratch.removeValue(forKey: rowid) else { return }
         scratchByDir[s.dir]?.removeValue(forKey: s.name)
     }

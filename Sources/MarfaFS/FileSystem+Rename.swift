@@ -208,10 +208,13 @@ extension FileSystem {
                 let new = try newItem(in: np, named: newName)
                 let stored = try wrap { try store.promoteStagedScratch(sid, as: new) ?? store.promoteScratch(sid, as: new) }
                 target = stored.rowid
+                // A file made through this mount (a copy in progress, if given an item's id).
+                catalog.createdHere.insert(stored.rowid)
                 // Made settled: its tags are those its text holds as well as its folder's, read
                 // back with its links (`.made` with `new.tags` lost the text's).
                 inv = try refreshItem(stored.rowid)
                 if let bits = catalog.scratchModes[sid] { try keepMode(stored.rowid, bits) }
+                inv += applyScratchXattrs(sid, to: stored.rowid)
             }
             catalog.removeScratch(sid)
             catalog.scratchAliases[sid] = target

@@ -13,12 +13,16 @@ extension FileSystem {
     public func getxattr(_ ino: UInt64, name: String) throws -> [UInt8] {
         if LocalFiles.owns(ino) { return try local.getxattr(ino, name) }
         guard name.hasPrefix("user.") else { throw FSError(.noData, name) }
-        let version: [UInt8]?? = try locked {
-            guard case .historyVersion(let r, let seq) = try node(ino) else { return nil }
-            return .some(try historyXattr(r, seq, name))
+        // A version in `history/`, or a scratch file (its attributes in memory: FS-14).
+        let special: [UInt8]?? = try locked {
+            switch try node(ino) {
+            case .historyVersion(let r, let seq): return .some(try historyXattr(r, seq, name))
+            case .scratch(let sid): return .some(catalog.scratchXattrs[sid]?.first { $0.name == name }?.value)
+            default: return nil
+            }
         }
-        if let version {
-            guard let v = version else { throw FSError(.noData, name) }
+        if let special {
+            guard let v = special else { throw FSError(.noData, name) }
             return v
         }
         let r: Int64 = try locked {
@@ -48,6 +52,11 @@ extension FileSystem {
 
     public func listxattr(_ ino: UInt64) throws -> [String] {
         if LocalFiles.owns(ino) { return try local.listxattr(ino) }
+        let scratch: [String]? = locked {
+            guard case .scratch(let sid)? = try? node(ino) else { return nil }
+            return catalog.scratchXattrs[sid]?.map(\.name) ?? []
+        }
+        if let scratch { return scratch }
         let r: Int64? = try locked {
             let n = try node(ino)
             if case .item(let r) = n { try settleOnly([.item(r)]); return r }
@@ -70,47 +79,56 @@ extension FileSystem {
         guard name.hasPrefix("user.") else { throw FSError(.notSupported, "only user.* attributes are kept") }
         if name.hasPrefix(Self.remoteAttributePrefix) { throw FSError(.notPermitted, "user.mylifedb.* attributes are the server's") }
         let inv: [Invalidation] = try locked {
-            guard case .item(let r) = try node(ino) else { throw FSError(.notPermitted, "attributes belong to item files") }
-            // A file being copied over an item (`tar -x` writes attributes between its create and
-            // its bytes): an attribute the item already has is taken without settling the file
-            // half written.
-            if catalog.createdHere.contains(r), name.hasPrefix("user.marfa."), (try? getxattrUnlocked(r, name, marfa: true)) == value {
-                // Its own id, written back by a tool restoring the file (`tar -x` over it).
-                if name == "user.marfa.id" { catalog.copies[r] = Date() }
-                return []
-            }
-            // A copy's tags and properties that arrive before its bytes (`tar -x` writes the
-            // attributes between the file's create and its bytes): the text still to come carries
-            // them. Written into the empty file now, they would be a front matter the bytes that
-            // follow overwrite in part.
-            if isCopyWithAttributes(r), catalog.items[r]?.size == 0, let key = name.dropPrefix("user.marfa."),
-               key == "tags" || key.hasPrefix("prop.") { return [] }
-            // The item's own progress: a copy carries the value it had when it was made; taken, and
-            // nothing changes.
-            if let key = name.dropPrefix("user.marfa."), Self.volatileAttrs.contains(key) { return [] }
-            // The mutation it queues follows this file's create or update; other files written
-            // before it settle in their own time.
-            try settleOnly([.item(r)])
-            guard let key = name.dropPrefix("user.marfa.") else {
-                try setOwnXattr(r, name, value, create: create, replace: replace)
-                return []
-            }
-            guard let text = String(validating: value, as: UTF8.self) else { throw FSError(.invalid, "\(name) takes UTF-8 text") }
-            let copying = isCopying(r)
-            if Self.readOnlyAttrs.contains(key) {
-                // Its current value (a copy of the file's own attributes) is accepted and changes
-                // nothing; another value is refused, except on a copy in progress (FS-28).
-                if (try? getxattrUnlocked(r, name, marfa: true)) == value { return [] }
-                if copying && key == "id" { catalog.copies[r] = Date() }
-                // The original's id names an item of this mount, or one of another store (a
-                // backup restored with `rsync -aX` or `tar -x`): taken, and the copy keeps its own.
-                // Text that is no item id is refused.
-                if copying && (key != "id" || catalog.byID[text] != nil || ItemID.isUUIDv7(text)) { return [] }
-                throw FSError(.notPermitted, "\(name) is read-only")
-            }
-            return try setMarfaAttribute(r, key, text, value, copying: copying)
+            let n = try node(ino)
+            // A scratch file (FS-14: `rsync`'s temporary name can be one) keeps them in memory,
+            // and the item it becomes takes them.
+            if case .scratch(let sid) = n { try setScratchXattr(sid, name, value, create: create, replace: replace); return [] }
+            guard case .item(let r) = n else { throw FSError(.notPermitted, "attributes belong to item files") }
+            return try setItemXattr(r, name, value, create: create, replace: replace)
         }
         notify(inv)
+    }
+
+    /// `setxattr` of item `r`; returns what the kernel must forget. Call with the lock held.
+    func setItemXattr(_ r: Int64, _ name: String, _ value: [UInt8], create: Bool, replace: Bool) throws -> [Invalidation] {
+        // A file being copied over an item (`tar -x` writes attributes between its create and
+        // its bytes): an attribute the item already has is taken without settling the file
+        // half written.
+        if catalog.createdHere.contains(r), name.hasPrefix("user.marfa."), (try? getxattrUnlocked(r, name, marfa: true)) == value {
+            // Its own id, written back by a tool restoring the file (`tar -x` over it).
+            if name == "user.marfa.id" { catalog.copies[r] = Date() }
+            return []
+        }
+        // A copy's tags and properties that arrive before its bytes (`tar -x` writes the
+        // attributes between the file's create and its bytes): the text still to come carries
+        // them. Written into the empty file now, they would be a front matter the bytes that
+        // follow overwrite in part.
+        if isCopyWithAttributes(r), catalog.items[r]?.size == 0, let key = name.dropPrefix("user.marfa."),
+           key == "tags" || key.hasPrefix("prop.") { return [] }
+        // The item's own progress: a copy carries the value it had when it was made; taken, and
+        // nothing changes.
+        if let key = name.dropPrefix("user.marfa."), Self.volatileAttrs.contains(key) { return [] }
+        // The mutation it queues follows this file's create or update; other files written
+        // before it settle in their own time.
+        try settleOnly([.item(r)])
+        guard let key = name.dropPrefix("user.marfa.") else {
+            try setOwnXattr(r, name, value, create: create, replace: replace)
+            return []
+        }
+        guard let text = String(validating: value, as: UTF8.self) else { throw FSError(.invalid, "\(name) takes UTF-8 text") }
+        let copying = isCopying(r)
+        if Self.readOnlyAttrs.contains(key) {
+            // Its current value (a copy of the file's own attributes) is accepted and changes
+            // nothing; another value is refused, except on a copy in progress (FS-28).
+            if (try? getxattrUnlocked(r, name, marfa: true)) == value { return [] }
+            if copying && key == "id" { catalog.copies[r] = Date() }
+            // The original's id names an item of this mount, or one of another store (a
+            // backup restored with `rsync -aX` or `tar -x`): taken, and the copy keeps its own.
+            // Text that is no item id is refused.
+            if copying && (key != "id" || catalog.byID[text] != nil || ItemID.isUUIDv7(text)) { return [] }
+            throw FSError(.notPermitted, "\(name) is read-only")
+        }
+        return try setMarfaAttribute(r, key, text, value, copying: copying)
     }
 
     /// An attribute of the user's own (FS-17), kept as it is; `create`/`replace` as setxattr(2).
@@ -263,7 +281,13 @@ extension FileSystem {
         guard name.hasPrefix("user.") else { throw FSError(.noData, name) }
         if name.hasPrefix(Self.remoteAttributePrefix) { throw FSError(.notPermitted, "user.mylifedb.* attributes are the server's") }
         let inv: [Invalidation] = try locked {
-            guard case .item(let r) = try node(ino) else { throw FSError(.noData, name) }
+            let n = try node(ino)
+            if case .scratch(let sid) = n {
+                guard let at = catalog.scratchXattrs[sid]?.firstIndex(where: { $0.name == name }) else { throw FSError(.noData, name) }
+                catalog.scratchXattrs[sid]?.remove(at: at)
+                return []
+            }
+            guard case .item(let r) = n else { throw FSError(.noData, name) }
             try settleOnly([.item(r)])
             if let key = name.dropPrefix("user.marfa.") {
                 // The attributes every item has (and its title, which lives in the file name) are
@@ -286,4 +310,37 @@ extension FileSystem {
 
 extension String {
     func dropPrefix(_ p: String) -> String? { hasPrefix(p) ? String(dropFirst(p.count)) : nil }
+}
+
+// MARK: a scratch file's attributes (FS-14, FS-17)
+
+extension FileSystem {
+    /// Sets an attribute of scratch file `sid` (`rsync`'s temporary file has a scratch name now and
+    /// then: `.name.XXXXXX` matches `.*.*sw?` when its random tail ends in `sw` and a letter). They
+    /// are kept in memory, in the order written, and the item the file becomes takes them
+    /// (`applyScratchXattrs`). Call with the lock held.
+    func setScratchXattr(_ sid: Int64, _ name: String, _ value: [UInt8], create: Bool, replace: Bool) throws {
+        var list = catalog.scratchXattrs[sid] ?? []
+        let at = list.firstIndex { $0.name == name }
+        if create && at != nil { throw FSError(.exists, name) }
+        if replace && at == nil { throw FSError(.noData, name) }
+        if let at { list[at].value = value } else { list.append((name, value)) }
+        catalog.scratchXattrs[sid] = list
+    }
+
+    /// A scratch file renamed to an item's name became item `r`: the attributes written to it go
+    /// to the item as if written to it then, in the order written (a tool writes the original's id
+    /// first, which makes the item a copy that keeps its place: `Catalog.copies`). One the item
+    /// does not take is left out and logged: the tool was told it was set. Call with the lock held.
+    func applyScratchXattrs(_ sid: Int64, to r: Int64) -> [Invalidation] {
+        guard let list = catalog.scratchXattrs.removeValue(forKey: sid) else { return [] }
+        var inv: [Invalidation] = []
+        for (name, value) in list {
+            do { inv += try setItemXattr(r, name, value, create: false, replace: false) } catch {
+                log.warning("an attribute written to a temporary file was not taken by the file it became",
+                            metadata: ["item": "\(r)", "name": "\(name)", "error": "\(error)"])
+            }
+        }
+        return inv
+    }
 }

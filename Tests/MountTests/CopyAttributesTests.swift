@@ -47,6 +47,47 @@ import Testing
         }
     }
 
+    /// `rsync -X` gives its temporary file (`.name.XXXXXX`) the original's attributes before it
+    /// renames it, and its random tail ends in `sw` and a letter now and then, which makes it a
+    /// scratch name (`.*.*sw?`, FS-14): every attribute was refused (EPERM, rsync exit 23, one file
+    /// in a few thousand) and the file lost them. A scratch file keeps them, and the item it
+    /// becomes takes them: a copy in its own folder, with the original's tags and attributes.
+    @Test func FS14_FS17_aTemporaryFileWithAScratchNameKeepsItsAttributes() throws {
+        try MountHarness.with { m in
+            #expect(m.sh("mkdir -p vault/src vault/dst && printf '%s' '\(Self.note)' > vault/src/n.md && printf 'PNG' > vault/src/p.png"
+                          + " && setfattr -n user.c -v 7 vault/src/n.md && setfattr -n user.marfa.tags -v k vault/src/p.png").status == 0)
+            m.settle()
+            let id = m.sh("getfattr --only-values -n user.marfa.id vault/src/n.md").out
+            // What rsync -aX does for each file, with a temporary name that is a scratch name.
+            let copy = """
+                import os, shutil, sys
+                src, tmp, dst = sys.argv[1:]
+                shutil.copyfile(src, tmp)
+                for name in os.listxattr(src):
+                    os.setxattr(tmp, name, os.getxattr(src, name))
+                print(",".join(sorted(os.listxattr(tmp))) == ",".join(sorted(os.listxattr(src))))
+                os.rename(tmp, dst)
+                """
+            for f in ["n.md", "p.png"] {
+                let r = m.sh("python3 -c '\(copy)' vault/src/\(f) vault/dst/.\(f).Ab1swQ vault/dst/\(f) 2>&1")
+                #expect(r.status == 0 && r.out == "True", "\(f): \(r.stdout)")
+            }
+            m.settle()
+            #expect(m.sh("ls -A vault/dst").out == "n.md\np.png")
+            #expect(m.sh("ls vault/src").out == "n.md\np.png", "the copies stay where they were made")
+            #expect(m.sh("cat vault/dst/n.md").stdout == Self.note)
+            #expect(m.sh("getfattr --only-values -n user.c vault/dst/n.md").out == "7")
+            #expect(m.sh("getfattr --only-values -n user.marfa.tags vault/dst/n.md").out == "alpha,beta,folder:dst")
+            #expect(m.sh("getfattr --only-values -n user.marfa.tags vault/dst/p.png").out == "folder:dst,k")
+            #expect(m.sh("getfattr --only-values -n user.marfa.id vault/dst/n.md").out != id)
+            // A scratch file's attributes are its own: set, read, listed, removed, as on a disk.
+            #expect(m.sh("printf x > vault/dst/.s.md.Zz9swq && setfattr -n user.a -v 1 vault/dst/.s.md.Zz9swq"
+                         + " && setfattr -x user.a vault/dst/.s.md.Zz9swq && getfattr -d vault/dst/.s.md.Zz9swq | wc -l").out == "0")
+            #expect(m.sh("getfattr -n user.a vault/dst/.s.md.Zz9swq").status != 0)
+            #expect(m.sh("setfattr -x user.a vault/dst/.s.md.Zz9swq").status != 0)
+        }
+    }
+
     /// `tar -x` writes a file's attributes between its create and its bytes: a copy's tags and
     /// properties written into the still empty file became a front matter that the bytes then
     /// overwrote in part ("note 1 #t" came out as "note 1 #t\n  - t\n---\n", and `git status`
