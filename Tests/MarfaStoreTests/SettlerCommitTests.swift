@@ -8,6 +8,18 @@ import Testing
 
 /// What the settler's commit of quiet staged files writes, and what does not wait for it (FS-14).
 @Suite struct SettlerCommitTests {
+    /// A store with its journal recovered and a first note written and settled: the store's first
+    /// write makes its temporary tables, in transactions of their own, which the tests' counts of
+    /// transactions leave out.
+    static func storeWritten() throws -> TempStore {
+        let t = try TempStore()
+        try t.store.recoverStaged()
+        try StagingTests.note(t.store, "first.md", "# First\n")
+        try t.store.commitStaged()
+        _ = try t.store.settle()
+        return t
+    }
+
     /// A new file quiet for the settle window is settled by the settler's commit that writes it
     /// (FS-14): one transaction, and the same item, tags, links and queued changes as a file
     /// committed unsettled and settled in a batch after. A file committed because it was staged
@@ -15,13 +27,8 @@ import Testing
     /// parse is kept invalid with its body's tags (FS-32), as a batch keeps it. A file larger
     /// than a note is committed unsettled.
     @Test func FS14_aQuietNewFileIsSettledByTheCommitThatWritesIt() throws {
-        let t = try TempStore()
+        let t = try Self.storeWritten()
         let s = t.store
-        try s.recoverStaged()
-        // The store's first write makes its temporary tables, in transactions of their own.
-        try StagingTests.note(s, "first.md", "# First\n")
-        try s.commitStaged()
-        _ = try s.settle()
         let text = "---\ntitle: Plans\nstatus: open\n---\n# Plans\nsee [[later]] and [[elsewhere/thing|a thing]] #beta\n"
         let broken = "---\ntitle: Plans: the broken ones\n---\nsee [[later]] #gamma\n"
         let quiet = try StagingTests.note(s, "plans.md", text, tags: ["folder:a"])
@@ -130,12 +137,8 @@ import Testing
     /// `settle(rowids:)`, which asks the database only about rows marked since they were last seen
     /// settled.
     @Test func FS14_aFileToSettleNowIsSettledByTheCommitThatWritesIt() throws {
-        let t = try TempStore()
+        let t = try Self.storeWritten()
         let s = t.store
-        try s.recoverStaged()
-        try StagingTests.note(s, "first.md", "# First\n")
-        try s.commitStaged()
-        _ = try s.settle()
         let copy = try StagingTests.note(s, "copy.md", "# Copy\nsee [[first]] #kept\n", tags: ["folder:c"])
         let other = try StagingTests.note(s, "other.md", "# Other\n")
         let commits = s.commitCount
