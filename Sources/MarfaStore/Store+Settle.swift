@@ -99,12 +99,7 @@ extension Store {
     @discardableResult
     public func settle() throws -> [Int64] {
         guard try hasUnsettled() else { return [] }
-        let (rows, begun) = try write { db in
-            let begun = maybeUnsettled.withLock { $0.marks }
-            return (try settle(db), begun)
-        }
-        seenSettled(rows, before: begun)
-        return rows
+        return try settlingWrite({ db in try settle(db) }, settled: { $0 })
     }
 
     func settle(_ db: Database) throws -> [Int64] {
@@ -127,12 +122,7 @@ extension Store {
     /// still sent); anything that needs it settled (`settleNow`, `settledWrite`) settles it at once.
     public func settleGivingWay(writtenBefore: Int64, limit: Int) throws -> (rows: [Int64], more: Bool, held: Bool) {
         guard try hasUnsettled() else { return ([], false, false) }
-        let (out, begun) = try write { db in
-            let begun = maybeUnsettled.withLock { $0.marks }
-            return (try settle(db, writtenBefore: writtenBefore, limit: limit, givingWay: true), begun)
-        }
-        seenSettled(out.rows, before: begun)
-        return out
+        return try settlingWrite({ db in try settle(db, writtenBefore: writtenBefore, limit: limit, givingWay: true) }, settled: \.rows)
     }
 
     /// How long a save in place must be left alone before the settler takes it, and how long one
@@ -173,17 +163,11 @@ extension Store {
         }
         seenSettled(maybe.filter { !waiting.contains($0) }, before: mark)
         guard !waiting.isEmpty else { return [] }
-        let (rows, begun) = try write { db in
-            let begun = maybeUnsettled.withLock { $0.marks }
-            var rows: [Int64] = []
-            for r in waiting where try Bool.fetchOne(db.cachedStatement(sql: isUnsettled), arguments: [r]) == true {
-                rows.append(r)
-            }
+        return try settlingWrite({ db in
+            let rows = try waiting.filter { try Bool.fetchOne(db.cachedStatement(sql: isUnsettled), arguments: [$0]) == true }
             try settle(db, rows: rows)
-            return (rows, begun)
-        }
-        seenSettled(waiting, before: begun)
-        return rows
+            return rows
+        }, settled: { _ in waiting })
     }
 
     // MARK: rows that may be unsettled (`maybeUnsettled`)
@@ -198,6 +182,15 @@ extension Store {
     func loadUnsettledMarks() throws {
         let rows = try pool.read { db in try Int64.fetchAll(db, sql: "SELECT rowid FROM items INDEXED BY items_unsettled WHERE unsettled = 1") }
         maybeUnsettled.withLock { m in for r in rows { m.rows[r] = 0 } }
+    }
+
+    /// A write transaction that settles rows: those `settled` names (all of them settled when it
+    /// commits) leave `maybeUnsettled` unless marked after it began.
+    func settlingWrite<T>(_ body: (Database) throws -> T, settled: (T) -> [Int64]) throws -> T {
+        // A tuple's elements are evaluated in order: the marks are read before the body runs.
+        let (begun, out) = try write { db in (maybeUnsettled.withLock { $0.marks }, try body(db)) }
+        seenSettled(settled(out), before: begun)
+        return out
     }
 
     /// Row `r` is about to be marked unsettled (call before the statement runs).

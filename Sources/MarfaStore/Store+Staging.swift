@@ -152,26 +152,44 @@ extension Store {
     /// every try.
     @discardableResult
     public func finishQuietCommit(_ c: QuietCommit) throws -> [Int64] {
+        // Nothing may throw before `finishCommit`, which ends the commit begun.
+        let prepared = prepareSettled(c.pending.files.filter { c.pending.quiet.contains($0.key) })
+        var settled: [Int64] = []
+        try staging.finishCommit(c.pending, { files, g in settled = try writeStaged(files, generation: g, settling: prepared) },
+                                 durable: { try syncDurably() })
+        return settled
+    }
+
+    /// The new text files among `files` parsed to be written settled by the commit that writes
+    /// them (`writeStaged(_:generation:settling:)`): none larger than `settleAtCommitBytes`, none
+    /// for `settleAtCommitPause` seconds after the disk refused such a commit. One that cannot be
+    /// prepared goes in unsettled.
+    private func prepareSettled(_ files: [StagedFile]) -> [StagedKey: PreparedItem] {
+        guard Self.ns(Date()) >= settleAtCommitFrom.load(ordering: .relaxed) else { return [:] }
         var prepared: [StagedKey: PreparedItem] = [:]
-        if Self.ns(Date()) >= settleAtCommitFrom.load(ordering: .relaxed) {
-            for f in c.pending.files where c.pending.quiet.contains(f.key) && f.bytes.count <= Self.settleAtCommitBytes {
-                guard case .item(var n, let created) = f.origin, !TypeSchema.isBlobType(n.type) else { continue }
-                n.content = f.bytes
-                // Nothing may throw before `finishCommit`, which ends the commit begun: one that
-                // cannot be prepared goes in unsettled.
-                prepared[f.key] = try? prepareItem(n, createdNs: created)
-            }
+        for f in files where f.bytes.count <= Self.settleAtCommitBytes {
+            guard case .item(var n, let created) = f.origin, !TypeSchema.isBlobType(n.type) else { continue }
+            n.content = f.bytes
+            prepared[f.key] = try? prepareItem(n, createdNs: created)
         }
-        try staging.finishCommit(c.pending, { files, g in
-            do {
-                try writeStaged(files, generation: g, settled: prepared)
-            } catch StoreError.noSpace where !prepared.isEmpty {
-                prepared = [:]
-                settleAtCommitFrom.store(Self.ns(Date()) + Int64(Self.settleAtCommitPause * 1e9), ordering: .relaxed)
-                try writeStaged(files, generation: g)
-            }
-        }, durable: { try syncDurably() })
-        return c.pending.files.compactMap { prepared[$0.key] != nil ? $0.key.rowid : nil }
+        return prepared
+    }
+
+    /// `files` written in one transaction, those `prepared` from the bytes they hold now written
+    /// settled (with `modes`); returns their rows. When the disk refuses it, the same files go in
+    /// unsettled at once, and commits settle nothing for `settleAtCommitPause` seconds.
+    private func writeStaged(_ files: [StagedFile], generation g: Int64, settling prepared: [StagedKey: PreparedItem],
+                             modes: [Int64: UInt16] = [:]) throws -> [Int64] {
+        var chosen: [StagedKey: PreparedItem] = [:]
+        for f in files { if let p = prepared[f.key], p.new.content == f.bytes { chosen[f.key] = p } }
+        do {
+            try writeStaged(files, generation: g, settled: chosen, modes: modes)
+            return files.compactMap { chosen[$0.key] != nil ? $0.key.rowid : nil }
+        } catch StoreError.noSpace where !chosen.isEmpty {
+            settleAtCommitFrom.store(Self.ns(Date()) + Int64(Self.settleAtCommitPause * 1e9), ordering: .relaxed)
+            try writeStaged(files, generation: g)
+            return []
+        }
     }
 
     /// Seconds the settler's commits write new files unsettled after the disk refused one.
@@ -286,28 +304,10 @@ extension Store {
     /// compared anyway, and a file that changed goes in unsettled).
     public func commitStaged(settling keys: [StagedKey], modes: [Int64: UInt16] = [:]) throws -> [Int64] {
         guard keys.contains(where: staging.contains) else { return [] }
-        var prepared: [StagedKey: (item: PreparedItem, bytes: [UInt8])] = [:]
-        if Self.ns(Date()) >= settleAtCommitFrom.load(ordering: .relaxed) {
-            for k in keys {
-                guard let f = staging.file(k), f.bytes.count <= Self.settleAtCommitBytes,
-                      case .item(var n, let created) = f.origin, !TypeSchema.isBlobType(n.type) else { continue }
-                n.content = f.bytes
-                if let p = try? prepareItem(n, createdNs: created) { prepared[k] = (p, f.bytes) }
-            }
-        }
+        let prepared = prepareSettled(keys.compactMap(staging.file))
         var settled: [Int64] = []
-        try staging.commit({ files, g in
-            settled = []
-            var chosen: [StagedKey: PreparedItem] = [:]
-            for f in files { if let p = prepared[f.key], p.bytes == f.bytes { chosen[f.key] = p.item; settled.append(f.key.rowid) } }
-            do {
-                try writeStaged(files, generation: g, settled: chosen, modes: modes)
-            } catch StoreError.noSpace where !chosen.isEmpty {
-                settled = []
-                settleAtCommitFrom.store(Self.ns(Date()) + Int64(Self.settleAtCommitPause * 1e9), ordering: .relaxed)
-                try writeStaged(files, generation: g)
-            }
-        }, durable: { try syncDurably() })
+        try staging.commit({ files, g in settled = try writeStaged(files, generation: g, settling: prepared, modes: modes) },
+                           durable: { try syncDurably() })
         return settled
     }
 

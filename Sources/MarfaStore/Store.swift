@@ -459,10 +459,7 @@ public final class Store: Sendable {
     /// A write that first settles every unsettled item, so queued mutations keep the order of the
     /// changes (an item's create before its tags, edges or transitions).
     func settledWrite<T>(_ body: (Database) throws -> T) throws -> T {
-        try write { db in
-            _ = try settle(db)
-            return try body(db)
-        }
+        try settlingWrite({ db in (try settle(db), try body(db)) }, settled: \.0).1
     }
 }
 
