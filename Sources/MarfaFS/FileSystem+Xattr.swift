@@ -17,7 +17,7 @@ extension FileSystem {
         let special: [UInt8]?? = try locked {
             switch try node(ino) {
             case .historyVersion(let r, let seq): return .some(try historyXattr(r, seq, name))
-            case .scratch(let sid): return .some(catalog.scratchXattrs[sid]?.first { $0.name == name }?.value)
+            case .scratch(let sid): return .some(scratchXattr(sid, name))
             default: return nil
             }
         }
@@ -52,19 +52,16 @@ extension FileSystem {
 
     public func listxattr(_ ino: UInt64) throws -> [String] {
         if LocalFiles.owns(ino) { return try local.listxattr(ino) }
-        let scratch: [String]? = locked {
-            guard case .scratch(let sid)? = try? node(ino) else { return nil }
-            return catalog.scratchXattrs[sid]?.map(\.name) ?? []
+        // An item's names are read from its row; a version's and a scratch file's are known here.
+        let (r, known): (Int64?, [String]) = try locked {
+            switch try node(ino) {
+            case .item(let r): try settleOnly([.item(r)]); return (r, [])
+            case .historyVersion: return (nil, ["user.marfa.made_by"])
+            case .scratch(let sid): return (nil, scratchXattrNames(sid))
+            default: return (nil, [])
+            }
         }
-        if let scratch { return scratch }
-        let r: Int64? = try locked {
-            let n = try node(ino)
-            if case .item(let r) = n { try settleOnly([.item(r)]); return r }
-            if case .historyVersion = n { return -1 }
-            return nil
-        }
-        if r == -1 { return ["user.marfa.made_by"] }
-        guard let r, let s = try wrap({ try store.item(rowid: r) }) else { return [] }
+        guard let r, let s = try wrap({ try store.item(rowid: r) }) else { return known }
         var names = ["id", "type", "version", "created_at", "updated_at", "source", "sync", "tags", "favorite", "tier", "state"]
         if TypeSchema.isBlobType(s.item.type) { names.append("blob") }
         let body = store.type(s.item.type).bodyField
@@ -282,11 +279,7 @@ extension FileSystem {
         if name.hasPrefix(Self.remoteAttributePrefix) { throw FSError(.notPermitted, "user.mylifedb.* attributes are the server's") }
         let inv: [Invalidation] = try locked {
             let n = try node(ino)
-            if case .scratch(let sid) = n {
-                guard let at = catalog.scratchXattrs[sid]?.firstIndex(where: { $0.name == name }) else { throw FSError(.noData, name) }
-                catalog.scratchXattrs[sid]?.remove(at: at)
-                return []
-            }
+            if case .scratch(let sid) = n { try removeScratchXattr(sid, name); return [] }
             guard case .item(let r) = n else { throw FSError(.noData, name) }
             try settleOnly([.item(r)])
             if let key = name.dropPrefix("user.marfa.") {
@@ -326,6 +319,22 @@ extension FileSystem {
         if replace && at == nil { throw FSError(.noData, name) }
         if let at { list[at].value = value } else { list.append((name, value)) }
         catalog.scratchXattrs[sid] = list
+    }
+
+    /// A scratch file's attribute `name` (nil: it has none). Call with the lock held.
+    func scratchXattr(_ sid: Int64, _ name: String) -> [UInt8]? {
+        catalog.scratchXattrs[sid]?.first { $0.name == name }?.value
+    }
+
+    /// The names of a scratch file's attributes, in the order written. Call with the lock held.
+    func scratchXattrNames(_ sid: Int64) -> [String] {
+        catalog.scratchXattrs[sid]?.map(\.name) ?? []
+    }
+
+    /// Removes a scratch file's attribute; ENODATA if it has none of that name. Call with the lock held.
+    func removeScratchXattr(_ sid: Int64, _ name: String) throws {
+        guard let at = catalog.scratchXattrs[sid]?.firstIndex(where: { $0.name == name }) else { throw FSError(.noData, name) }
+        catalog.scratchXattrs[sid]?.remove(at: at)
     }
 
     /// A scratch file renamed to an item's name became item `r`: the attributes written to it go
