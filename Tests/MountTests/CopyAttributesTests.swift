@@ -88,6 +88,32 @@ import Testing
         }
     }
 
+    /// A file made with its bits (`open(O_CREAT, 0600)`) and given an item's id before anything
+    /// else changed it is settled by that attribute, as it is committed (FS-14): the bits it was
+    /// made with go in its row with it, and a remount shows them.
+    @Test func FS31_FS28_aFileSettledByItsFirstAttributeKeepsItsBits() throws {
+        try MountHarness.with { m in
+            #expect(m.sh("mkdir -p vault/src vault/dst && printf x > vault/src/n.md").status == 0)
+            m.settle()
+            let made = """
+                import os, sys
+                src, dst = sys.argv[1:]
+                fd = os.open(dst, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+                os.write(fd, open(src, "rb").read())
+                os.close(fd)
+                os.setxattr(dst, "user.marfa.id", os.getxattr(src, "user.marfa.id"))
+                """
+            let r = m.sh("python3 -c '\(made)' vault/src/n.md vault/dst/n.md 2>&1")
+            #expect(r.status == 0, "\(r.stdout)")
+            #expect(m.sh("stat -c %a vault/dst/n.md").out == "600")
+            m.settle()
+            m.unmount()
+            try m.mount()
+            #expect(m.sh("stat -c %a vault/dst/n.md").out == "600")
+            #expect(m.sh("cat vault/dst/n.md").out == "x")
+        }
+    }
+
     /// `tar -x` writes a file's attributes between its create and its bytes: a copy's tags and
     /// properties written into the still empty file became a front matter that the bytes then
     /// overwrote in part ("note 1 #t" came out as "note 1 #t\n  - t\n---\n", and `git status`
