@@ -40,16 +40,15 @@ extension FileSystem {
 
     /// The rules in force: the defaults and the vault's `.marfafsignore`, read again when it changes.
     func localRules() -> LocalRules {
-        let found: (ino: UInt64, mtime: Int64, size: Int64)? = locked {
+        let found: LocalRules.Source? = locked {
             guard let r = try? treeTable("")?.keyOf[LocalRules.fileName], let s = catalog.items[r] else { return nil }
-            return (ino(.item(r)), s.mtimeNs, s.size)
+            return LocalRules.Source(ino: ino(.item(r)), mtime: s.mtimeNs, size: s.size)
         }
-        let key = found.map { "\($0.ino):\($0.mtime):\($0.size)" } ?? ""
-        if let cached = localRulesCache.withLock({ $0 }), cached.key == key { return cached.rules }
+        if let cached = localRulesCache.withLock({ $0 }), cached.key == found { return cached.rules }
         // Read as any reader reads it: a file just written is still staged.
         let text = found.flatMap { try? read($0.ino, offset: 0, size: Int(min($0.size, 1 << 20))) }.map { String(decoding: $0, as: UTF8.self) }
         let rules = LocalRules(text: text)
-        localRulesCache.withLock { $0 = (key, rules) }
+        localRulesCache.withLock { $0 = (found, rules) }
         return rules
     }
 

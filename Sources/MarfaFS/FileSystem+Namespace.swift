@@ -50,28 +50,35 @@ extension FileSystem {
             currentWriter = w
             defer { currentWriter = .unknown }
             let p = try node(parent)
-            try checkName(name)
-            if try childNode(p, name) != nil { throw FSError(.exists, name) }
-            if let local = try createLocal(p, name) { return local }
-            let new = try newItem(in: p, named: name)
-            // Staged: in memory and the journal until it settles or something needs its row.
-            let summary = try wrap { try store.stageItem(new) }
-            catalog.createdHere.insert(summary.rowid)
-            settler.noteWrite()
-            let inv = try refreshItem(summary.rowid, .made(summary, Set(new.tags)))
-            var a = try attr(.item(summary.rowid))
-            if case .tagDir = p {
-                // The kernel now holds a regular file under this name; the entry is a symlink from
-                // the next lookup on, so the kernel must not keep the name (the inode's attributes hold).
-                a.entryTimeout = 0
-                return (a, inv)
-            }
-            // The kernel knows what it just created in `parent`: only other directories need telling.
-            return (a, Self.leavingOutKernelsOwn(inv, dirs: [parent], names: [(parent, nil)]))
+            let made = try createLocked(in: p, parent: parent, name: name)
+            namesChanged(in: p)
+            return made
         }
-        touchNames(parent)
         notify(inv)
         return a
+    }
+
+    /// `create` of `name` in directory `p` (inode `parent`), with the lock held: the file, and
+    /// what the kernel must forget.
+    private func createLocked(in p: Node, parent: UInt64, name: String) throws -> (FileAttr, [Invalidation]) {
+        try checkName(name)
+        if try childNode(p, name) != nil { throw FSError(.exists, name) }
+        if let local = try createLocal(p, name) { return local }
+        let new = try newItem(in: p, named: name)
+        // Staged: in memory and the journal until it settles or something needs its row.
+        let summary = try wrap { try store.stageItem(new) }
+        catalog.createdHere.insert(summary.rowid)
+        settler.noteWrite()
+        let inv = try refreshItem(summary.rowid, .made(summary, Set(new.tags)))
+        var a = try attr(.item(summary.rowid))
+        if case .tagDir = p {
+            // The kernel now holds a regular file under this name; the entry is a symlink from
+            // the next lookup on, so the kernel must not keep the name (the inode's attributes hold).
+            a.entryTimeout = 0
+            return (a, inv)
+        }
+        // The kernel knows what it just created in `parent`: only other directories need telling.
+        return (a, Self.leavingOutKernelsOwn(inv, dirs: [parent], names: [(parent, nil)]))
     }
 
     /// The item a new file named `name` in directory `p` becomes: one of the directory's type in

@@ -117,9 +117,20 @@ extension FileSystem {
         }
     }
 
+    /// Whether `name` holds " [", as a collision suffix and a `shadowName` do (read as bytes:
+    /// asked at each lookup of a missing name).
+    static func hasCollisionMark(_ name: String) -> Bool {
+        var space = false
+        for b in name.utf8 {
+            if space && b == UInt8(ascii: "[") { return true }
+            space = b == UInt8(ascii: " ")
+        }
+        return false
+    }
+
     /// The entry a `shadowName` names in a directory (nil: none).
     func shadowed(_ name: String, _ subs: Set<String>, _ table: NameTable?) -> Int64? {
-        guard let table, name.contains(" [") else { return nil }
+        guard let table, Self.hasCollisionMark(name) else { return nil }
         for n in subs { if let k = table.keyOf[n], shadowName(n, k) == name { return k } }
         return nil
     }

@@ -80,7 +80,7 @@ public final class FileSystem: @unchecked Sendable {
     /// Local-only files of the tree (FS-32), and the rules last read (keyed by the rules file's
     /// item and time).
     let local: LocalFiles
-    let localRulesCache = Mutex<(key: String, rules: LocalRules)?>(nil)
+    let localRulesCache = Mutex<(key: LocalRules.Source?, rules: LocalRules)?>(nil)
 
     public init(store: Store, logger: Logger, settleWindow: Double = 0.1) throws {
         self.store = store

@@ -25,6 +25,7 @@ extension LocalFiles {
     /// `mkdir -p` of local folder `rel`, a name at a time from the local root (mode 0777 less the
     /// umask, as `mkdir -p` makes them).
     func makeFolders(_ rel: String) throws {
+        defer { madeNames() }
         let names = rel.split(separator: "/").map(String.init)
         close(try openFolders(names[...], making: true))
     }

@@ -25,6 +25,12 @@ final class LocalFiles: @unchecked Sendable {
     private var fds: [UInt64: Int32] = [:]
     private var fdOrder: [UInt64] = []
     private static let maxFds = 256
+    /// Folders found missing here (most tree folders have no local side), so a name looked up or
+    /// made in one, and the folder's own attributes, ask the disk nothing. Only this class makes
+    /// anything here: each call that does ends with `madeNames`, which forgets them all; an
+    /// answer found before a `madeNames` (an older `generation`) is not kept.
+    private var absentFolders: Set<String> = []
+    private var generation: UInt64 = 0
 
     init(store: String) { root = store + "-local" }
 
@@ -88,14 +94,31 @@ final class LocalFiles: @unchecked Sendable {
     }
 
     /// Whether `rel` exists here.
-    func exists(_ rel: String) -> Bool { lstatOrNil(rel) != nil }
+    func exists(_ rel: String) -> Bool {
+        if !rel.isEmpty, isAbsent(VaultIndex.parent(rel)) { return false }
+        return lstatOrNil(rel) != nil
+    }
+
+    /// Whether local folder `folder` is missing (asked of the disk once until something is made).
+    private func isAbsent(_ folder: String) -> Bool {
+        let seen: UInt64? = locked { absentFolders.contains(folder) ? nil : generation }
+        guard let seen else { return true }
+        guard lstatOrNil(folder) == nil else { return false }
+        locked { if generation == seen { if absentFolders.count >= 4096 { absentFolders.removeAll() }; absentFolders.insert(folder) } }
+        return true
+    }
+
+    /// Something was made or moved here: no folder is known missing any more.
+    func madeNames() {
+        locked { generation &+= 1; absentFolders.removeAll(keepingCapacity: true) }
+    }
 
     /// `opendir` of local folder `rel`.
     private func openDirectory(_ rel: String) -> OpaquePointer? { atOrNil(rel) { Self.openDirectory($0, $1) } }
 
     /// Whether a tree folder holds local entries (a folder with `.git` in it is not empty).
     func hasEntries(_ folder: String) -> Bool {
-        guard let d = openDirectory(folder) else { return false }
+        guard !isAbsent(folder), let d = openDirectory(folder) else { return false }
         defer { closedir(d) }
         while let e = readdir(d) {
             let name = Self.name(e)
@@ -107,7 +130,7 @@ final class LocalFiles: @unchecked Sendable {
     /// The names of the directories in local folder `rel` (none when it has no local side).
     func subdirectories(_ rel: String) -> [String] {
         // Its link count says whether it holds any (a disk that stops counting says 1: listed).
-        guard let st = lstatOrNil(rel), st.st_nlink != 2, let d = openDirectory(rel) else { return [] }
+        guard !isAbsent(rel), let st = lstatOrNil(rel), st.st_nlink != 2, let d = openDirectory(rel) else { return [] }
         defer { closedir(d) }
         var out: [String] = []
         while let e = readdir(d) {
@@ -258,6 +281,7 @@ final class LocalFiles: @unchecked Sendable {
     }
 
     func create(_ rel: String, mode: UInt16) throws -> FileAttr {
+        defer { madeNames() }
         let f = try at(rel) { openat($0, $1, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(mode)) }
         guard f >= 0 else { throw Self.fail("create \(rel)") }
         let made: FileAttr
@@ -267,12 +291,14 @@ final class LocalFiles: @unchecked Sendable {
     }
 
     func mkdir(_ rel: String, mode: UInt16) throws -> FileAttr {
+        defer { madeNames() }
         guard try at(rel, { mkdirat($0, $1, mode_t(mode)) }) == 0 else { throw Self.fail("mkdir \(rel)") }
         return try attr(rel)
     }
 
     /// A FIFO, socket or device node (`mode`: its type and permission bits, the umask applied).
     func mknod(_ rel: String, mode: UInt32, rdev: UInt64) throws -> FileAttr {
+        defer { madeNames() }
         try at(rel) { dir, name in
             guard mknodat(dir, name, mode_t(mode), dev_t(rdev)) == 0 else { throw Self.fail("mknod \(rel)") }
             // The daemon's own umask must not narrow what the caller asked for.
@@ -282,6 +308,7 @@ final class LocalFiles: @unchecked Sendable {
     }
 
     func symlink(_ target: String, _ rel: String) throws -> FileAttr {
+        defer { madeNames() }
         guard try at(rel, { symlinkat(target, $0, $1) }) == 0 else { throw Self.fail("symlink \(rel)") }
         return try attr(rel)
     }
@@ -307,6 +334,7 @@ final class LocalFiles: @unchecked Sendable {
 
     /// `rename(2)` between two local paths, with its flags (no-replace, exchange).
     func rename(_ from: String, _ to: String, noReplace: Bool, exchange: Bool) throws {
+        defer { madeNames() }
         let flags: UInt32 = (noReplace ? 1 : 0) | (exchange ? 2 : 0)
         let replaced = exchange ? nil : lstatOrNil(to)
         let rc = try renameAt(from, to, flags: flags)
@@ -343,6 +371,7 @@ final class LocalFiles: @unchecked Sendable {
 
     /// A tree folder was renamed: its local entries (and its sub-folders') go along.
     func moveFolder(from: String, to: String) throws {
+        defer { madeNames() }
         guard exists(from) else { return }
         if exists(to), !hasEntries(to) { try? rmdir(to) }
         if !VaultIndex.parent(to).isEmpty { try makeContainer(VaultIndex.parent(to)) }
@@ -356,6 +385,7 @@ final class LocalFiles: @unchecked Sendable {
     }
 
     func link(_ ino: UInt64, to rel: String) throws -> FileAttr {
+        defer { madeNames() }
         let from = try self.rel(ino)
         guard try at(from, { d1, n1 in try at(rel) { linkat(d1, n1, $0, $1, 0) } }) == 0 else { throw Self.fail("link \(rel)") }
         return try attr(rel)
@@ -423,53 +453,6 @@ final class LocalFiles: @unchecked Sendable {
 
     func removexattr(_ ino: UInt64, _ name: String) throws {
         if try at(try rel(ino), { lremovexattr(Self.xattrPath($0, $1), name) }) != 0 { throw Self.fail("removexattr") }
-    }
-}
-
-/// Which new names in the vault's tree are local-only (FS-32): the tool directories every vault
-/// keeps to itself, and what the vault's own `.marfafsignore` names (gitignore's syntax, a
-/// subset: `#` comments, `!` to take a name back, a trailing `/` for folders only, a pattern with
-/// a `/` anchored at the top of the vault, `*`, `?` and `[…]` as in fnmatch(3); the last pattern
-/// that matches decides). A rule decides where a name goes when it is made; what exists stays
-/// where it is.
-struct LocalRules: Sendable {
-    static let defaultFolders = [".git", ".hg", ".svn", ".jj", "node_modules"]
-    static let fileName = ".marfafsignore"
-
-    struct Pattern: Sendable {
-        var glob: String
-        var negated: Bool
-        var foldersOnly: Bool
-        var anchored: Bool
-    }
-    var patterns: [Pattern]
-
-    init(text: String? = nil) {
-        patterns = Self.defaultFolders.map { Pattern(glob: $0, negated: false, foldersOnly: true, anchored: false) }
-        for raw in (text ?? "").split(whereSeparator: \.isNewline) {
-            var line = raw.trimmingCharacters(in: .whitespaces)
-            if line.isEmpty || line.hasPrefix("#") { continue }
-            var p = Pattern(glob: "", negated: false, foldersOnly: false, anchored: false)
-            if line.hasPrefix("!") { p.negated = true; line.removeFirst() }
-            if line.hasSuffix("/") { p.foldersOnly = true; line.removeLast() }
-            if line.hasPrefix("/") { line.removeFirst(); p.anchored = true }
-            if line.contains("/") { p.anchored = true }
-            if line.hasPrefix("**/") { line.removeFirst(3); p.anchored = line.contains("/") }
-            if line.isEmpty { continue }
-            p.glob = line
-            patterns.append(p)
-        }
-    }
-
-    /// Whether a name made at vault path `rel` (a folder when `folder`) is local-only.
-    func isLocal(_ rel: String, folder: Bool) -> Bool {
-        let base = rel.split(separator: "/").last.map(String.init) ?? rel
-        var local = false
-        for p in patterns where !p.foldersOnly || folder {
-            let hit = p.anchored ? fnmatch(p.glob, rel, FNM_PATHNAME) == 0 : fnmatch(p.glob, base, 0) == 0
-            if hit { local = !p.negated }
-        }
-        return local
     }
 }
 

@@ -59,7 +59,8 @@ public enum Names {
             default: continue
             }
         }
-        return " [" + String(decoding: hex.reversed(), as: UTF8.self) + "]"
+        hex.reverse()
+        return " [" + String(decoding: hex, as: UTF8.self) + "]"
     }
 
     /// True when a name is usable as a file name here (not empty, no `/`, no NUL, not `.`/`..`, ≤ 255 bytes).

@@ -88,4 +88,22 @@ import Testing
             #expect(h.sql("SELECT count(*) FROM items") == "0")
         }
     }
+
+    /// A folder of the tree with no local side is asked of the disk once (FS-32): its missing
+    /// names, its link count and its listing, asked before a local folder is made in it, before
+    /// a rename brings one, and before `.marfafsignore` makes a name local, are right after each.
+    @Test func FS32_namesAskedBeforeALocalFolderIsMadeAreFoundAfter() throws {
+        try MountHarness.with { h in
+            #expect(h.sh("mkdir -p vault/p/q && stat vault/p/.git vault/p/q/.hg; stat -c %h vault/p vault/p/q").out == "3\n2")
+            #expect(h.sh("cd vault/p && git init -q && stat -c %h . && ls -A && test -f .git/HEAD").out == "4\n.git\nq", "a repository made after the misses")
+            #expect(h.sh("stat vault/p/q/.hg/x; mkdir vault/p/q/.hg && echo x > vault/p/q/.hg/x && cat vault/p/q/.hg/x && stat -c %h vault/p/q").out == "x\n3")
+            // Moved under a folder whose missing names were asked: the folder's local side follows.
+            #expect(h.sh("mkdir vault/r && stat vault/r/p; mv vault/p vault/r/p && cat vault/r/p/q/.hg/x && ls -A vault/r/p").out == "x\n.git\nq")
+            #expect(h.sh("ls -A '\(h.store)-local/r/p'").out == ".git\nq")
+            // A name asked for, then made local by the rules, then found.
+            #expect(h.sh("mkdir vault/s && stat vault/s/a.tmp; printf '*.tmp\n' > vault/.marfafsignore && echo t > vault/s/a.tmp && cat vault/s/a.tmp && ls vault/s").out == "t\na.tmp")
+            #expect(h.sh("test -f '\(h.store)-local/s/a.tmp'").status == 0, "the file is local")
+            #expect(h.sql("SELECT count(*) FROM items WHERE file_name = 'a.tmp'") == "0")
+        }
+    }
 }
