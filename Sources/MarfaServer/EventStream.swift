@@ -168,11 +168,19 @@ struct EventStreamer: Sendable {
         // Made once, and again only when an event names a type registered since.
         var types = try filter.type.map { try store.typeMatch(principal, $0) }
         while true {
-            let batch = try store.events(principal, after: last)
-            if !batch.isEmpty {
+            var batch: [ServerStore.LoggedEvent] = []
+            do {
+                batch = try store.events(principal, after: last)
                 if let pattern = filter.type, let t = types, batch.contains(where: { $0.itemType.map(t.isStale) ?? false }) {
                     types = try store.typeMatch(principal, pattern)
                 }
+            } catch where ServerFailure.answer(error) != nil {
+                // The database is away for a moment (restarting, busy): the stream stays open,
+                // pings, and reads from `last` at its next wake-up (the listener rings every
+                // stream once it is connected again), so the subscriber misses nothing.
+                batch = []
+            }
+            if !batch.isEmpty {
                 var out = ""
                 for e in batch where passes(e, types: types) { out += Self.frame(id: e.id, event: e.name, data: e.data) }
                 last = batch.last!.id
