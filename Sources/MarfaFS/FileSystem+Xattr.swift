@@ -318,6 +318,8 @@ extension FileSystem {
         if create && at != nil { throw FSError(.exists, name) }
         if replace && at == nil { throw FSError(.noData, name) }
         if let at { list[at].value = value } else { list.append((name, value)) }
+        // The room a file has for the user's own (the item it becomes keeps them).
+        do { try Store.checkXattrRoom(list.filter { !$0.name.hasPrefix("user.marfa.") }) } catch { throw FSError.from(error) }
         catalog.scratchXattrs[sid] = list
     }
 

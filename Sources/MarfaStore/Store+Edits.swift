@@ -94,17 +94,16 @@ extension Store {
         if TypeSchema.isBlobType(t.id) { cur.item.properties["filename"] = .string(fileName) }
         let now = Date()
         cur.item.updatedAt = Timestamp.format(now)
-        if TypeSchema.isBlobType(t.id) || cur.sync == .invalid {
-            try db.run("UPDATE items SET file_name = ?, properties = ?, updated_at = ?, sync = CASE WHEN sync = 'invalid' THEN sync ELSE 'pending' END WHERE rowid = ?",
-                       [fileName, JSONCoding.encode(cur.item.properties), cur.item.updatedAt, rowid])
-        } else {
-            // A text's links go with its properties (FS-26): marked stale, they were read again in
-            // a transaction of their own for the mount's view of the moved file (`rsync -aX`
-            // renames each temporary file once its attributes settled it).
-            let links = VaultText.read(properties: cur.item.properties, bodyField: t.bodyField).links
-            try db.run("UPDATE items SET file_name = ?, properties = ?, updated_at = ?, sync = 'pending', links = ?, \(Self.linksWritten) WHERE rowid = ?",
-                       [fileName, JSONCoding.encode(cur.item.properties), cur.item.updatedAt, Self.linksColumn(links), rowid])
-        }
+        // A text's links go with its properties (FS-26): marked stale, they were read again in a
+        // transaction of their own for the mount's view of the moved file (`rsync -aX` renames
+        // each temporary file once its attributes settled it). A blob has none; an invalid text
+        // keeps those it has.
+        let writesLinks = !TypeSchema.isBlobType(t.id) && cur.sync != .invalid
+        var arguments: StatementArguments = [fileName, JSONCoding.encode(cur.item.properties), cur.item.updatedAt]
+        if writesLinks { arguments += [Self.linksColumn(VaultText.read(properties: cur.item.properties, bodyField: t.bodyField).links)] }
+        arguments += [rowid]
+        try db.run("UPDATE items SET file_name = ?, properties = ?, updated_at = ?, sync = CASE WHEN sync = 'invalid' THEN sync ELSE 'pending' END"
+                   + (writesLinks ? ", links = ?, \(Self.linksWritten)" : "") + " WHERE rowid = ?", arguments)
         if cur.sync != .invalid { try enqueueItemChange(db, cur.item) }
         try refreshName(db, rowid: rowid)
     }
@@ -260,6 +259,14 @@ extension Store {
         }
     }
 
+    /// One file's own attributes, names and values together, take at most `maxXattrBytes`, as a
+    /// disk gives each inode a bounded room for them: ENOSPC past that.
+    public static func checkXattrRoom(_ attributes: [(name: String, value: [UInt8])]) throws {
+        if attributes.reduce(0, { $0 + $1.name.utf8.count + $1.value.count }) > maxXattrBytes {
+            throw StoreError.noSpace("a file's attributes take at most \(maxXattrBytes) bytes")
+        }
+    }
+
     /// Sets (nil: removes) an extra `user.*` attribute kept with the item as `fs.xattr` (FS-17).
     public func setXattr(rowid: Int64, name: String, value: [UInt8]?) throws {
         try settledWrite { db in
@@ -268,11 +275,7 @@ extension Store {
             if value == nil && x[name] == nil { throw StoreError.notFound("attribute \(name)") }
             if x[name] == value { return }   // the value it has: nothing changes (FS-28)
             x[name] = value
-            // One file's own attributes, names and values together, take at most
-            // `maxXattrBytes`, as a disk gives each inode a bounded room for them (ENOSPC).
-            if value != nil, x.reduce(0, { $0 + $1.key.utf8.count + $1.value.count }) > Self.maxXattrBytes {
-                throw StoreError.noSpace("a file's attributes take at most \(Self.maxXattrBytes) bytes")
-            }
+            if value != nil { try Self.checkXattrRoom(x.map { ($0.key, $0.value) }) }
             let enc = Xattrs.encode(x)
             try db.run("UPDATE items SET xattrs = ? WHERE rowid = ?", [enc, rowid])
             let ext: JSONValue = .object(["fs.xattr": .object(x.mapValues { .string(Data($0).base64EncodedString()) })])

@@ -85,6 +85,10 @@ import Testing
                          + " && setfattr -x user.a vault/dst/.s.md.Zz9swq && getfattr -d vault/dst/.s.md.Zz9swq | wc -l").out == "0")
             #expect(m.sh("getfattr -n user.a vault/dst/.s.md.Zz9swq").status != 0)
             #expect(m.sh("setfattr -x user.a vault/dst/.s.md.Zz9swq").status != 0)
+            // With the room an item has for them (64 KiB, names and values): ENOSPC past it.
+            let fill = "import os\nfor i in range(9):\n  try: os.setxattr(\"vault/dst/.s.md.Zz9swq\", f\"user.v{i}\", b\"v\" * 8000)\n"
+                + "  except OSError as e: print(i, e.errno); break"
+            #expect(m.sh("python3 -c '\(fill)'").out == "8 28", "the ninth attribute of 8 KB is refused (ENOSPC)")
         }
     }
 
