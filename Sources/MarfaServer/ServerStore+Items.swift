@@ -255,8 +255,7 @@ extension ServerStore {
             let t = try type(db, tenantID: p.tenantID, r["type"])
             let current = JSONCoding.object(from: r["properties"])
             let version: Int64 = r["version"]
-            var next = replace ? patch : current.merging(patch) { _, new in new }
-            next = next.filter { $0.value != .null || replace }
+            var next = replace ? patch : Self.merged(current, patch)
             if let base, base != version {
                 next = try mergeStalePatch(db, p, id, base: base, current: current, version: version, patch: patch, replace: replace, type: t)
             }
@@ -315,9 +314,20 @@ extension ServerStore {
         }
         // A stale edit of fields the server did not change: only the fields it changed are
         // applied over the current state, so the server's own changes stay.
-        var next = current.merging(patch.filter { requestChanged.contains($0.key) }) { _, new in new }
-        next = next.filter { $0.value != .null || replace }
+        let changes = patch.filter { requestChanged.contains($0.key) }
+        var next = replace ? current.merging(changes) { _, new in new } : Self.merged(current, changes)
         if replace { for k in requestChanged where patch[k] == nil { next.removeValue(forKey: k) } }
+        return next
+    }
+
+    /// A shallow merge of `patch` into `current` (W-7): each key the patch names takes its value,
+    /// a null removes it; every other property stays as it is, a null one too (an item created
+    /// with `description: null` keeps it through a PATCH of its extensions or of another field).
+    static func merged(_ current: [String: JSONValue], _ patch: [String: JSONValue]) -> [String: JSONValue] {
+        var next = current
+        for (k, v) in patch {
+            if v == .null { next.removeValue(forKey: k) } else { next[k] = v }
+        }
         return next
     }
 

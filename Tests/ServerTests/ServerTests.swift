@@ -228,6 +228,23 @@ import Testing
         #expect(numbers == [.int(1), .int(2)])
     }
 
+    @Test func W7_aMergeKeepsTheItemsOtherPropertiesNullOnesToo() throws {
+        let s = try ServerHarness()
+        let key = try s.bootstrap()
+        let id = try #require(note(s, key, #"{"title":"T","body":"one","description":null,"due":null}"#).item["id"]?.stringValue)
+        func props() -> [String: JSONValue] { s.call("GET", "/items/\(id)", key: key).item["properties"]?.objectValue ?? [:] }
+        // A PATCH of the extensions alone (what a client sends with a file's form) changes no property.
+        let ext = s.call("PATCH", "/items/\(id)", key: key, body: #"{"version":1,"extensions":{"fs.stat":{"mtime_ns":1700000000000000000}}}"#)
+        #expect(ext.status == 200 && ext.item["version"] == .int(1), "\(ext.body)")
+        #expect(props()["description"] == .null && props().keys.contains("description") && props().keys.contains("due"))
+        // A merge of another field keeps them; a null in the patch removes its own key only.
+        #expect(s.call("PATCH", "/items/\(id)", key: key, body: #"{"version":1,"properties":{"body":"two","due":null}}"#).item["version"] == .int(2))
+        #expect(props().keys.contains("description") && !props().keys.contains("due") && props()["body"] == .string("two"))
+        // A stale merge of a field the server did not change: the same.
+        #expect(s.call("PATCH", "/items/\(id)", key: key, body: #"{"version":1,"properties":{"title":"U"}}"#).item["version"] == .int(3))
+        #expect(props().keys.contains("description") && props()["title"] == .string("U") && props()["body"] == .string("two"))
+    }
+
     @Test func W8_theServerNeverResolvesAConflictItself() throws {
         let s = try ServerHarness()
         let key = try s.bootstrap()
