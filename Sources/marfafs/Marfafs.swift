@@ -49,6 +49,20 @@ enum Paths {
         let url = URL(fileURLWithPath: p, relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
         return url.standardizedFileURL.path
     }
+
+    /// The marfafs mount that holds `p` (a mount point, or any path inside a mount: `.` in
+    /// `vault/notes`, whose real path runs through `.marfafs/vault`); `p` made absolute if none does.
+    static func mount(holding p: String) -> String {
+        let given = absolute(p)
+        let points = MountPoint.mounts().filter { $0.type == "fuse.marfafs" }.map(\.point)
+        var candidates = [given]
+        if let real = realpath(given, nil) { candidates.append(String(cString: real)); free(real) }
+        for path in candidates {
+            let holding = points.filter { path == $0 || path.hasPrefix($0 == "/" ? "/" : $0 + "/") }
+            if let longest = holding.max(by: { $0.count < $1.count }) { return longest }
+        }
+        return given
+    }
 }
 
 struct StoreOption: ParsableArguments {

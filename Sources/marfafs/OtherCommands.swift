@@ -31,14 +31,14 @@ func waitForQueue(_ mnt: String) -> String? {
 struct SyncCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "sync", abstract: "Show what the queue still has to send; with --wait, wait until it is sent.")
 
-    @Argument(help: "The mount point.")
+    @Argument(help: "The mount point, or any path inside the mount.")
     var mountpoint: String
 
     @Flag(name: .long, help: "Block until every change made so far is on the server (or the queue is paused for a key).")
     var wait = false
 
     func run() throws {
-        let mnt = Paths.absolute(mountpoint)
+        let mnt = Paths.mount(holding: mountpoint)
         // On a terminal, the wait shows how far the queue has got meanwhile.
         let shown = wait && isatty(1) != 0 ? Self.showProgress(mnt) : nil
         let text = wait ? waitForQueue(mnt) : (try? readControlFile(mnt, "status")).map { status in
@@ -121,14 +121,14 @@ struct UnmountCommand: ParsableCommand {
 struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "status", abstract: "Show the state of a mount (or of every mount).")
 
-    @Argument(help: "A mount point; without one, every marfafs mount.")
+    @Argument(help: "A mount point (or a path inside a mount); without one, every marfafs mount.")
     var mountpoint: String?
 
     @Flag(name: .long, help: "Print the status as JSON (one object per mount).")
     var json = false
 
     func run() throws {
-        let points = mountpoint.map { [Paths.absolute($0)] } ?? MountPoint.mounts().filter { $0.type == "fuse.marfafs" }.map(\.point)
+        let points = mountpoint.map { [Paths.mount(holding: $0)] } ?? MountPoint.mounts().filter { $0.type == "fuse.marfafs" }.map(\.point)
         if points.isEmpty { print(json ? "[]" : "no marfafs mount"); return }
         var failed = false
         for mnt in points {
@@ -172,7 +172,7 @@ func printTransfers(_ ts: [[String: Any]]) {
 
 /// Prints a control file of a mount (§7).
 func printControlFile(_ mountpoint: String, _ name: String) {
-    let mnt = Paths.absolute(mountpoint)
+    let mnt = Paths.mount(holding: mountpoint)
     guard let text = try? readControlFile(mnt, name) else {
         fail(CLIError("\(mnt) is not a marfafs mount"))
     }
@@ -184,7 +184,7 @@ struct PendingCommand: ParsableCommand {
         commandName: "pending", abstract: "List the queued mutations of a mount: path, kind, age, state.",
         discussion: "One line per mutation, oldest first: the item's path in the mount, the kind of change, how long it has waited, and its state (pending, in-flight, retrying N: last error, held: why, rejected: why), separated by tabs.")
 
-    @Argument(help: "The mount point.")
+    @Argument(help: "The mount point, or any path inside the mount.")
     var mountpoint: String
 
     @Flag(name: .long, help: "Print the queue as a JSON array (id, item, path, target, kind, created_at, age_seconds, state, attempts, reason).")
@@ -215,7 +215,7 @@ struct ResyncCommand: ParsableCommand {
 struct ConflictsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "conflicts", abstract: "List every conflicted copy with its original, and conflicts held for a save.")
 
-    @Argument(help: "The mount point.")
+    @Argument(help: "The mount point, or any path inside the mount.")
     var mountpoint: String
 
     func run() throws { printControlFile(mountpoint, "conflicts") }
@@ -224,7 +224,7 @@ struct ConflictsCommand: ParsableCommand {
 struct EventsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "events", abstract: "Show the latest sync events of a mount as JSON lines.")
 
-    @Argument(help: "The mount point.")
+    @Argument(help: "The mount point, or any path inside the mount.")
     var mountpoint: String
 
     @Flag(name: .long, help: "Keep printing new events as they happen (until interrupted).")
@@ -232,7 +232,7 @@ struct EventsCommand: ParsableCommand {
 
     func run() throws {
         guard follow else { printControlFile(mountpoint, "events"); return }
-        let mnt = Paths.absolute(mountpoint)
+        let mnt = Paths.mount(holding: mountpoint)
         var seen = Set<String>()
         while true {
             guard let text = try? readControlFile(mnt, "events") else {
@@ -282,7 +282,7 @@ struct TrashCommand: ParsableCommand {
         guard action == "empty" else { fail(CLIError("marfafs trash: the one action is 'empty'")) }
         do {
             if let mountpoint {
-                let mnt = Paths.absolute(mountpoint)
+                let mnt = Paths.mount(holding: mountpoint)
                 guard MountPoint.isMarfafsMount(mnt) else { throw CLIError("\(mnt) is not a marfafs mount") }
                 var n = 0
                 let trash = mnt + "/trash"

@@ -35,6 +35,20 @@ extension MountTests {
         #expect(Shell.run([MountHarness.binary, "mount"]).status == 64, "usage errors exit 64 (EX_USAGE)")
     }
 
+    @Test func cli_aPathInsideTheMountNamesIt() throws {
+        try MountHarness.with { m in
+            #expect(m.sh("mkdir -p vault/notes/deep && printf x > vault/notes/deep/n.md").status == 0)
+            // The folder's real path runs through `.marfafs/vault`; either way the mount is found.
+            let inside = Shell.run(["/bin/bash", "-c", "cd '\(m.mountpoint)/vault/notes/deep' && '\(MountHarness.binary)' status . && '\(MountHarness.binary)' sync ."])
+            #expect(inside.status == 0 && inside.out.hasPrefix(m.mountpoint + "\n") && inside.out.contains("mutations queued"), "\(inside.out) \(inside.stderr)")
+            let typed = Shell.run([MountHarness.binary, "pending", m.mountpoint + "/types/core.note", "--json"])
+            #expect(typed.status == 0, "\(typed.stderr)")
+            // A path outside every mount is still refused, and names itself.
+            let outside = Shell.run([MountHarness.binary, "status", m.root])
+            #expect(outside.status == 1 && outside.stderr.contains("\(m.root) is not a marfafs mount"), "\(outside.stderr)")
+        }
+    }
+
     @Test func mount_refusesASecondMountOfTheSameStore() throws {
         try MountHarness.with { m in
             let other = m.root + "/mnt2"
