@@ -74,11 +74,26 @@ extension Store {
     }
 
     /// The server refused it for good (FS-10): it stays in the queue as `rejected`, the item keeps
-    /// its bytes and shows `user.marfa.sync=rejected` with the reason.
-    public func reject(seq: Int64, itemID: String, error: String) throws {
+    /// its bytes and shows `user.marfa.sync=rejected` with the reason: the first one, while the
+    /// item stays rejected (a refusal that follows from an earlier one says less).
+    ///
+    /// A file the server never took (its bytes' upload or its create refused, no version of it
+    /// acknowledged): every later change of it in the queue would name an item the server does
+    /// not have, so each is refused with it, and says why, rather than sent for a 404 of its own.
+    /// Returns how many were.
+    @discardableResult
+    public func reject(seq: Int64, itemID: String, error: String) throws -> Int {
         try pool.write { db in
             try db.run("UPDATE mutations SET state = 'rejected', attempts = attempts + 1, last_error = ? WHERE seq = ?", [error, seq])
-            try db.run("UPDATE items SET sync = 'rejected', sync_error = ? WHERE id = ?", [error, itemID])
+            try db.run("UPDATE items SET sync = 'rejected', sync_error = CASE WHEN sync = 'rejected' AND sync_error IS NOT NULL THEN sync_error ELSE ? END WHERE id = ?",
+                       [error, itemID])
+            let kind = try String.fetchOne(db, sql: "SELECT kind FROM mutations WHERE seq = ?", arguments: [seq]).flatMap(MutationKind.init(rawValue:))
+            guard kind == .create || kind == .uploadBlob,
+                  (try Int64.fetchOne(db, sql: "SELECT version FROM items WHERE id = ?", arguments: [itemID]) ?? 0) == 0 else { return 0 }
+            let what = kind == .create ? "its create" : "its bytes"
+            try db.run("UPDATE mutations SET state = 'rejected', last_error = ? WHERE item_id = ? AND seq > ? AND state != 'rejected'",
+                       ["not sent: the server refused \(what): \(error)", itemID, seq])
+            return db.changesCount
         }
     }
 

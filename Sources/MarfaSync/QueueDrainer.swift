@@ -27,6 +27,8 @@ public actor QueueDrainer {
     let idle: Duration
     /// What differs between kinds of remote (FS-34): how a mutation is sent.
     let writer: any RemoteWriter
+    /// Items whose chain ends at a refusal that refused their later changes too (`Store.reject`).
+    var chainsRefused: Set<String> = []
 
     public init(store: Store, client: KeyedClient, status: SyncStatus, log: Logger, writer: (any RemoteWriter)? = nil,
                 idle: Duration = .milliseconds(50), conflictMode: ConflictMode = .merge, device: String = ProcessInfo.processInfo.hostName) {
@@ -156,7 +158,9 @@ public actor QueueDrainer {
         var version: Int64?
         for m in chain where !Task.isCancelled {
             switch await send(m, acknowledgedVersion: version) {
-            case .done(let c): changed.formUnion(c)
+            case .done(let c):
+                changed.formUnion(c)
+                if chainsRefused.remove(m.itemID) != nil { return (changed, acks, nil) }
             case .acked(let a): acks.append(a); if let v = a.serverVersion { version = max(version ?? 0, v) }
             case let other: return (changed, acks, other)
             }
@@ -219,7 +223,12 @@ public actor QueueDrainer {
     }
 
     func refuse(_ m: Mutation, _ reason: String) -> Outcome {
-        try? store.reject(seq: m.seq, itemID: m.itemID, error: reason)
+        let dependents = (try? store.reject(seq: m.seq, itemID: m.itemID, error: reason)) ?? 0
+        if dependents > 0 {
+            // The rest of the item's chain names a file the server never took: not sent.
+            chainsRefused.insert(m.itemID)
+            log.error("the item's later changes are not sent", metadata: ["item": "\(m.itemID)", "changes": "\(dependents)"])
+        }
         status.update { $0.lastError = "\(m.itemID): \(reason)" }
         // Dropped from sending, never from the store: the item keeps its bytes, the mutation stays
         // listed as rejected (FS-33).

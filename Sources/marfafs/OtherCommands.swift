@@ -49,6 +49,16 @@ struct SyncCommand: ParsableCommand {
         guard let text else { fail(CLIError("\(mnt) is not a marfafs mount")) }
         print(text, terminator: "")
         if wait && !text.hasPrefix("ok") { throw ExitCode(Exit.failure) }
+        if wait { Self.warnOfRefusals(mnt) }
+    }
+
+    /// The queue is sent, but changes the server refused for good stay local: a script that waited
+    /// for everything to be on the server is told so (standard error; the exit status stays 0).
+    static func warnOfRefusals(_ mnt: String) {
+        guard let status = try? readControlFile(mnt, "status"),
+              let o = (try? JSONSerialization.jsonObject(with: Data(status.utf8))) as? [String: Any],
+              let n = (o["rejected"] as? NSNumber)?.intValue, n > 0 else { return }
+        FileHandle.standardError.write(Data("marfafs: \(n) change(s) refused by the server stay local only (marfafs pending \(mnt) lists them)\n".utf8))
     }
 
     /// A line redrawn twice a second: mutations left, and the bytes of the uploads under way.
@@ -145,7 +155,7 @@ struct StatusCommand: ParsableCommand {
             }
             if let ts = obj["transfers"] as? [[String: Any]], !ts.isEmpty { printTransfers(ts) }
             if let inv = obj["invalid"] as? [[String: Any]], !inv.isEmpty {
-                print("  invalid: \(inv.count) file(s) kept locally until their front matter parses")
+                print("  not synced: \(inv.count) file(s) kept locally, their front matter not parsed or a change refused by the server")
                 for i in inv.prefix(50) {
                     let path = i["path"] as? String ?? i["id"] as? String ?? "?"
                     print("    \(path): \(i["error"] as? String ?? "invalid")")

@@ -266,6 +266,31 @@ extension SyncDrainTests {
 }
 
 extension SyncDrainTests {
+    /// A file larger than the server takes (413 on its bytes' upload): its create and its later
+    /// changes are not sent for errors of their own (the server has no such item), each says the
+    /// cause; the file's status keeps that first reason; `sync --wait` says the refusal stays
+    /// local. The file keeps its bytes.
+    @Test func FS10_W3_aFileTheServerRefusesKeepsItsFirstReason() throws {
+        let (s, key, _, options) = try setUp(serverOptions: ["--max-blob-mib", "1"])
+        try MountHarness.with(options: options) { m in
+            #expect(m.sh("mkdir -p vault/media && head -c 2000000 /dev/urandom > vault/media/clip.mp4 && sha256sum < vault/media/clip.mp4 > ../clip.sha && touch -d 2020-01-01 vault/media/clip.mp4").status == 0)
+            func lines() -> [String] { m.sh("cat .marfafs/pending").out.split(separator: "\n").map(String.init).filter { $0.hasPrefix("vault/media/clip.mp4\t") } }
+            #expect(MountHarness.eventually(timeout: 30) { !lines().isEmpty && lines().allSatisfy { $0.contains("\trejected: ") } }, "\(lines())")
+            let upload = lines().first { $0.contains("\tupload_blob\t") } ?? ""
+            #expect(upload.contains("413"), "\(lines())")
+            let rest = lines().filter { !$0.contains("\tupload_blob\t") }
+            #expect(!rest.isEmpty && rest.allSatisfy { $0.contains("not sent: the server refused its bytes: ") && $0.contains("413") }, "\(lines())")
+            let shown = Shell.run([MountHarness.binary, "status", m.mountpoint]).out
+            #expect(shown.contains("vault/media/clip.mp4: ") && shown.contains("413") && !shown.contains("404"), "\(shown)")
+            #expect(m.sh("getfattr --only-values -n user.marfa.sync vault/media/clip.mp4").out == "rejected")
+            let waited = Shell.run([MountHarness.binary, "sync", m.mountpoint, "--wait"])
+            #expect(waited.status == 0 && waited.stdout.hasPrefix("ok") && waited.stderr.contains("refused by the server stay local"), "\(waited.stdout) \(waited.stderr)")
+            #expect(m.sh("sha256sum < vault/media/clip.mp4 | cmp - ../clip.sha").status == 0, "the file keeps its bytes")
+            let onServer = (s.call("GET", "/items?limit=200", key: key).json["data"]?.arrayValue ?? []).compactMap { $0.objectValue?["properties"]?.objectValue?["filename"] }
+            #expect(!onServer.contains(.string("clip.mp4")), "the server has no item for it: \(onServer)")
+        }
+    }
+
     /// A 200 MiB file sent over a slow link (the proxy reads at 40 MiB/s): `blob.upload.started`,
     /// progress events with strictly increasing byte counts, `completed`; `.marfafs/transfers`
     /// and `marfafs status` show it meanwhile (FS-33).
