@@ -178,7 +178,10 @@ extension Store {
 
     /// An item removed a moment ago and made again under its name (FS-28): back from the trash
     /// and emptied, in one transaction (a blob's bytes, in its spool file, in two). `type`: the
-    /// item's, when known (else read). Returns its size and time.
+    /// item's, when known (else read). Returns its size and time. What the writer then writes is
+    /// a new file, not an edit of one it read (`git checkout`, `tar -x`, `unzip -o` delete before
+    /// they write): its save's base is the item as it is, so its bytes are what the item becomes
+    /// (FS-29), never merged back to a remote edit the program wrote over on purpose.
     public func untrashEmptied(rowid: Int64, type: String?, by writer: Writer = .unknown) throws -> (size: Int64, mtimeNs: Int64) {
         if try spooling(rowid, type: type) {
             try untrash(rowid: rowid)
@@ -186,7 +189,7 @@ extension Store {
         }
         return try settledWrite { db in
             try untrash(db, rowid)
-            let f = try openUnsettled(db, rowid, patch: false, by: writer)
+            let f = try openUnsettled(db, rowid, patch: false, replacing: true, by: writer)
             return try f.finish(db, size: 0)
         }
     }

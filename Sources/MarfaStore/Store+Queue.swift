@@ -44,6 +44,36 @@ extension Store {
         }
     }
 
+    /// Server changes held back while their items had local bytes or changes to send
+    /// (`holdRemote`) whose items have none left: taken now. Their own answer takes them
+    /// (`acknowledge`), but a save that settles with nothing to send (the same bytes written
+    /// again, a `git checkout` of what the file holds) gets no answer: without this, the item
+    /// kept its older bytes until its next change on the server. Cheap when nothing is held.
+    public func applyHeldRemotes() throws -> StoreChanges {
+        let ids = heldRemote.withLock { Array($0.keys) }
+        if ids.isEmpty { return StoreChanges() }
+        // Looked at first without the writer: an item still being written stays held for a while.
+        let ready = try pool.read { db in
+            try ids.contains { id in try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]).map { try !keepsLocal(db, $0, id) } ?? true }
+        }
+        guard ready else { return StoreChanges() }
+        return try published {
+            try write { db in
+                var out = StoreChanges()
+                for id in heldRemote.withLock({ Array($0.keys) }) {
+                    guard let r = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]) else {
+                        heldRemote.withLock { _ = $0.removeValue(forKey: id) }
+                        continue
+                    }
+                    if try keepsLocal(db, r, id) { continue }
+                    guard let held = heldRemote.withLock({ $0.removeValue(forKey: id) }) else { continue }
+                    try applyRemote(db, held, blobSizes: [:], mode: .ifNewer, into: &out)
+                }
+                return out
+            }
+        }
+    }
+
     /// `answer`: the item as the server now has it; once nothing of the item is left to send, it
     /// is applied, so a change the server merged in (or one whose event came while ours waited)
     /// shows here.
@@ -164,10 +194,15 @@ extension Store {
             "properties": .object(item.properties), "tier": .string(item.tier.rawValue),
             "base_version": .int(Int64(item.version)),
         ]
-        // The file's name and head go with its properties (`fileForm`).
+        // The file's name and head go with its properties (`fileForm`), and its time with them
+        // (`fs.stat`): a time the server holds from before (an import's, a `touch -d`) would
+        // otherwise come back with the server's answer and go to every mount as the time of
+        // these new bytes.
         if !isLocalOnly, var cur = try row ?? db.row("SELECT * FROM items WHERE id = ?", [item.id]).map(StoredItem.init(row:)) {
             cur.item.properties = item.properties
-            payload["extensions"] = .object(fileForm(cur))
+            var ext = fileForm(cur)
+            ext[Self.statExtension] = Self.statValue(mode: cur.mode, mtimeNs: cur.mtimeNs)
+            payload["extensions"] = .object(ext)
         }
         try enqueue(db, kind: .update, itemID: item.id, payload: payload, coalesce: true)
     }

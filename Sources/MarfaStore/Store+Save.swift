@@ -15,7 +15,8 @@ import MarfaModel
 /// showed before the last remote change no local save has followed (`items.shown_base`: the page
 /// cache can have held nothing newer until then), else what the mount last showed anyone (a read by
 /// any process, or a settled save), else the item as it is. A change that builds on the file's bytes (a
-/// write without a truncate to 0, an append) has the item as it is for base. More changes before
+/// write without a truncate to 0, an append) has the item as it is for base, and so has a file
+/// removed and made again at once under its name (`untrashEmptied`: `git checkout`, `tar -x`). More changes before
 /// the save settles keep the base it began with. When it settles (`applyContent`), the save is
 /// merged three-way (`TextMerge`) with that base as ancestor, the saved bytes as ours and the item
 /// as it was when the save began as theirs (remote changes wait while an item has unsettled

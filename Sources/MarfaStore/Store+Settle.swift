@@ -281,7 +281,9 @@ extension Store {
     /// than 0), not a whole new text (a truncate to 0 then writes, as `>` and editors save). A
     /// patch is made from the bytes the mount shows now, so the save that follows is not stale
     /// (FS-24): what the mount showed before a remote change is forgotten.
-    func openUnsettled(_ db: Database, _ rowid: Int64, patch: Bool, by writer: Writer = .unknown) throws -> UnsettledFile {
+    /// `replacing`: the file was removed and made anew by the writer (`untrashEmptied`): what it
+    /// writes replaces the item, as `patch` builds on it (the item as it is is the save's base).
+    func openUnsettled(_ db: Database, _ rowid: Int64, patch: Bool, replacing: Bool = false, by writer: Writer = .unknown) throws -> UnsettledFile {
         // length() of a blob reads no content; anything else on `raw` would read it whole.
         guard let row = try db.row("SELECT type, size, unsettled, length(raw) AS capacity FROM items WHERE rowid = ?", [rowid]) else {
             throw StoreError.notFound("item \(rowid)")
@@ -294,8 +296,9 @@ extension Store {
         var f = UnsettledFile(rowid: rowid, isBlob: isBlob, limit: limit, size: row["size"], capacity: row["capacity"] ?? 0)
         if (row["unsettled"] as Int) == 0, !isBlob {
             // A save begins (FS-29, `Store+Save`); a truncate to nothing begins one in place.
-            try beginSave(db, rowid, by: writer, patch: patch && f.size > 0, inPlace: !patch)
-            if patch, f.size > 0 { try db.run("UPDATE items SET shown_base = NULL WHERE rowid = ? AND shown_base IS NOT NULL", [rowid]) }
+            let onItem = (patch && f.size > 0) || replacing
+            try beginSave(db, rowid, by: writer, patch: onItem, inPlace: !patch)
+            if onItem { try db.run("UPDATE items SET shown_base = NULL WHERE rowid = ? AND shown_base IS NOT NULL", [rowid]) }
         }
         if (row["unsettled"] as Int) == 0 && (isBlob || row["capacity"] == nil) {
             // A settled blob (in `sqlar`) or a text known only by its properties: its bytes move to `raw`.

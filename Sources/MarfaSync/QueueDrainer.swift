@@ -54,6 +54,9 @@ public actor QueueDrainer {
                 continue
             }
             if batch.isEmpty {
+                // Nothing to send: a server change held for an item whose save settled with
+                // nothing to send is taken now.
+                _ = try? store.applyHeldRemotes()
                 try? await Task.sleep(for: idle)
                 continue
             }
