@@ -183,7 +183,7 @@ extension Store {
     /// they write): its save's base is the item as it is, so its bytes are what the item becomes
     /// (FS-29), never merged back to a remote edit the program wrote over on purpose.
     public func untrashEmptied(rowid: Int64, type: String?, by writer: Writer = .unknown) throws -> (size: Int64, mtimeNs: Int64) {
-        if try spooling(rowid, type: type) {
+        if try spooling(rowid, type: type, emptied: true) {
             try untrash(rowid: rowid)
             return try truncateUnsettled(rowid: rowid, size: 0, type: type, by: writer)
         }

@@ -23,7 +23,9 @@ extension Store {
 
     /// Whether a write to item `rowid` goes to its spool file, starting one for a blob item (with
     /// the item's current bytes) on its first write. `type`: the item's, when the caller knows it.
-    func spooling(_ rowid: Int64, type known: String?) throws -> Bool {
+    /// `emptied`: the first change is a truncate to nothing (`O_TRUNC`, a file made again): the
+    /// spool starts empty, so a blob whose bytes were never fetched can be written over offline.
+    func spooling(_ rowid: Int64, type known: String?, emptied: Bool = false) throws -> Bool {
         if spool.has(rowid) { return true }
         guard let t = try known ?? pool.read({ db in try String.fetchOne(db, sql: "SELECT type FROM items WHERE rowid = ?", arguments: [rowid]) }) else {
             throw StoreError.notFound("item \(rowid)")
@@ -35,6 +37,7 @@ extension Store {
             }
             let size: Int64 = row["size"]
             try spool.create(rowid) { fd in
+                if emptied { return }
                 if (row["has_raw"] as Bool) {
                     try Self.copyBlob(db, table: "items", column: "raw", rowid: rowid, size: size, to: fd)
                 } else if let ref: String = row["ref"] {
@@ -172,7 +175,7 @@ extension Store {
     }
 
     public func spoolTruncate(rowid: Int64, size: Int64, type: String?) throws -> (size: Int64, mtimeNs: Int64)? {
-        guard try spooling(rowid, type: type) else { return nil }
+        guard try spooling(rowid, type: type, emptied: size == 0) else { return nil }
         return try spool.truncate(rowid, size: size)
     }
 

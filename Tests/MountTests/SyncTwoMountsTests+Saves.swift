@@ -76,4 +76,19 @@ extension SyncTwoMountsTests {
             #expect(cat(b, "vault/h.md") == "y\n" && cat(a, "vault/h.md") == "y\n")
         }
     }
+
+    /// A file's bytes that this mount never fetched (a blob from the other mount, as Obsidian's
+    /// `.obsidian/workspace.json`) are written over with `O_TRUNC` as on a disk: the old bytes are
+    /// not needed, so the write never fails for want of them (it was EIO).
+    @Test func FS28_aBlobNeverReadHereIsWrittenOverWithTruncate() throws {
+        try withPair { p in
+            let (a, b) = (p.a, p.b)
+            #expect(a.sh("mkdir -p vault/.obsidian && printf '{\"a\":1}' > vault/.obsidian/workspace.json").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) { b.sh("stat -c %s vault/.obsidian/workspace.json").out == "7" })
+            let w = b.sh("printf '{\"b\":22}' > vault/.obsidian/workspace.json")
+            #expect(w.status == 0, "\(w.stderr) \(b.daemonLog(last: 600))")
+            #expect(cat(b, "vault/.obsidian/workspace.json") == "{\"b\":22}")
+            #expect(MountHarness.eventually(timeout: 20) { cat(a, "vault/.obsidian/workspace.json") == "{\"b\":22}" }, "\(cat(a, "vault/.obsidian/workspace.json"))")
+        }
+    }
 }
