@@ -206,4 +206,20 @@ extension FileSystem {
             }
         }
     }
+
+    /// A change that builds on a blob's bytes (a write, a truncate to a size other than nothing)
+    /// needs them in the cache: one this mount never fetched is fetched first, as its first read
+    /// would be (FS-11), outside the lock. Offline the change then fails with EIO and says why.
+    func fetchBeforeChange(_ ino: UInt64, _ change: Store.StagedChange) {
+        guard let fetch = fetchBlob else { return }
+        switch change {
+        case .mtime, .truncate(size: 0): return
+        case .write, .truncate: break
+        }
+        let hash: String? = locked {
+            guard case .item(let r)? = try? node(ino), let s = catalog.items[r], TypeSchema.isBlobType(s.type), !store.spool.has(r) else { return nil }
+            return s.blobRef
+        }
+        if let hash, store.blobs.size(hash: hash) == nil { _ = fetch(hash) }
+    }
 }

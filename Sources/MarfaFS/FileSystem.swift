@@ -443,6 +443,7 @@ public final class FileSystem: @unchecked Sendable {
     /// begins, are the store's decision (`Store.changeFile`); the catalog takes the new size and time.
     func changeFile(_ ino: UInt64, reaching end: Int64, _ change: Store.StagedChange, by thread: Int32) throws {
         let w = writers.writer(thread)
+        fetchBeforeChange(ino, change)
         try locked {
             let n = try node(ino)
             let limit: Int64

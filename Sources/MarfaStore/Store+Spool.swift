@@ -42,7 +42,7 @@ extension Store {
                     try Self.copyBlob(db, table: "items", column: "raw", rowid: rowid, size: size, to: fd)
                 } else if let ref: String = row["ref"] {
                     guard let b = try db.row("SELECT rowid, sz FROM sqlar WHERE name = ?", [ref]) else {
-                        throw StoreError.io("blob \(ref) is not cached: read the file once online before writing to it")
+                        throw StoreError.io("blob \(ref) is not cached and could not be fetched: a write into it needs its bytes")
                     }
                     try Self.copyBlob(db, table: "sqlar", column: "data", rowid: b[0], size: b[1], to: fd)
                 }

@@ -79,7 +79,8 @@ extension SyncTwoMountsTests {
 
     /// A file's bytes that this mount never fetched (a blob from the other mount, as Obsidian's
     /// `.obsidian/workspace.json`) are written over with `O_TRUNC` as on a disk: the old bytes are
-    /// not needed, so the write never fails for want of them (it was EIO).
+    /// not needed, so the write never fails for want of them (it was EIO). An append needs them:
+    /// they are fetched first (FS-11).
     @Test func FS28_aBlobNeverReadHereIsWrittenOverWithTruncate() throws {
         try withPair { p in
             let (a, b) = (p.a, p.b)
@@ -89,6 +90,13 @@ extension SyncTwoMountsTests {
             #expect(w.status == 0, "\(w.stderr) \(b.daemonLog(last: 600))")
             #expect(cat(b, "vault/.obsidian/workspace.json") == "{\"b\":22}")
             #expect(MountHarness.eventually(timeout: 20) { cat(a, "vault/.obsidian/workspace.json") == "{\"b\":22}" }, "\(cat(a, "vault/.obsidian/workspace.json"))")
+            // An append builds on the bytes: online, they are fetched first, as a read would.
+            #expect(a.sh("printf 'line 1\\n' > vault/log.txt").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) { b.sh("stat -c %s vault/log.txt").out == "7" })
+            let appended = b.sh("printf 'line 2\\n' >> vault/log.txt")
+            #expect(appended.status == 0, "\(appended.stderr)")
+            #expect(cat(b, "vault/log.txt") == "line 1\nline 2\n")
+            #expect(MountHarness.eventually(timeout: 20) { cat(a, "vault/log.txt") == "line 1\nline 2\n" })
         }
     }
 }
