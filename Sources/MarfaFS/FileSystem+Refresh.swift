@@ -293,11 +293,15 @@ extension FileSystem {
     /// from it, and so hears what arrives in it next).
     func followRemoteFolders(_ c: StoreChanges) -> [Invalidation] {
         let made = c.folders.filter { !catalog.localTags.contains($0) }.sorted()
-        let removed = c.foldersRemoved.filter { tag in
-            guard catalog.localTags.contains(tag) else { return false }
+        // Deepest first: a folder whose only sub-folders go with it is empty too.
+        var removed: [String] = [], leaving = Set<String>()
+        for tag in c.foldersRemoved.sorted(by: { $0.count > $1.count }) where catalog.localTags.contains(tag) {
             let f = String(tag.dropFirst(VaultText.folderPrefix.count))
-            return catalog.subfolders(f).isEmpty && ((try? treeTable(f)?.count) ?? 0) == 0 && (catalog.tagActive[tag] ?? 0) == 0
-        }.sorted(by: { $0.count > $1.count })
+            // A folder holding local-only entries here (`.git`, FS-32) is not empty: it stays.
+            guard catalog.subfolders(f).allSatisfy({ leaving.contains(VaultIndex.join(f, $0)) }), ((try? treeTable(f)?.count) ?? 0) == 0,
+                  (catalog.tagActive[tag] ?? 0) == 0, !local.hasEntries(f) else { continue }
+            removed.append(tag); leaving.insert(f)
+        }
         guard !made.isEmpty || !removed.isEmpty else { return [] }
         let watched = catalog.vault != nil && knownIno(.treeDir("")) != nil
         let before = watched ? catalog.currentTagTree() : [:]

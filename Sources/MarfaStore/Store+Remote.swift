@@ -144,6 +144,19 @@ extension Store {
     func applyRemote(_ db: Database, _ c: RemoteChange, blobSizes: [String: Int64], mode: ApplyMode, into out: inout StoreChanges) throws {
         // An empty folder's marker is a folder here, never an item (FS-32).
         if try applyFolderMarker(db, c, into: &out) { return }
+        // The folders the item is in before: a kept folder it leaves empty goes (`foldersLeft`).
+        let id: String?
+        switch c {
+        case .item(let item, _, _): id = item.id
+        case .metadata(let itemID, _, _, _, _), .deleted(let itemID): id = itemID
+        case .edge, .edgeDeleted: id = nil
+        }
+        let before = try id.map { try activeFolders(db, $0) } ?? []
+        try applyRemoteChange(db, c, blobSizes: blobSizes, mode: mode, into: &out)
+        if let id, !before.isEmpty { try foldersLeft(db, before.subtracting(try activeFolders(db, id)), into: &out) }
+    }
+
+    private func applyRemoteChange(_ db: Database, _ c: RemoteChange, blobSizes: [String: Int64], mode: ApplyMode, into out: inout StoreChanges) throws {
         switch c {
         case let .item(item, tags, ext):
             // A long folder's short form is its whole path again (FS-31).

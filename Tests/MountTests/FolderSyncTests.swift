@@ -99,6 +99,33 @@ import Testing
     /// Offline: a folder made, and a folder emptied and removed, while the server is down; once it
     /// is back the other mount has the one and not the other (the marker goes after the note that
     /// emptied its folder, so the other mount does not keep the folder for the note).
+    /// A folder made here with `mkdir` and filled, then renamed or removed on the other mount:
+    /// it goes here too once its last file leaves, and no marker brings it back anywhere. A folder
+    /// kept empty on purpose (the other mount moved its file out and kept it) stays on both.
+    @Test func FS32_aFolderRenamedOrRemovedElsewhereDoesNotComeBackEmpty() throws {
+        try MountPair.with { p in
+            let (a, b) = (p.a, p.b)
+            #expect(a.sh("mkdir -p vault/Sub/deep && printf 'n\\n' > vault/Sub/deep/n.md && printf 'm\\n' > vault/Sub/m.md").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) { folders(b) == ["Sub", "Sub/deep"] })
+            #expect(b.sh("mv vault/Sub vault/Renamed").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) { folders(a) == ["Renamed", "Renamed/deep"] }, "\(folders(a))")
+            // Past the time an empty folder waits for its marker, and its round trip.
+            usleep(3_500_000)
+            #expect(folders(a) == ["Renamed", "Renamed/deep"] && folders(b) == ["Renamed", "Renamed/deep"], "a: \(folders(a)) b: \(folders(b))")
+            #expect(markers(p).isEmpty, "\(markers(p))")
+            #expect(read(a.path("vault/Renamed/deep/n.md")) == "n\n")
+            // Moved out and kept empty there: kept here too.
+            #expect(b.sh("mv vault/Renamed/deep/n.md vault/").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) { markers(p) == ["Renamed/deep"] && folders(a) == ["Renamed", "Renamed/deep"] && a.sh("test -f vault/n.md").status == 0 },
+                    "a: \(folders(a)) markers: \(markers(p))")
+            // Removed with rm -r: gone on both, and stays gone.
+            #expect(b.sh("rm -r vault/Renamed").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) { folders(a).isEmpty }, "\(folders(a))")
+            usleep(3_500_000)
+            #expect(folders(a).isEmpty && folders(b).isEmpty && markers(p).isEmpty, "a: \(folders(a)) b: \(folders(b)) markers: \(markers(p))")
+        }
+    }
+
     @Test func FS32_foldersMadeAndRemovedOfflineConverge() throws {
         try MountPair.with { p in
             let (a, b, s) = (p.a, p.b, p.server)
