@@ -49,7 +49,9 @@ extension Store {
     /// (`acknowledge`), but a save that settles with nothing to send (the same bytes written
     /// again, a `git checkout` of what the file holds) gets no answer: without this, the item
     /// kept its older bytes until its next change on the server. Cheap when nothing is held.
-    public func applyHeldRemotes() throws -> StoreChanges {
+    /// `publishing`: false once the mount is going away (at unmount, after the last settle): the
+    /// store takes them, for the next mount to show, and tells no one (held ones are in memory only).
+    public func applyHeldRemotes(publishing: Bool = true) throws -> StoreChanges {
         let ids = heldRemote.withLock { Array($0.keys) }
         if ids.isEmpty { return StoreChanges() }
         // Looked at first without the writer: an item still being written stays held for a while.
@@ -57,21 +59,21 @@ extension Store {
             try ids.contains { id in try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]).map { try !keepsLocal(db, $0, id) } ?? true }
         }
         guard ready else { return StoreChanges() }
-        return try published {
-            try write { db in
-                var out = StoreChanges()
-                for id in heldRemote.withLock({ Array($0.keys) }) {
-                    guard let r = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]) else {
-                        heldRemote.withLock { _ = $0.removeValue(forKey: id) }
-                        continue
-                    }
-                    if try keepsLocal(db, r, id) { continue }
-                    guard let held = heldRemote.withLock({ $0.removeValue(forKey: id) }) else { continue }
-                    try applyRemote(db, held, blobSizes: [:], mode: .ifNewer, into: &out)
-                }
-                return out
+        return publishing ? try published { try write(takeHeld) } : try write(takeHeld)
+    }
+
+    private func takeHeld(_ db: Database) throws -> StoreChanges {
+        var out = StoreChanges()
+        for id in heldRemote.withLock({ Array($0.keys) }) {
+            guard let r = try db.row("SELECT rowid, unsettled FROM items WHERE id = ?", [id]) else {
+                heldRemote.withLock { _ = $0.removeValue(forKey: id) }
+                continue
             }
+            if try keepsLocal(db, r, id) { continue }
+            guard let held = heldRemote.withLock({ $0.removeValue(forKey: id) }) else { continue }
+            try applyRemote(db, held, blobSizes: [:], mode: .ifNewer, into: &out)
         }
+        return out
     }
 
     /// `answer`: the item as the server now has it; once nothing of the item is left to send, it

@@ -179,6 +179,9 @@ struct MountCommand: ParsableCommand {
         t.start()
         done.wait()
         service?.stopping()
+        // Everything settled: a server change still held for a save is the store's now, or the
+        // next mount, whose stream starts after it, would never see it.
+        if engine != nil { _ = try? store.applyHeldRemotes(publishing: false) }
         engine?.stop()
         _ = sources
         try? store.syncDurably()
