@@ -154,12 +154,15 @@ extension Store {
         let now = Date()
         let (ts, ns) = (Timestamp.format(now), Self.ns(now))
         try db.run("UPDATE items SET state = ?, updated_at = ?, mtime_ns = ? WHERE rowid = ?", [state.rawValue, ts, ns, rowid])
-        let sent = try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND state != 'pending'", [id])
+        // With no version acknowledged, the server has the item only if a change of it is out (in
+        // flight, or held as a conflict): a create it refused (413 on the bytes) made nothing there.
+        let sent = try db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND state IN ('sending', 'conflict')", [id])
         if version == 0 && !sent {
             // The server never saw this item: trashing it leaves nothing to send (its edges
-            // keep theirs); restoring it queues its create again.
+            // keep theirs), nor anything refused to list; restoring it queues its create again.
             if state == .trashed {
                 try db.run("DELETE FROM mutations WHERE item_id = ? AND kind NOT IN ('create_edge', 'delete_edge')", [id])
+                try db.run("UPDATE items SET sync = 'pending', sync_error = NULL WHERE rowid = ? AND sync = 'rejected'", [rowid])
             } else {
                 var c = try item(); c.state = state; c.updatedAt = ts
                 try enqueueItemChange(db, c)

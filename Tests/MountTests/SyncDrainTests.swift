@@ -288,6 +288,12 @@ extension SyncDrainTests {
             #expect(m.sh("sha256sum < vault/media/clip.mp4 | cmp - ../clip.sha").status == 0, "the file keeps its bytes")
             let onServer = (s.call("GET", "/items?limit=200", key: key).json["data"]?.arrayValue ?? []).compactMap { $0.objectValue?["properties"]?.objectValue?["filename"] }
             #expect(!onServer.contains(.string("clip.mp4")), "the server has no item for it: \(onServer)")
+            // Removed: nothing is left to send or to list (the server never had it).
+            #expect(m.sh("rm vault/media/clip.mp4").status == 0)
+            #expect(MountHarness.eventually(timeout: 10) { lines().isEmpty && m.syncStatus["rejected"] == .int(0) }, "\(m.sh("cat .marfafs/pending").out)")
+            let after = Shell.run([MountHarness.binary, "sync", m.mountpoint, "--wait"])
+            #expect(after.status == 0 && after.stderr.isEmpty, "\(after.stdout) \(after.stderr)")
+            #expect(!Shell.run([MountHarness.binary, "status", m.mountpoint]).out.contains("clip.mp4"))
         }
     }
 
