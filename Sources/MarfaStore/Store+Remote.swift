@@ -296,6 +296,8 @@ extension Store {
             _ = try takeFileForm(db, rowid: r, remote, extensions: extensions, previousTitle: nil, propertiesChanged: true)
         }
         out.items.insert(remote.id); out.applied += 1
+        // The same file made here before this store met the server: one item, the server's.
+        try adoptLocalTwin(db, of: remote.id, into: &out)
     }
 
     /// The server's answer to our own write, with our properties: the file stays as it is (its

@@ -46,6 +46,11 @@ public actor QueueDrainer {
     /// Runs until the task is cancelled.
     public func run() async {
         await probe()
+        // Nothing is sent before the store's first sync is done: a file made here before the
+        // store met the server, and on the server already (the same vault imported on two
+        // devices), becomes the server's item then (`Store.adoptLocalTwin`), so its create must
+        // not be on its way. (The probe has said meanwhile whether the server takes the key.)
+        while !Task.isCancelled && !store.firstSyncDone { try? await Task.sleep(for: .milliseconds(100)) }
         while !Task.isCancelled {
             let batch: [Mutation]
             do { batch = try store.nextMutations(limit: 200) } catch {
