@@ -10,8 +10,8 @@ import MarfaModel
 /// here takes the place of its local twin: an item never sent (no version, nothing of it out or
 /// refused), active, with the same type, name, folders, attributes and bytes (a blob: the same
 /// hash). The twin's queued create, form and upload go (the server has the file); its edges,
-/// queued or not, name the server's item from then on; its row goes, and the mount shows the
-/// server's item in its place. A file that differs in any of these is not a twin: both stay.
+/// queued or not, and its earlier versions name the server's item from then on; its row goes,
+/// and the mount shows the server's item in its place. A file that differs in any of these is not a twin: both stay.
 ///
 /// Called inside the transaction that inserts the server's item, before its first sync is done
 /// (the queue waits for it: `SyncEngine`), so no twin's create is on its way meanwhile.
@@ -63,6 +63,8 @@ extension Store {
         try db.run("UPDATE OR IGNORE owners SET item_id = ? WHERE item_id = ?", [id, old])
         try db.run("DELETE FROM owners WHERE item_id = ?", [old])
         try db.run("DELETE FROM tags WHERE item_id = ?", [old])
+        // Its earlier versions (`history/`) are the server item's from now on.
+        try db.run("UPDATE versions SET item_id = ? WHERE item_id = ?", [id, old])
         try db.run("DELETE FROM items WHERE rowid = ?", [ours.rowid])
         try db.run("DELETE FROM item_numbers WHERE rowid = ?", [ours.rowid])
         saveBases.forget(ours.rowid)
