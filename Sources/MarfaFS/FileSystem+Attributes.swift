@@ -207,19 +207,69 @@ extension FileSystem {
         }
     }
 
-    /// A change that builds on a blob's bytes (a write, a truncate to a size other than nothing)
-    /// needs them in the cache: one this mount never fetched is fetched first, as its first read
-    /// would be (FS-11), outside the lock. Offline the change then fails with EIO and says why.
-    func fetchBeforeChange(_ ino: UInt64, _ change: Store.StagedChange) {
-        guard let fetch = fetchBlob else { return }
+    /// The blob to fetch before `change` of item `r` (FS-11), as its first read would: a change
+    /// that builds on a blob's bytes (a write, a truncate to a size other than nothing) needs them,
+    /// and this mount never fetched them (offline the change then fails with EIO and says why);
+    /// nil for anything else. Call with the lock held.
+    func uncachedBlob(_ r: Int64, _ change: Store.StagedChange) -> String? {
+        guard fetchBlob != nil, let s = catalog.items[r], TypeSchema.isBlobType(s.type), let hash = s.blobRef, !store.spool.has(r) else { return nil }
         switch change {
-        case .mtime, .truncate(size: 0): return
-        case .write, .truncate: break
+        case .mtime, .truncate(size: 0): return nil
+        case .write, .truncate: return store.blobs.size(hash: hash) == nil ? hash : nil
         }
-        let hash: String? = locked {
-            guard case .item(let r)? = try? node(ino), let s = catalog.items[r], TypeSchema.isBlobType(s.type), !store.spool.has(r) else { return nil }
-            return s.blobRef
+    }
+
+    /// What `fallocate(2)` asks for (the Linux mode bits).
+    public struct AllocateMode: OptionSet, Sendable {
+        public let rawValue: Int32
+        public init(rawValue: Int32) { self.rawValue = rawValue }
+        public static let keepSize = AllocateMode(rawValue: 0x01)
+        public static let punchHole = AllocateMode(rawValue: 0x02)
+        public static let zeroRange = AllocateMode(rawValue: 0x10)
+    }
+
+    /// `fallocate(2)` (FS-31). Blocks are not reserved ahead (a file's bytes live in the store), so
+    /// an allocation checks that the store's disk has the room and grows the file with zeros unless
+    /// asked to keep its size; punching a hole or zeroing a range writes zeros. Collapsing and
+    /// inserting ranges are EOPNOTSUPP (man 7).
+    public func fallocate(_ ino: UInt64, mode: Int32, offset: Int64, length: Int64, writer: Int32 = 0) throws {
+        if LocalFiles.owns(ino) { return try local.fallocate(ino, mode: mode, offset: offset, length: length) }
+        let m = AllocateMode(rawValue: mode)
+        guard m.subtracting([.keepSize, .punchHole, .zeroRange]).isEmpty else {
+            throw FSError(.notSupported, "fallocate mode \(mode) is not supported")
         }
-        if let hash, store.blobs.size(hash: hash) == nil { _ = fetch(hash) }
+        guard offset >= 0, length > 0, offset <= Int64.max - length else { throw FSError(.invalid, "fallocate of \(length) bytes at \(offset)") }
+        if m.contains(.punchHole) && !m.contains(.keepSize) { throw FSError(.notSupported, "a hole is punched keeping the size") }
+        if m.contains(.punchHole) && m.contains(.zeroRange) { throw FSError(.invalid, "punch a hole or zero a range, not both") }
+        let size = try getattr(ino).size
+        let end = offset + length
+        var zeroFrom = offset, zeroTo = end
+        if m.contains(.punchHole) || m.contains(.zeroRange) {
+            if m.contains(.keepSize) { zeroTo = min(end, size) }
+        } else {
+            // A plain allocation: the bytes already there stay; the file grows unless kept.
+            zeroFrom = size
+            if m.contains(.keepSize) { zeroTo = zeroFrom }
+        }
+        if end > size {
+            var sv = statvfs()
+            let dir = URL(fileURLWithPath: store.path).deletingLastPathComponent().path
+            if statvfs(dir, &sv) == 0, Int64(sv.f_bavail) * Int64(sv.f_frsize) < end - size {
+                throw FSError(.noSpace, "no room for \(end - size) more bytes")
+            }
+        }
+        guard zeroTo > zeroFrom else { return }
+        if zeroFrom >= size {
+            // Past the end: a truncate grows the file with zeros in one step.
+            try changeFile(ino, reaching: zeroTo, .truncate(size: zeroTo), by: writer)
+            return
+        }
+        let chunk: Int64 = 1 << 20
+        var at = zeroFrom
+        while at < zeroTo {
+            let n = min(chunk, zeroTo - at)
+            try changeFile(ino, reaching: at + n, .write(offset: at, data: [UInt8](repeating: 0, count: Int(n))), by: writer)
+            at += n
+        }
     }
 }

@@ -306,7 +306,7 @@ extension FileSystem {
         let watched = catalog.vault != nil && knownIno(.treeDir("")) != nil
         let before = watched ? catalog.currentTagTree() : [:]
         // Every level of the folders that came or went, and how those going show until they are gone.
-        let levels = Self.folderLevels(made + removed)
+        let levels = VaultText.folderLevels(made + removed)
         var ghosts: [String: Replay.Ghost] = [:]
         if watched {
             for f in levels where Self.folderExists(before, f) && knownIno(.treeDir(f)) != nil {

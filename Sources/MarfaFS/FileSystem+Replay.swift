@@ -158,7 +158,7 @@ extension FileSystem {
         let place = replayPlace
         // Folders: every level of each `folder:` tag that came or went; the tag tree is built
         // again only when one did.
-        let paths = Self.folderLevels(tagsBefore.symmetricDifference(tagsAfter))
+        let paths = VaultText.folderLevels(tagsBefore.symmetricDifference(tagsAfter))
         var made: [String] = [], gone: [String] = []
         if let foldersBefore, !paths.isEmpty {
             (made, gone) = Self.folderChanges(paths, before: foldersBefore, after: catalog.currentTagTree())
@@ -200,16 +200,6 @@ extension FileSystem {
             guard seen(parent), knownIno(.treeDir(f)) != nil, let g = ghosts[f] else { continue }
             // Its parents that went with it still show while it is removed (deepest first).
             out.append(Replay(at: g.at, op: .remove(ghost: g.attr), gone: ghostsOn(parent)))
-        }
-        return out
-    }
-
-    /// Every level of the `folder:` tags among `tags` (`folder:a/b`: `a` and `a/b`).
-    static func folderLevels(_ tags: some Sequence<String>) -> Set<String> {
-        var out = Set<String>()
-        for tag in tags where tag.hasPrefix(VaultText.folderPrefix) {
-            var path = ""
-            for c in tag.dropFirst(VaultText.folderPrefix.count).split(separator: "/") { path = VaultIndex.join(path, String(c)); out.insert(path) }
         }
         return out
     }

@@ -383,73 +383,28 @@ public final class FileSystem: @unchecked Sendable {
         return data.count
     }
 
-    /// What `fallocate(2)` asks for (the Linux mode bits).
-    public struct AllocateMode: OptionSet, Sendable {
-        public let rawValue: Int32
-        public init(rawValue: Int32) { self.rawValue = rawValue }
-        public static let keepSize = AllocateMode(rawValue: 0x01)
-        public static let punchHole = AllocateMode(rawValue: 0x02)
-        public static let zeroRange = AllocateMode(rawValue: 0x10)
-    }
-
-    /// `fallocate(2)` (FS-31). Blocks are not reserved ahead (a file's bytes live in the store), so
-    /// an allocation checks that the store's disk has the room and grows the file with zeros unless
-    /// asked to keep its size; punching a hole or zeroing a range writes zeros. Collapsing and
-    /// inserting ranges are EOPNOTSUPP (man 7).
-    public func fallocate(_ ino: UInt64, mode: Int32, offset: Int64, length: Int64, writer: Int32 = 0) throws {
-        if LocalFiles.owns(ino) { return try local.fallocate(ino, mode: mode, offset: offset, length: length) }
-        let m = AllocateMode(rawValue: mode)
-        guard m.subtracting([.keepSize, .punchHole, .zeroRange]).isEmpty else {
-            throw FSError(.notSupported, "fallocate mode \(mode) is not supported")
-        }
-        guard offset >= 0, length > 0, offset <= Int64.max - length else { throw FSError(.invalid, "fallocate of \(length) bytes at \(offset)") }
-        if m.contains(.punchHole) && !m.contains(.keepSize) { throw FSError(.notSupported, "a hole is punched keeping the size") }
-        if m.contains(.punchHole) && m.contains(.zeroRange) { throw FSError(.invalid, "punch a hole or zero a range, not both") }
-        let size = try getattr(ino).size
-        let end = offset + length
-        var zeroFrom = offset, zeroTo = end
-        if m.contains(.punchHole) || m.contains(.zeroRange) {
-            if m.contains(.keepSize) { zeroTo = min(end, size) }
-        } else {
-            // A plain allocation: the bytes already there stay; the file grows unless kept.
-            zeroFrom = size
-            if m.contains(.keepSize) { zeroTo = zeroFrom }
-        }
-        if end > size {
-            var sv = statvfs()
-            let dir = URL(fileURLWithPath: store.path).deletingLastPathComponent().path
-            if statvfs(dir, &sv) == 0, Int64(sv.f_bavail) * Int64(sv.f_frsize) < end - size {
-                throw FSError(.noSpace, "no room for \(end - size) more bytes")
-            }
-        }
-        guard zeroTo > zeroFrom else { return }
-        if zeroFrom >= size {
-            // Past the end: a truncate grows the file with zeros in one step.
-            try changeFile(ino, reaching: zeroTo, .truncate(size: zeroTo), by: writer)
-            return
-        }
-        let chunk: Int64 = 1 << 20
-        var at = zeroFrom
-        while at < zeroTo {
-            let n = min(chunk, zeroTo - at)
-            try changeFile(ino, reaching: at + n, .write(offset: at, data: [UInt8](repeating: 0, count: Int(n))), by: writer)
-            at += n
-        }
-    }
-
     /// Changes the bytes of an item (committed now, settled later) or of a scratch file, after
     /// checking that the file may grow to `end` bytes: a text item to a note's limit, a blob item or
     /// a scratch file to one cached blob's. Where the bytes go, and the base of the save a change
     /// begins, are the store's decision (`Store.changeFile`); the catalog takes the new size and time.
     func changeFile(_ ino: UInt64, reaching end: Int64, _ change: Store.StagedChange, by thread: Int32) throws {
         let w = writers.writer(thread)
-        fetchBeforeChange(ino, change)
+        // A change that builds on a blob this mount never fetched fetches it first, outside the lock.
+        guard let hash = try changeFile(ino, reaching: end, change, by: w, fetched: false) else { return }
+        _ = fetchBlob?(hash)
+        _ = try changeFile(ino, reaching: end, change, by: w, fetched: true)
+    }
+
+    /// `changeFile` in one pass under the lock; returns instead the blob to fetch first
+    /// (`uncachedBlob`), unless `fetched`.
+    private func changeFile(_ ino: UInt64, reaching end: Int64, _ change: Store.StagedChange, by w: Writer, fetched: Bool) throws -> String? {
         try locked {
             let n = try node(ino)
             let limit: Int64
             let ref: Store.FileRef
             switch n {
             case .item(let r):
+                if !fetched, let hash = uncachedBlob(r, change) { return hash }
                 limit = catalog.items[r].map { Store.maxFileBytes(type: $0.type) } ?? Int64(Store.maxTextBytes)
                 ref = .item(r, type: catalog.items[r]?.type)
             case .scratch(let s): limit = Store.maxBlobBytes; ref = .scratch(s)
@@ -457,7 +412,7 @@ public final class FileSystem: @unchecked Sendable {
                 guard end <= Self.maxDetachedCopy else { throw FSError(.tooLarge, "a removed file held open grows to at most \(Self.maxDetachedCopy) bytes") }
                 try changeDetached(d, change)
                 changed(n)
-                return
+                return nil
             case .controlFile: throw FSError(.notPermitted, "control files are read-only")
             case .historyVersion: throw FSError(.readOnly, "history/ is read-only: copy a version over the file to restore it")
             case .previewFile: throw FSError(.readOnly, "previews are the server's, read-only")
@@ -468,6 +423,7 @@ public final class FileSystem: @unchecked Sendable {
             changed(n)
             if case .item(let r, _) = ref { wroteUnsettled(r, size: f.size, mtimeNs: f.mtimeNs) }
             else if let s = f.scratch { catalog.addScratch(s); if f.staged { settler.noteWrite() } }
+            return nil
         }
     }
 

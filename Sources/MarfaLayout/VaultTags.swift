@@ -158,3 +158,18 @@ extension VaultText {
         return (String(line[..<colon]), rest, comment)
     }
 }
+
+extension VaultText {
+    /// Every level of the folders the `folder:` tags among `tags` name (`folder:a/b`: `a` and `a/b`).
+    public static func folderLevels(_ tags: some Sequence<String>) -> Set<String> {
+        var out = Set<String>()
+        for tag in tags where tag.hasPrefix(folderPrefix) {
+            var path = ""
+            for part in tag.dropFirst(folderPrefix.count).split(separator: "/") {
+                path = path.isEmpty ? String(part) : path + "/" + part
+                out.insert(path)
+            }
+        }
+        return out
+    }
+}

@@ -103,29 +103,20 @@ extension Store {
         if try removeFolderIfEmpty(db, path) { out.foldersRemoved.insert(VaultText.folderPrefix + path); out.applied += 1 }
     }
 
-    /// The folders of the tree an active item is in (none for one trashed or archived).
+    /// The `folder:` tags of an active item (none for one trashed or archived).
     func activeFolders(_ db: Database, _ itemID: String) throws -> Set<String> {
         guard try db.exists("SELECT 1 FROM items WHERE id = ? AND state = 'active'", [itemID]) else { return [] }
-        return Set(try Self.tags(db, itemID).filter { $0.hasPrefix(VaultText.folderPrefix) }.map { String($0.dropFirst(VaultText.folderPrefix.count)) })
+        return Set(try Self.tags(db, itemID).filter { $0.hasPrefix(VaultText.folderPrefix) })
     }
 
-    /// Folders a remote change took an item out of (a folder renamed, a file moved or removed on
-    /// the other device): each one kept here that is left with nothing in it, and the kept folders
-    /// above it left so, go from the tree, as they went where the change was made. Without this a
-    /// folder made here with `mkdir` outlived its rename elsewhere, and its marker (sent once it was
-    /// seen empty here) brought it back, empty, to every device. A folder some marker names stays:
-    /// it was meant to be there empty.
-    func foldersLeft(_ db: Database, _ paths: Set<String>, into out: inout StoreChanges) throws {
-        var levels = Set<String>()
-        for p in paths where !p.isEmpty {
-            var f = Substring(p)
-            while !f.isEmpty {
-                levels.insert(String(f))
-                guard let slash = f.lastIndex(of: "/") else { break }
-                f = f[..<slash]
-            }
-        }
-        for f in levels.sorted(by: { $0.count > $1.count }) {
+    /// Folders a remote change took an item out of (`tags`: their `folder:` tags; a folder renamed,
+    /// a file moved or removed on the other device): each one kept here that is left with nothing
+    /// in it, and the kept folders above it left so, go from the tree, as they went where the
+    /// change was made. Without this a folder made here with `mkdir` outlived its rename
+    /// elsewhere, and its marker (sent once it was seen empty here) brought it back, empty, to
+    /// every device. A folder some marker names stays: it was meant to be there empty.
+    func foldersLeft(_ db: Database, _ tags: Set<String>, into out: inout StoreChanges) throws {
+        for f in VaultText.folderLevels(tags).sorted(by: { $0.count > $1.count }) {
             if try db.exists("SELECT 1 FROM folder_markers WHERE path = ? AND state != ?", [f, FolderMarker.State.gone]) { continue }
             if try removeFolderIfEmpty(db, f) { out.foldersRemoved.insert(VaultText.folderPrefix + f); out.applied += 1 }
         }

@@ -56,6 +56,7 @@ extension Store {
             try Self.setMeta(db, Self.firstSyncKey, Timestamp.now())
             try db.run("DELETE FROM meta WHERE key = ?", [Self.reseedKey])
         }
+        twinCandidates.withLock { $0 = nil }
     }
 
     /// `marfafs resync`: the next first sync fetches everything again and takes the server's state

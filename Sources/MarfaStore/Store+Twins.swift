@@ -14,28 +14,39 @@ import MarfaModel
 /// and the mount shows the server's item in its place. A file that differs in any of these is not a twin: both stay.
 ///
 /// Called inside the transaction that inserts the server's item, before its first sync is done
-/// (the queue waits for it: `SyncEngine`), so no twin's create is on its way meanwhile.
+/// (the queue waits for it: `QueueDrainer.run`), so no twin's create is on its way meanwhile. The
+/// never-sent items are read once (`twinCandidates`), not searched for each server item.
 extension Store {
     func adoptLocalTwin(_ db: Database, of remoteID: String, into out: inout StoreChanges) throws {
         guard try Self.meta(db, Self.firstSyncKey) == nil,
               let theirs = try db.row("SELECT * FROM items WHERE id = ?", [remoteID]).map(StoredItem.init(row:)),
               theirs.item.state == .active else { return }
+        let candidates = try twinCandidates.withLock { index in
+            if index == nil {
+                index = Dictionary(grouping: try Row.fetchAll(db, sql: "SELECT rowid, type, stem, ext FROM items WHERE version = 0 AND state = 'active'"),
+                                   by: { Self.twinKey(type: $0["type"], stem: $0["stem"], ext: $0["ext"]) }).mapValues { $0.map { $0["rowid"] as Int64 } }
+            }
+            return index?[Self.twinKey(type: theirs.item.type, stem: theirs.stem, ext: theirs.ext)] ?? []
+        }
+        if candidates.isEmpty { return }
+        let name = theirs.fileName ?? theirs.stem + theirs.ext
         let folders = try Self.tags(db, remoteID).filter { $0.hasPrefix(VaultText.folderPrefix) }.sorted()
-        let candidates = try Row.fetchAll(db, sql: """
-            SELECT rowid FROM items WHERE id != ? AND version = 0 AND state = 'active' AND unsettled = 0 AND type = ? AND stem = ? AND ext = ?
-              AND coalesce(file_name, stem || ext) = ?
-              AND NOT EXISTS (SELECT 1 FROM mutations WHERE mutations.item_id = items.id AND state != 'pending')
-            """, arguments: [remoteID, theirs.item.type, theirs.stem, theirs.ext, theirs.fileName ?? theirs.stem + theirs.ext])
-        for row in candidates {
-            let rowid: Int64 = row[0]
-            guard !staging.hasOverlay(rowid), let ours = try Self.fetchItem(db, rowid: rowid), ours.xattrs == theirs.xattrs,
+        for rowid in candidates {
+            // As it is now: it may have changed, been sent or gone since the index was read.
+            guard !staging.hasOverlay(rowid), let ours = try Self.fetchItem(db, rowid: rowid),
+                  ours.item.version == 0, ours.item.state == .active, !ours.unsettled, ours.item.id != remoteID,
+                  (ours.fileName ?? ours.stem + ours.ext) == name, ours.xattrs == theirs.xattrs,
+                  try !db.exists("SELECT 1 FROM mutations WHERE item_id = ? AND state != 'pending'", [ours.item.id]),
                   try Self.tags(db, ours.item.id).filter({ $0.hasPrefix(VaultText.folderPrefix) }).sorted() == folders,
                   try sameBytes(db, ours, theirs) else { continue }
             try replaceTwin(db, ours, by: remoteID)
+            twinCandidates.withLock { $0?[Self.twinKey(type: theirs.item.type, stem: theirs.stem, ext: theirs.ext)]?.removeAll { $0 == rowid } }
             out.items.insert(ours.item.id)
             return
         }
     }
+
+    private static func twinKey(type: String, stem: String, ext: String) -> String { type + "\u{0}" + stem + "\u{0}" + ext }
 
     /// Whether two items show the same bytes: a blob's hash, a text's bytes.
     private func sameBytes(_ db: Database, _ a: StoredItem, _ b: StoredItem) throws -> Bool {

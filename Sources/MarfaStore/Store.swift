@@ -78,6 +78,9 @@ public final class Store: Sendable {
     /// (`applyItem`), taken once they are all answered (`acknowledge`): its event may have come
     /// while our last write was on its way, so the answer to that write is older than it.
     let heldRemote = Mutex<[String: RemoteChange]>([:])
+    /// During a store's first sync, its never-sent items by type and name (`Store+Twins`): read
+    /// once, so each server item the first sync brings is looked up, not searched for.
+    let twinCandidates = Mutex<[String: [Int64]]?>(nil)
     /// Versions kept since the history's size cap was last checked.
     let historyChecks = Mutex(0)
     /// Whether the writing connection has its history trigger.

@@ -29,6 +29,8 @@ public actor QueueDrainer {
     let writer: any RemoteWriter
     /// Items whose chain ends at a refusal that refused their later changes too (`Store.reject`).
     var chainsRefused: Set<String> = []
+    /// The store's commit count when held server changes were last looked at (`applyHeldRemotes`).
+    var heldLookedAt = -1
 
     public init(store: Store, client: KeyedClient, status: SyncStatus, log: Logger, writer: (any RemoteWriter)? = nil,
                 idle: Duration = .milliseconds(50), conflictMode: ConflictMode = .merge, device: String = ProcessInfo.processInfo.hostName) {
@@ -60,8 +62,9 @@ public actor QueueDrainer {
             }
             if batch.isEmpty {
                 // Nothing to send: a server change held for an item whose save settled with
-                // nothing to send is taken now.
-                _ = try? store.applyHeldRemotes()
+                // nothing to send is taken now (looked at again only once the store changed).
+                let commits = store.commitCount
+                if commits != heldLookedAt, (try? store.applyHeldRemotes()) != nil { heldLookedAt = commits }
                 try? await Task.sleep(for: idle)
                 continue
             }
