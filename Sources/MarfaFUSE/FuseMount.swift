@@ -66,7 +66,7 @@ public final class FuseMount: @unchecked Sendable {
     /// Runs the request loop until unmounted or `stop()`; then releases the session.
     public func run(threads: UInt32 = 8) {
         guard let se = session else { return }
-        let rc = marfafs_session_loop_mt(se, threads)
+        let rc = marfafs_session_loop(se, threads, FuseMount.spinNs)
         if rc != 0 { log.warning("fuse session loop ended", metadata: ["rc": "\(rc)"]) }
         fs.stopSettling()
         notifier.stop()
@@ -74,6 +74,10 @@ public final class FuseMount: @unchecked Sendable {
         fuse_session_destroy(se)
         session = nil
     }
+
+    /// How long a worker waiting for the next request looks for it before it sleeps:
+    /// `MARFAFS_SPIN_US` (0: never), 100 µs otherwise.
+    static let spinNs: Int = max(0, ProcessInfo.processInfo.environment["MARFAFS_SPIN_US"].flatMap(Int.init) ?? 100) * 1000
 
     /// Asks the loop to end and wakes a worker so it notices.
     public func stop() {

@@ -59,4 +59,43 @@ extension MountTests {
             MountHarness.forceUnmount(other)
         }
     }
+
+    /// The request loop (`CFuse/shim.h`): its workers answer alike whether they look for the next
+    /// request awake (the default) or sleep at once (`MARFAFS_SPIN_US=0`), with four programs
+    /// asking at once; and a mount left alone spends no CPU, however closely requests came before.
+    @Test(arguments: ["0", "100"]) func loop_workersAwakeOrAsleepAnswerAlikeAndAnIdleMountSpendsNoCPU(spin: String) throws {
+        try MountHarness.with(environment: ["MARFAFS_SPIN_US": spin]) { m in
+            let writers = (0..<4).map { w in
+                "(mkdir -p vault/w\(w) && for i in $(seq 1 150); do echo \"note \(w) $i\" > vault/w\(w)/n$i.md; "
+                + "cat vault/w\(w)/n$i.md > /dev/null; ls -l vault/w\(w) > /dev/null; done) &"
+            }.joined(separator: " ")
+            #expect(m.sh("{ " + writers + " wait; }").status == 0)
+            for w in 0..<4 {
+                let seen = m.sh("cat vault/w\(w)/n*.md | sort | uniq | wc -l").out
+                #expect(seen == "150", "every note of writer \(w) has its own bytes")
+                #expect(m.sh("cat vault/w\(w)/n77.md").out == "note \(w) 77")
+            }
+            m.settle()
+            // Requests back to back (an attribute asked of the daemon each time), so the loop
+            // last saw requests follow its answers closely: then it looks for the next one awake.
+            let asked = m.sh("python3 -c 'import os\nfor i in range(3000): os.listxattr(\"vault/w0/n1.md\")'")
+            #expect(asked.status == 0, "\(asked.stderr)")
+            let holder = (try? String(contentsOfFile: m.store + ".lock", encoding: .utf8)) ?? ""
+            guard let pid = holder.split(separator: " ").last.flatMap({ Int32($0) }) else {
+                Issue.record("no daemon pid in \(m.store).lock"); return
+            }
+            /// utime + stime of the daemon, in clock ticks (man 5 proc).
+            func ticks() -> Int {
+                let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+                guard let close = stat.lastIndex(of: ")") else { return -1 }
+                let f = stat[stat.index(after: close)...].split(separator: " ")
+                return f.count > 12 ? (Int(f[11]) ?? 0) + (Int(f[12]) ?? 0) : -1
+            }
+            usleep(500_000)
+            let before = ticks()
+            sleep(3)
+            let spent = ticks() - before
+            #expect(before >= 0 && spent <= 5, "an idle mount spent \(spent) ticks of CPU in 3 s")
+        }
+    }
 }
