@@ -15,7 +15,18 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <time.h>
+
+/* The CPUs this process may run on (its affinity mask, as taskset(1) and cgroups' cpusets set it). */
+static inline int marfafs_cpus_allowed(void) {
+    unsigned long mask[64];
+    long bytes = syscall(SYS_sched_getaffinity, 0, sizeof mask, mask);
+    if (bytes <= 0) return 1;
+    int n = 0;
+    for (long i = 0; i < bytes / (long)sizeof(unsigned long); i++) n += __builtin_popcountl(mask[i]);
+    return n;
+}
 
 /* The request loop (FuseMount.run), in place of libfuse's fuse_session_loop_mt.
  *
@@ -95,7 +106,6 @@ static inline int marfafs_session_loop(struct fuse_session *se, unsigned threads
 }
 
 /* The calling thread's id (what fuse_req_ctx()->pid names for a request it makes). */
-#include <sys/syscall.h>
 static inline int marfafs_gettid(void) { return (int)syscall(SYS_gettid); }
 
 static inline void marfafs_fi_set_cache(struct fuse_file_info *fi, int dir) {

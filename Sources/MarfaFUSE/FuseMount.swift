@@ -76,8 +76,12 @@ public final class FuseMount: @unchecked Sendable {
     }
 
     /// How long a worker waiting for the next request looks for it before it sleeps:
-    /// `MARFAFS_SPIN_US` (0: never), 100 µs otherwise.
-    static let spinNs: Int = max(0, ProcessInfo.processInfo.environment["MARFAFS_SPIN_US"].flatMap(Int.init) ?? 100) * 1000
+    /// `MARFAFS_SPIN_US` (0: never), else 100 µs with two CPUs or more to run on and never with
+    /// one (a worker looking there only holds up the program whose request it waits for).
+    static let spinNs: Int = {
+        if let us = ProcessInfo.processInfo.environment["MARFAFS_SPIN_US"].flatMap(Int.init) { return max(0, us) * 1000 }
+        return marfafs_cpus_allowed() > 1 ? 100_000 : 0
+    }()
 
     /// Asks the loop to end and wakes a worker so it notices.
     public func stop() {

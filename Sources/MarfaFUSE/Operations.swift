@@ -126,7 +126,7 @@ extension FuseMount {
             if (cap & UInt32(FUSE_CAP_CACHE_SYMLINKS)) != 0 { conn.pointee.want |= UInt32(FUSE_CAP_CACHE_SYMLINKS) }
             // Writes of up to 1 MiB per request (the kernel splits at 128 KiB otherwise).
             conn.pointee.max_write = 1 << 20
-            m.log.info("fuse session ready", metadata: ["no_open": "\(m.noOpen)", "max_write": "\(conn.pointee.max_write)"])
+            m.log.info("fuse session ready", metadata: ["no_open": "\(m.noOpen)", "max_write": "\(conn.pointee.max_write)", "spin_us": "\(FuseMount.spinNs / 1000)"])
         }
         ops.lookup = { req, parent, cname in
             guarded(req, .lookup) { m in

@@ -98,4 +98,28 @@ extension MountTests {
             #expect(before >= 0 && spent <= 5, "an idle mount spent \(spent) ticks of CPU in 3 s")
         }
     }
+
+    /// A process with one CPU to run on does not look for requests awake (the program it would
+    /// wait for needs that CPU to ask); with more it does, and `MARFAFS_SPIN_US` decides over both.
+    @Test func loop_oneCPUToRunOnSleepsAtOnce() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/taskset") else {
+            Issue.record("taskset(1) is missing (util-linux)"); return
+        }
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        func budget(_ prefix: [String]) -> String {
+            let r = Shell.run(prefix + [MountHarness.binary, "mount", h.mountpoint, "--store", h.store])
+            guard r.status == 0 else { return "mount failed: \(r.stderr)" }
+            h.adoptMount()
+            let log = h.daemonLog(last: 100_000)
+            h.unmount()
+            return log.split(separator: "\n").last { $0.contains("fuse session ready") }
+                .flatMap { $0.split(separator: " ").first { $0.hasPrefix("spin_us=") } }.map(String.init) ?? "no session line"
+        }
+        #expect(budget(["/usr/bin/taskset", "-c", "0"]) == "spin_us=0")
+        #expect(budget(["/usr/bin/env", "MARFAFS_SPIN_US=40", "/usr/bin/taskset", "-c", "0"]) == "spin_us=40")
+        if ProcessInfo.processInfo.activeProcessorCount > 1 {
+            #expect(budget([]) == "spin_us=100")
+        }
+    }
 }
