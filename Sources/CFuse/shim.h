@@ -45,8 +45,8 @@ struct marfafs_loop {
     pthread_mutex_t leader;
     long spin_ns;
     /* When a worker last answered, and the mean time from an answer to the next request read
-     * (the mean weighs 7/8, the newest 1/8; each capped at 10 × spin_ns). Read and written by
-     * workers without the leader lock where an approximate value will do. */
+     * (the mean weighs 7/8, the newest 1/8; each capped at 10 × spin_ns); kept only while
+     * `spin_ns` > 0. Written by workers without the leader lock: an approximate value will do. */
     _Atomic long answered_ns;
     _Atomic long gap_ns;
 };
@@ -70,14 +70,16 @@ static void *marfafs_loop_worker(void *arg) {
         }
         /* 0 once the session has ended (unmounted, or `fuse_session_exit`). */
         int res = fuse_session_exited(l->se) ? 0 : fuse_session_receive_buf(l->se, &buf);
-        long gap = marfafs_now_ns() - l->answered_ns;
-        gap = gap < 0 ? 0 : gap > 10 * l->spin_ns ? 10 * l->spin_ns : gap;
-        l->gap_ns = (7 * l->gap_ns + gap) / 8;
+        if (l->spin_ns > 0 && res > 0) {
+            long gap = marfafs_now_ns() - l->answered_ns;
+            gap = gap < 0 ? 0 : gap > 10 * l->spin_ns ? 10 * l->spin_ns : gap;
+            l->gap_ns = (7 * l->gap_ns + gap) / 8;
+        }
         pthread_mutex_unlock(&l->leader);
         if (res == -EINTR) continue; /* a request taken back by its caller */
         if (res <= 0) { if (res < 0) fuse_session_exit(l->se); break; }
         fuse_session_process_buf(l->se, &buf);
-        l->answered_ns = marfafs_now_ns();
+        if (l->spin_ns > 0) l->answered_ns = marfafs_now_ns();
     }
     free(buf.mem);
     return NULL;

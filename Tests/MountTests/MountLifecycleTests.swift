@@ -63,7 +63,7 @@ extension MountTests {
     /// The request loop (`CFuse/shim.h`): its workers answer alike whether they look for the next
     /// request awake (the default) or sleep at once (`MARFAFS_SPIN_US=0`), with four programs
     /// asking at once; and a mount left alone spends no CPU, however closely requests came before.
-    @Test(arguments: ["0", "100"]) func loop_workersAwakeOrAsleepAnswerAlikeAndAnIdleMountSpendsNoCPU(spin: String) throws {
+    @Test(arguments: ["0", "100"]) func FS32_theRequestLoopAnswersAlikeAwakeOrAsleepAndAnIdleMountSpendsNoCPU(spin: String) throws {
         try MountHarness.with(environment: ["MARFAFS_SPIN_US": spin]) { m in
             let writers = (0..<4).map { w in
                 "(mkdir -p vault/w\(w) && for i in $(seq 1 150); do echo \"note \(w) $i\" > vault/w\(w)/n$i.md; "
@@ -80,10 +80,7 @@ extension MountTests {
             // last saw requests follow its answers closely: then it looks for the next one awake.
             let asked = m.sh("python3 -c 'import os\nfor i in range(3000): os.listxattr(\"vault/w0/n1.md\")'")
             #expect(asked.status == 0, "\(asked.stderr)")
-            let holder = (try? String(contentsOfFile: m.store + ".lock", encoding: .utf8)) ?? ""
-            guard let pid = holder.split(separator: " ").last.flatMap({ Int32($0) }) else {
-                Issue.record("no daemon pid in \(m.store).lock"); return
-            }
+            guard let pid = m.daemonPID else { Issue.record("no daemon pid in \(m.store).lock"); return }
             /// utime + stime of the daemon, in clock ticks (man 5 proc).
             func ticks() -> Int {
                 let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
@@ -101,7 +98,7 @@ extension MountTests {
 
     /// A process with one CPU to run on does not look for requests awake (the program it would
     /// wait for needs that CPU to ask); with more it does, and `MARFAFS_SPIN_US` decides over both.
-    @Test func loop_oneCPUToRunOnSleepsAtOnce() throws {
+    @Test func FS32_theRequestLoopWithOneCPUToRunOnSleepsAtOnce() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/taskset") else {
             Issue.record("taskset(1) is missing (util-linux)"); return
         }
