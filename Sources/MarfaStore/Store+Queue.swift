@@ -196,17 +196,20 @@ extension Store {
             "properties": .object(item.properties), "tier": .string(item.tier.rawValue),
             "base_version": .int(Int64(item.version)),
         ]
-        // The file's name and head go with its properties (`fileForm`), and its time with them
-        // (`fs.stat`): a time the server holds from before (an import's, a `touch -d`) would
-        // otherwise come back with the server's answer and go to every mount as the time of
-        // these new bytes.
-        if !isLocalOnly, var cur = try row ?? db.row("SELECT * FROM items WHERE id = ?", [item.id]).map(StoredItem.init(row:)) {
-            cur.item.properties = item.properties
-            var ext = fileForm(cur)
-            ext[Self.statExtension] = Self.statValue(mode: cur.mode, mtimeNs: cur.mtimeNs)
-            payload["extensions"] = .object(ext)
-        }
+        if let ext = try updateExtensions(db, item, row: row) { payload["extensions"] = .object(ext) }
         try enqueue(db, kind: .update, itemID: item.id, payload: payload, coalesce: true)
+    }
+
+    /// What goes with an update of `item`'s properties: the file's name and head (`fileForm`), and
+    /// its time (`fs.stat`): a time the server holds from before (an import's, a `touch -d`, the
+    /// other mount's last save) would otherwise come back with the server's answer and go to
+    /// every mount as the time of these new bytes. Nil for a store no server has seen.
+    func updateExtensions(_ db: Database, _ item: Item, row: StoredItem? = nil) throws -> [String: JSONValue]? {
+        guard !isLocalOnly, var cur = try row ?? db.row("SELECT * FROM items WHERE id = ?", [item.id]).map(StoredItem.init(row:)) else { return nil }
+        cur.item.properties = item.properties
+        var ext = fileForm(cur)
+        ext[Self.statExtension] = Self.statValue(mode: cur.mode, mtimeNs: cur.mtimeNs)
+        return ext
     }
 
     /// Queues an item's create, and the whole path of a long folder after it (FS-31), and the

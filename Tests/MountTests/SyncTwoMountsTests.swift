@@ -184,6 +184,38 @@ import Testing
         try p.server.start()
     }
 
+    /// FS-20, FS-32: a note merged after a 409 shows the merge's time on both mounts, later than
+    /// either save, and keeps it. (The merged update went without the file's time: the server's
+    /// answer brought back the time it held, the other mount's save, and the merging mount's file
+    /// went back in time after it showed the merge — vim, having reloaded it, refused to write
+    /// over a "file changed since reading it" — while the other mount showed the new bytes with
+    /// its own old save time.)
+    @Test func FS20_FS32_aMergedNoteShowsTheMergesTimeOnBothMountsAndKeepsIt() throws {
+        try withPair { p in
+            let (a, b, s) = (p.a, p.b, p.server)
+            let path = "vault/m/n.md"
+            let mtime = { (m: MountHarness) in Int64(m.sh("stat -c %.9Y \(path) | tr -d .").out) ?? 0 }
+            #expect(live(a) && live(b))
+            #expect(a.sh("mkdir -p vault/m && printf 'l1\\nl2\\nl3\\n' > \(path)").status == 0)
+            #expect(MountHarness.eventually { cat(b, path) == "l1\nl2\nl3\n" })
+            #expect(s.stop() == 0)
+            #expect(a.sh("printf 'A\\nl2\\nl3\\n' > \(path)").status == 0)
+            usleep(20_000)
+            #expect(b.sh("printf 'l1\\nl2\\nB\\n' > \(path)").status == 0)
+            let saved = max(mtime(a), mtime(b))
+            try s.start()
+            #expect(a.sh("cat .marfafs/flush").out.hasPrefix("ok") && b.sh("cat .marfafs/flush").out.hasPrefix("ok"))
+            #expect(MountHarness.eventually(timeout: 30) { cat(a, path) == "A\nl2\nB\n" && cat(b, path) == "A\nl2\nB\n" && mtime(a) == mtime(b) },
+                    "\(cat(a, path))|\(cat(b, path)) \(mtime(a)) \(mtime(b))")
+            let merged = mtime(a)
+            #expect(merged > saved, "the merge's time \(merged) is later than both saves (\(saved))")
+            // Nothing that comes after (the answer, its echo) moves it.
+            #expect(a.sh("cat .marfafs/flush").out.hasPrefix("ok") && b.sh("cat .marfafs/flush").out.hasPrefix("ok"))
+            usleep(1_500_000)
+            #expect(mtime(a) == merged && mtime(b) == merged, "\(mtime(a)) \(mtime(b)) against \(merged)")
+        }
+    }
+
     @Test func FS20_keepBothAlwaysCopiesAndManualHoldsTheConflict() throws {
         try withPair(mountOptions: ["--conflict", "keep-both"]) { p in
             let (a, b) = (p.a, p.b)
