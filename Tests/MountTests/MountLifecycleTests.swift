@@ -104,14 +104,19 @@ extension MountTests {
         }
         let h = try MountHarness()
         defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        // The log's `fuse session ready` lines (each mount's, appended to one log).
+        let sessions = { h.daemonLog(last: 10_000_000).split(separator: "\n").filter { $0.contains("fuse session ready") } }
         func budget(_ prefix: [String]) -> String {
+            let before = sessions().count
             let r = Shell.run(prefix + [MountHarness.binary, "mount", h.mountpoint, "--store", h.store])
             guard r.status == 0 else { return "mount failed: \(r.stderr)" }
             h.adoptMount()
-            let log = h.daemonLog(last: 100_000)
-            h.unmount()
-            return log.split(separator: "\n").last { $0.contains("fuse session ready") }
-                .flatMap { $0.split(separator: " ").first { $0.hasPrefix("spin_us=") } }.map(String.init) ?? "no session line"
+            defer { h.unmount() }
+            // (The line may reach the log a moment after the mount answers.)
+            MountHarness.eventually(timeout: 10) { sessions().count > before }
+            let all = sessions()
+            guard all.count > before else { return "no session line" }
+            return all.last.flatMap { $0.split(separator: " ").first { $0.hasPrefix("spin_us=") } }.map(String.init) ?? "no budget in \(all.last ?? "")"
         }
         #expect(budget(["/usr/bin/taskset", "-c", "0"]) == "spin_us=0")
         #expect(budget(["/usr/bin/env", "MARFAFS_SPIN_US=40", "/usr/bin/taskset", "-c", "0"]) == "spin_us=40")
