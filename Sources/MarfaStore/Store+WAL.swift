@@ -51,13 +51,21 @@ extension Store {
     }
 
     /// Gives back the room a full disk left taken once there is room again: the staging journal's
-    /// committed records, and the WAL once `allSettled` (what the disk held back is stored and
-    /// settled: cut before, the settling still to come grows it again, and it stays at that size).
+    /// committed records, and the WAL, cut at each pass (at most once a second) until a cut made
+    /// once `allSettled` (what the disk held back is stored and settled) pays the debt: a cut
+    /// before is grown again by the settling still to come, and the log stays at that size.
     /// The settler calls this at each pass; nothing to do costs two atomic loads. Failing (the
     /// disk still full, a reader holding the log), it is tried again at the next pass.
     public func reclaimAfterFullDisk(allSettled: Bool) {
         staging.compactIfOwed(durable: { try syncDurably() })
-        if allSettled, staging.debt.wal.load(ordering: .relaxed), cutWAL() { staging.debt.wal.store(false, ordering: .relaxed) }
+        guard staging.debt.wal.load(ordering: .relaxed) else { return }
+        if allSettled {
+            if cutWAL() { staging.debt.wal.store(false, ordering: .relaxed) }
+        } else {
+            // Cut along the way too (at most once a second), paying nothing: the room is given
+            // back before the settling, which may need it, begins.
+            boundWAL()
+        }
     }
 
     /// Room a full disk left taken is still to be given back (`reclaimAfterFullDisk` has not
