@@ -181,13 +181,10 @@ extension FileSystem {
         let batch = 16
         // The room a full disk left taken (the journal's committed records, the WAL), given back
         // once there is room for it (FS-28); a pass that fails for want of room is what needs it.
-        // The WAL once everything is settled: cut before, the settling grows it again.
-        var allSettled = false
         defer {
-            store.reclaimAfterFullDisk(allSettled: allSettled)
-            // Not all given back (files still to settle, a reader held the log at the moment of
-            // its cut, or the disk is still full): another pass in a second, not only at the next
-            // write.
+            store.reclaimAfterFullDisk()
+            // Not all given back (a reader held the log at the moment of its cut, or the disk is
+            // still full): another pass in a second, not only at the next write.
             if store.owesRoom { settler.retryAfter(1); settler.wake() }
         }
         do {
@@ -228,7 +225,6 @@ extension FileSystem {
                    !store.hasPendingFolders, !inodes.hasUnsaved {
                     settler.settledAll()
                     saveDirTimes()
-                    allSettled = true
                 } else if !more, !store.stagingIsEmpty || held {
                     // New files waiting for their own quiet window, or a save in place for its
                     // writer (`Store.settleGivingWay`): looked at again in a while.

@@ -9,7 +9,7 @@ extension Store {
     /// no reader uses it): about once a second, a log past 64 MiB is checkpointed and restarted,
     /// if that can be done without waiting. After a full disk (`FullDiskDebt.wal`), the log is cut
     /// whatever its size: left at its largest, it keeps room the settling of what the disk took
-    /// back needs. (Cutting it pays no debt: the settling still to come grows it again.)
+    /// back needs.
     func boundWAL() {
         let due = walCheck.withLock { last -> Bool in
             let now = Date()
@@ -21,21 +21,18 @@ extension Store {
         var st = stat()
         let owed = staging.debt.wal.load(ordering: .relaxed)
         guard due, stat(path + "-wal", &st) == 0, Int64(st.st_size) > (owed ? 0 : 64 << 20) else { return }
-        _ = cutWAL()
+        truncateWAL()
     }
 
     /// Checkpoints the whole WAL and cuts it to one small commit, if that can be done without
-    /// waiting for a reader. At unmount (`marfafs mount`), so the database file alone, copied after
-    /// an unmount, holds the store; if a reader holds the log or the disk refuses, the next open
-    /// reads the log as it is.
-    public func truncateWAL() { _ = cutWAL() }
-
-    /// `truncateWAL`; true if the log was cut.
+    /// waiting for a reader; done, a full disk's WAL debt is paid. At unmount (`marfafs mount`),
+    /// so the database file alone, copied after an unmount, holds the store; if a reader holds the
+    /// log or the disk refuses, the next open reads the log as it is.
     /// The commit: a store whose WAL is empty cannot be opened on a disk with no room (GRDB writes
     /// to the log of a pool it opens when the log is empty: `openPool`), and the room the cut has
     /// just given back is there for it.
-    func cutWAL() -> Bool {
-        (try? pool.writeWithoutTransaction { db -> Bool in
+    public func truncateWAL() {
+        let done = (try? pool.writeWithoutTransaction { db -> Bool in
             // No busy wait: if a reader holds the log, the next check tries again.
             try db.execute(sql: "PRAGMA busy_timeout = 0")
             defer { try? db.execute(sql: "PRAGMA busy_timeout = 10000") }
@@ -48,28 +45,18 @@ extension Store {
             }
             return true
         }) ?? false
+        if done { staging.debt.wal.store(false, ordering: .relaxed) }
     }
 
     /// Gives back the room a full disk left taken once there is room again: the staging journal's
-    /// committed records, and the WAL, cut at each pass (at most once a second) until a cut made
-    /// once `allSettled` (what the disk held back is stored and settled) pays the debt: a cut
-    /// before is grown again by the settling still to come, and the log stays at that size.
-    /// The settler calls this at each pass; nothing to do costs two atomic loads. Failing (the
-    /// disk still full, a reader holding the log), it is tried again at the next pass.
-    public func reclaimAfterFullDisk(allSettled: Bool) {
+    /// committed records and the WAL (the settler calls this at each pass; nothing to do costs
+    /// two atomic loads). Failing (the disk still full), it is tried again at the next pass.
+    public func reclaimAfterFullDisk() {
         staging.compactIfOwed(durable: { try syncDurably() })
-        guard staging.debt.wal.load(ordering: .relaxed) else { return }
-        if allSettled {
-            if cutWAL() { staging.debt.wal.store(false, ordering: .relaxed) }
-        } else {
-            // Cut along the way too (at most once a second), paying nothing: the room is given
-            // back before the settling, which may need it, begins.
-            boundWAL()
-        }
+        if staging.debt.wal.load(ordering: .relaxed) { truncateWAL() }
     }
 
     /// Room a full disk left taken is still to be given back (`reclaimAfterFullDisk` has not
-    /// managed yet: files still to settle, the disk still full, or a reader holding the log at
-    /// the moment of the cut).
+    /// managed yet: the disk still full, or a reader holding the log at the moment of the cut).
     public var owesRoom: Bool { staging.debt.wal.load(ordering: .relaxed) || staging.debt.journal.load(ordering: .relaxed) }
 }

@@ -74,7 +74,7 @@ import Testing
             #expect(refused, "the disk filled")
             #expect(Shell.run(["/bin/rm", "-f", disk + "/filler"]).status == 0)
             try s.commitStaged()
-            s.reclaimAfterFullDisk(allSettled: true)
+            s.reclaimAfterFullDisk()
             let journal = try StagingTests.recordsEnd(s.path + "-staged")
             #expect(journal < 4096, "the journal holds \(journal) bytes of records, nothing being staged")
             let wal = (try? FileManager.default.attributesOfItem(atPath: s.path + "-wal")[.size] as? Int) ?? 0
@@ -112,7 +112,7 @@ import Testing
             Self.fill(disk)
             #expect(Shell.run(["/bin/sh", "-c", "echo x >> '\(disk)'/filler"]).status != 0, "the disk is full")
             after.staging.debt.met()
-            after.reclaimAfterFullDisk(allSettled: true)
+            after.reclaimAfterFullDisk()
             #expect(try StagingTests.recordsEnd(s.path + "-staged") < 4096, "cut in place on a full disk")
             #expect(try after.textContent(rowid: more.rowid) == Array(text.utf8))
         }
