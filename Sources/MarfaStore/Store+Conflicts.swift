@@ -59,13 +59,8 @@ extension Store {
                 out.content.insert(itemID)
             }
             try db.run("UPDATE items SET version = max(version, ?), sync = 'pending', sync_error = NULL WHERE rowid = ?", [currentVersion, cur.rowid])
-            var payload: [String: JSONValue] = [
-                "properties": .object(item.properties), "tier": .string(item.tier.rawValue), "base_version": .int(currentVersion),
-            ]
-            // With the file's time as the merge left it: the server's answer brings the time it
-            // holds back, and the other writer's would move this file's time on every mount.
-            if let ext = try updateExtensions(db, item) { payload["extensions"] = .object(ext) }
-            try enqueue(db, kind: .update, itemID: itemID, payload: payload, coalesce: false)
+            // Over the server's version, with the file's time as the merge left it.
+            try enqueue(db, kind: .update, itemID: itemID, payload: try updatePayload(db, item), coalesce: false)
             out.items.insert(itemID)
             if let props = outcome.copy {
                 let (copyID, edgeID) = try insertConflictedCopy(db, cur, properties: props, device: device, now: now)

@@ -192,24 +192,26 @@ extension Store {
                 return
             }
         }
+        try enqueue(db, kind: .update, itemID: item.id, payload: try updatePayload(db, item, row: row), coalesce: true)
+    }
+
+    /// An update of `item`'s properties over its `version`, as a save and a merge after a 409
+    /// (`resolveConflict`) send it: with the file's name and head (`fileForm`) and its time
+    /// (`fs.stat`): a time the server holds from before (an import's, a `touch -d`, the other
+    /// mount's last save) would otherwise come back with the server's answer and go to every mount
+    /// as the time of these new bytes. No extensions from a store no server has seen.
+    func updatePayload(_ db: Database, _ item: Item, row: StoredItem? = nil) throws -> [String: JSONValue] {
         var payload: [String: JSONValue] = [
             "properties": .object(item.properties), "tier": .string(item.tier.rawValue),
             "base_version": .int(Int64(item.version)),
         ]
-        if let ext = try updateExtensions(db, item, row: row) { payload["extensions"] = .object(ext) }
-        try enqueue(db, kind: .update, itemID: item.id, payload: payload, coalesce: true)
-    }
-
-    /// What goes with an update of `item`'s properties: the file's name and head (`fileForm`), and
-    /// its time (`fs.stat`): a time the server holds from before (an import's, a `touch -d`, the
-    /// other mount's last save) would otherwise come back with the server's answer and go to
-    /// every mount as the time of these new bytes. Nil for a store no server has seen.
-    func updateExtensions(_ db: Database, _ item: Item, row: StoredItem? = nil) throws -> [String: JSONValue]? {
-        guard !isLocalOnly, var cur = try row ?? db.row("SELECT * FROM items WHERE id = ?", [item.id]).map(StoredItem.init(row:)) else { return nil }
-        cur.item.properties = item.properties
-        var ext = fileForm(cur)
-        ext[Self.statExtension] = Self.statValue(mode: cur.mode, mtimeNs: cur.mtimeNs)
-        return ext
+        if !isLocalOnly, var cur = try row ?? db.row("SELECT * FROM items WHERE id = ?", [item.id]).map(StoredItem.init(row:)) {
+            cur.item.properties = item.properties
+            var ext = fileForm(cur)
+            ext[Self.statExtension] = Self.statValue(mode: cur.mode, mtimeNs: cur.mtimeNs)
+            payload["extensions"] = .object(ext)
+        }
+        return payload
     }
 
     /// Queues an item's create, and the whole path of a long folder after it (FS-31), and the
