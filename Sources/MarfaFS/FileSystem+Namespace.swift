@@ -223,7 +223,10 @@ extension FileSystem {
                 return try refreshItem(r, .removed)
             case (.typeDir, .item(let r)), (.treeDir, .item(let r)):
                 try keepFolder(p)
-                let facts = try wrap { try store.setStateReadingFacts(rowid: r, .trashed) }   // FS §4: unlink moves to trash
+                // FS §4: unlink moves to the trash; its row is written by the next write
+                // (`Store.trashLater`), the settler's pass if nothing else writes first.
+                let facts = try wrap { try store.trashLater(rowid: r) }
+                settler.noteRemoval()
                 if let key = dirKey(p) { catalog.unlinked[key, default: [:]][name] = (r, Date()) }
                 return try refreshItem(r, written: facts)
             case (.tagDir(let tag), .tagEntry(_, let r)):

@@ -46,7 +46,10 @@ extension FileSystem {
         // folders' times) waits for the settler's pass. Each `unlink` of `rm -rf` did it all.
         let removal: Bool
         if case .none = spools { removal = true } else { removal = false }
-        guard (removal ? settler.mayHaveWrittenFiles : settler.mayHaveWork) || !spoolRows.isEmpty || !settledUnseen.isEmpty else { return }
+        guard (removal ? settler.mayHaveWrittenFiles : settler.mayHaveWork || store.hasPending) || !spoolRows.isEmpty || !settledUnseen.isEmpty else { return }
+        // What every read of `.marfafs/*` (`sync --wait`, `status`) and an unmount wait for:
+        // removals and folders recorded beside the store too. A removal's own settling leaves them.
+        if !removal { try wrap { try store.flushPending() } }
         try wrap { try store.commitStaged() }
         let rows = try wrap { try store.settle() } + settledUnseen
         settledUnseen = []
@@ -133,7 +136,7 @@ extension FileSystem {
         settler.stop()
         do {
             try locked { try settleNow(); saveDirTimes(); saveTreeDirs(); try wrap { try store.saveItemNumbers() } }
-            try store.flushPendingFolders()
+            try store.flushPending()
         } catch {
             log.error("settling at unmount failed; the next mount settles", metadata: ["error": "\(error)"])
         }
@@ -189,7 +192,7 @@ extension FileSystem {
         }
         do {
             // Folders made and numbered since the last pass.
-            try store.flushPendingFolders()
+            try store.flushPending()
             locked { saveTreeDirs() }
             // Staged files quiet for the window first (by their last change, not their mtime,
             // which `rsync -a` sets to the source's), in one transaction; a new file still being
@@ -222,7 +225,7 @@ extension FileSystem {
                 let more = moreToSettle || !settledUnseen.isEmpty
                 let inv = try settled(rows, read: read)
                 if !more, store.stagingIsEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty,
-                   !store.hasPendingFolders, !inodes.hasUnsaved {
+                   !store.hasPending, !inodes.hasUnsaved {
                     settler.settledAll()
                     saveDirTimes()
                 } else if !more, !store.stagingIsEmpty || held {
@@ -277,6 +280,20 @@ final class Settler: @unchecked Sendable {
         if firstPending == nil { firstPending = lastWrite }
         // Already dirty: the thread is waiting for a deadline and reads `lastWrite` when it wakes,
         // so a burst of writes does not wake it once per request.
+        if !dirty {
+            dirty = true
+            cond.signal()
+        }
+        cond.unlock()
+    }
+
+    /// A removal recorded beside the store (`Store.trashLater`): written by a pass once the mount
+    /// has been quiet for the window (at most `maxDelay` later), as a burst of writes is; not a
+    /// pass, and a transaction, per `unlink` of `rm -rf`. No file was written for it.
+    func noteRemoval() {
+        cond.lock()
+        lastWrite = Date().timeIntervalSince1970
+        if firstPending == nil { firstPending = lastWrite }
         if !dirty {
             dirty = true
             cond.signal()

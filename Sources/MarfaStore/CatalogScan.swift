@@ -46,11 +46,11 @@ extension Store {
         }
         try each("SELECT count(*) FROM items") { s in count(Int(sqlite3_column_int64(s, 0))) }
         try each("SELECT \(ItemSummary.columns) FROM items") { s in
-            visit(ItemSummary(rowid: sqlite3_column_int64(s, 0), id: text(s, 1) ?? "", type: intern(text(s, 2) ?? ""),
+            visit(overlaid(ItemSummary(rowid: sqlite3_column_int64(s, 0), id: text(s, 1) ?? "", type: intern(text(s, 2) ?? ""),
                               stem: text(s, 3) ?? "", ext: intern(text(s, 4) ?? ""), size: sqlite3_column_int64(s, 5),
                               mtimeNs: sqlite3_column_int64(s, 6), createdAt: text(s, 7) ?? "",
                               state: ItemState(rawValue: text(s, 8) ?? "") ?? .active, blobRef: text(s, 9),
-                              mode: UInt16(truncatingIfNeeded: sqlite3_column_int64(s, 10))))
+                              mode: UInt16(truncatingIfNeeded: sqlite3_column_int64(s, 10)))))
         }
         try each("SELECT item_id, tag FROM tags") { s in
             visitTag(text(s, 0) ?? "", intern(text(s, 1) ?? ""))
@@ -101,7 +101,7 @@ extension Store {
                 tags[row[0], default: []].insert(row[1])
             }
             return summaries.mapValues { s, links, stale in
-                ItemFacts(summary: s, tags: tags[s.id] ?? [], links: stale ? nil : links, linksStale: stale)
+                ItemFacts(summary: overlaid(s), tags: tags[s.id] ?? [], links: stale ? nil : links, linksStale: stale)
             }
         }
     }
@@ -112,7 +112,7 @@ extension Store {
     /// three times the work of getting a connection up to date after the write), one with no
     /// memory map to drop and map again (`Store.readerMmapBytes`).
     public func facts(rowid: Int64) throws -> ItemFacts? {
-        try pool.unsafeRead { db in try Self.facts(db, rowid: rowid) }
+        try pool.unsafeRead { db in try Self.facts(db, rowid: rowid) }.map(overlaid)
     }
 
     /// One item's `ItemFacts` on connection `db` (a reader's, or the writer's inside the

@@ -149,9 +149,8 @@ extension Store {
     /// The state change of item `rowid` (`id`, at server `version`) and its queued transition;
     /// `item`: the item as stored, asked for only when its create must be queued again. Returns
     /// the new `updated_at` and mtime.
-    private func changeState(_ db: Database, rowid: Int64, id: String, version: Int, to state: ItemState,
+    func changeState(_ db: Database, rowid: Int64, id: String, version: Int, to state: ItemState, at now: Date = Date(),
                              item: () throws -> Item) throws -> (updatedAt: String, mtimeNs: Int64) {
-        let now = Date()
         let (ts, ns) = (Timestamp.format(now), Self.ns(now))
         try db.run("UPDATE items SET state = ?, updated_at = ?, mtime_ns = ? WHERE rowid = ?", [state.rawValue, ts, ns, rowid])
         // With no version acknowledged, the server has the item only if a change of it is out (in
@@ -349,7 +348,7 @@ extension Store {
 
     /// A folder or tag made by the mount's `mkdir`, kept as `addLocalTag` keeps it without waiting
     /// for the store's writer: recorded at once beside the store (`PendingFolders`), its row
-    /// written by the next write transaction (`flushPendingFolders`). Every query of
+    /// written by the next write transaction (`flushPending`). Every query of
     /// `local_tags` runs in a write transaction, or counts the pending ones too.
     public func stageLocalTag(_ tag: String) throws {
         try pendingFolders.add(tag)
@@ -358,9 +357,13 @@ extension Store {
     /// Whether folders `stageLocalTag` recorded wait for their rows.
     public var hasPendingFolders: Bool { !pendingFolders.isEmpty }
 
-    /// Writes the rows of the folders `stageLocalTag` recorded, if any.
-    public func flushPendingFolders() throws {
-        if pendingFolders.isEmpty { return }
+    /// Whether folders `stageLocalTag` recorded, or removals `trashLater` did, wait for their rows.
+    public var hasPending: Bool { !pendingFolders.isEmpty || !pendingRemovals.isEmpty }
+
+    /// Writes the rows of the folders `stageLocalTag` recorded and of the removals `trashLater`
+    /// did, if any.
+    public func flushPending() throws {
+        if !hasPending { return }
         try write { _ in }
     }
 

@@ -44,6 +44,7 @@ public final class Store: Sendable {
     let staging: Staging
     /// Folders made by `mkdir` whose rows the next write transaction writes (`stageLocalTag`).
     let pendingFolders: PendingFolders
+    let pendingRemovals: PendingRemovals
     /// Blob files being written, until they settle (see `Spool`).
     public let spool: Spool
     /// Blobs copied into the cache and not yet named by their item, with how many copies hold them.
@@ -154,6 +155,7 @@ public final class Store: Sendable {
         blobs = try BlobReader(path: path)
         staging = Staging(path: path + "-staged")
         pendingFolders = PendingFolders(path: path + "-folders")
+        pendingRemovals = PendingRemovals(path: path + "-removals")
         spool = Spool(directory: path + "-spool")
         try loadUnsettledMarks()
     }
@@ -227,19 +229,19 @@ public final class Store: Sendable {
     }
 
     public func allSummaries() throws -> [ItemSummary] {
-        try pool.read { db in try Row.fetchAll(db, sql: "SELECT \(ItemSummary.columns) FROM items").map(ItemSummary.init(row:)) }
+        try pool.read { db in try Row.fetchAll(db, sql: "SELECT \(ItemSummary.columns) FROM items").map(ItemSummary.init(row:)) }.map(overlaid)
     }
 
     public func summary(rowid: Int64) throws -> ItemSummary? {
         try readStatement { db in
             try db.row("SELECT \(ItemSummary.columns) FROM items WHERE rowid = ?", [rowid]).map(ItemSummary.init(row:))
-        }
+        }.map(overlaid)
     }
 
     public func summary(id: String) throws -> ItemSummary? {
         try readStatement { db in
             try db.row("SELECT \(ItemSummary.columns) FROM items WHERE id = ?", [id]).map(ItemSummary.init(row:))
-        }
+        }.map(overlaid)
     }
 
     public func edge(id: String) throws -> EdgeRecord? {
@@ -272,7 +274,7 @@ public final class Store: Sendable {
     /// reads of one row, each parsing its properties).
     public func item(rowid: Int64) throws -> StoredItem? {
         let count = commitCount
-        if let kept = recentItems.withLock({ $0.commits == count ? $0.items.last { $0.rowid == rowid }?.item : nil }) { return kept }
+        if let kept = recentItems.withLock({ $0.commits == count ? $0.items.last { $0.rowid == rowid }?.item : nil }) { return overlaid(kept) }
         let found = try readStatement { db in try Self.fetchItem(db, rowid: rowid) }
         if let found {
             recentItems.withLock { kept in
@@ -286,7 +288,7 @@ public final class Store: Sendable {
                 if kept.items.count > 4 { kept.items.removeFirst() }
             }
         }
-        return found
+        return found.map(overlaid)
     }
 
     public func tags(itemID: String) throws -> [String] {
@@ -342,7 +344,7 @@ public final class Store: Sendable {
     }
 
     public func item(sourceID: String) throws -> StoredItem? {
-        try pool.read { db in try db.row("SELECT * FROM items WHERE source_id = ?", [sourceID]).map(StoredItem.init(row:)) }
+        try pool.read { db in try db.row("SELECT * FROM items WHERE source_id = ?", [sourceID]).map(StoredItem.init(row:)) }.map(overlaid)
     }
 
     /// Makes every committed change durable on local disk (FS-15 `fsync`): the WAL and the
@@ -383,6 +385,7 @@ public final class Store: Sendable {
                 // meanwhile, whose row it may look for.
                 try Self.writeNumbers(db, numbers)
                 try pendingFolders.flush(db)
+                try flushRemovals(db)
                 let result = try body(db)
                 // Whatever the body changed, the bytes items had are kept as their history (FS-33).
                 try keepVersions(db)

@@ -272,8 +272,10 @@ extension FileSystemTests {
 /// What a removal settles first (FS-14, FS-15).
 @Suite struct RemovalTests {
     /// A removal settles the files written before it, so that its mutation follows theirs; with
-    /// none written since everything last settled it writes the store once, for the trash: each
-    /// `unlink` of `rm -rf` also looked for unsettled files and wrote the folders' times.
+    /// none written since everything last settled it does not write the store at all: the move to
+    /// the trash is recorded beside it (`Store.trashLater`) and written by the next write. Each
+    /// `unlink` of `rm -rf` once looked for unsettled files, wrote the folders' times and the
+    /// trash, a transaction each.
     @Test func FS14_aRemovalSettlesOnlyWhenFilesWereWrittenBeforeIt() throws {
         let c = try Core()
         _ = try c.fs.mkdir(parent: try c.ino(".marfafs/vault"), name: "d")
@@ -286,9 +288,17 @@ extension FileSystemTests {
         try c.fs.unlink(parent: d, name: "n3.md")
         let before = c.store.commitCount
         try c.fs.unlink(parent: d, name: "n1.md")
-        #expect(c.store.commitCount == before + 1, "the trash only")
+        #expect(c.store.commitCount == before, "the trash is recorded, not written")
         #expect(try c.names(".marfafs/vault/d") == ["n0.md", "n2.md"])
         #expect(try c.names("trash/core.note").contains { $0.hasPrefix("n1") })
+        // The next write writes it; the settler's pass writes it if nothing else does.
+        #expect(c.store.hasPending)
+        try c.store.flushPending()
+        #expect(c.store.commitCount == before + 1 && !c.store.hasPending)
+        // Read as another store would, with nothing pending beside it.
+        try FileManager.default.removeItem(atPath: c.store.path + "-removals")
+        let other = try Store(path: c.store.path)
+        #expect(try other.allSummaries().first { $0.stem == "n1" }?.state == .trashed)
 
         // A file written, then another removed: the written one settles first.
         try c.write(".marfafs/vault/d/n2.md", "# N2 again\n")

@@ -24,7 +24,7 @@ import Testing
         let again = try Store(path: t.store.path)
         #expect(try again.localTags().sorted() == ["folder:a", "folder:a/b", "project"])
         #expect(again.hasPendingFolders)
-        try again.flushPendingFolders()
+        try again.flushPending()
         #expect(try rows(again) == ["folder:a", "folder:a/b", "project"])
         #expect(!again.hasPendingFolders)
         #expect(try String(contentsOfFile: t.store.path + "-folders", encoding: .utf8) == "", "the file keeps only pending folders")

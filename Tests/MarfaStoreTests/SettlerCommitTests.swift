@@ -115,7 +115,7 @@ import Testing
         #expect(try reopened.treeDirOwners()["projects/a"] == Store.Owner(uid: 1234))
 
         // The next transaction writes the folder's row, numbered as the mount numbered it.
-        try s.flushPendingFolders()
+        try s.flushPending()
         #expect(!s.hasPendingFolders)
         let row = try #require(try s.pool.read { db in try Row.fetchOne(db, sql: "SELECT ino, mode, uid, gid FROM tree_dirs WHERE path = 'projects/a'") })
         #expect(row["ino"] as Int64 == 7_000_001)
@@ -124,7 +124,7 @@ import Testing
         #expect(row["gid"] as Int64? == nil)
         // Its mode back to the default: no longer pending, and the row says so.
         try s.setTreeDirMode("projects/a", ino: 7_000_001, mode: Store.defaultDirMode)
-        try s.flushPendingFolders()
+        try s.flushPending()
         #expect(try s.treeDirModes()["projects/a"] == nil)
         #expect(try Store(path: t.dir + "/store.sqlite").treeDirModes()["projects/a"] == nil)
     }

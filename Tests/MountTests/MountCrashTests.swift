@@ -101,4 +101,30 @@ extension MountTests {
         try h.mount()
         #expect(h.sh("find vault/ -mindepth 1 | sort").out == "vault/a\nvault/a/n.md")
     }
+
+    /// Files removed with `rm` are recorded before the request is answered, not when a later write
+    /// moves their rows to the trash (FS-4): killed right after, the mount has them in the trash,
+    /// not back in their folder, and the store's rows say so once it writes.
+    @Test func FS4_FS15_filesRemovedJustBeforeAKillStayRemoved() throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        try h.mount()
+        #expect(h.sh("mkdir -p vault/a && for i in $(seq 1 40); do printf 'n%s\\n' $i > vault/a/n$i.md; done && cat .marfafs/status > /dev/null").status == 0)
+        #expect(h.sql("SELECT count(*) FROM items WHERE state = 'active' AND type = 'core.note'") == "40")
+        #expect(h.sh("rm vault/a/n*.md && printf kept > vault/a/kept.md").status == 0)
+        h.killDaemon()
+        try h.mount()
+        #expect(h.sh("ls vault/a").out == "kept.md")
+        #expect(h.sh("ls trash/core.note | grep -c '^n[0-9]*\\.md$'").out == "40")
+        #expect(MountHarness.eventually {
+            h.sql("SELECT count(*) FROM items WHERE state = 'trashed' AND type = 'core.note'") == "40"
+        }, "\(h.sql("SELECT state, count(*) FROM items GROUP BY state"))")
+        // Restored from the trash (FS-4: a move to types/), one is back in its folder across the
+        // next kill too.
+        #expect(h.sh("mv trash/core.note/n7.md types/core.note/n7.md").status == 0)
+        h.killDaemon()
+        try h.mount()
+        #expect(h.sh("ls vault/a | sort | tr '\\n' ' '").out == "kept.md n7.md")
+        #expect(h.sh("cat vault/a/n7.md").out == "n7")
+    }
 }

@@ -279,6 +279,8 @@ import Testing
     @Test func ops_unlinkingAnItemNeverSentLeavesNothingToSend() throws {
         try MountHarness.with { m in
             #expect(m.sh("echo x > types/core.note/t.md && rm types/core.note/t.md && ls trash/core.note").out == "t.md")
+            // Once the removal is written (a read of `.marfafs/status` waits for it).
+            #expect(m.sh("cat .marfafs/status > /dev/null").status == 0)
             #expect(m.sql("SELECT count(*) FROM mutations") == "0")
             #expect(m.sh("mv trash/core.note/t.md types/core.note/ && cat types/core.note/t.md").out == "x")
             #expect(m.sql("SELECT kind FROM mutations") == "create")

@@ -1,0 +1,168 @@
+import Foundation
+import GRDB
+import MarfaModel
+
+/// Items an `unlink` moved to the trash (FS-4) before their row says so: the request does not
+/// write the store. A transaction per `unlink` (the row, its queued transition, the WAL's pages,
+/// now and then a checkpoint's syncs) was nine tenths of each `unlink` of `rm -rf`; the next
+/// write transaction of the store writes them all (`Store.write`: `flush`), and the settler's
+/// pass writes what no other write has (`Store.flushPending`).
+///
+/// Each removal is appended to `<store>-removals` at once (`rowid ns\n`, the time of the
+/// `unlink`, in one `write(2)`), so a killed mount loses none; once the transaction that wrote
+/// them has committed, the file holds only those still pending, rewritten aside and renamed over.
+/// A line without its newline (torn by a power cut), or not two numbers, is skipped. A store
+/// opened takes what the file holds as pending. Until then every read of an item's state sees it
+/// in the trash (`Store.overlaid`), so the catalog, `user.marfa.state` and the sync engine never
+/// see a removed file come back; whatever writes the item (a restore, a purge, the same name made
+/// again, a remote change) writes the removals first, in its own transaction, so the order of
+/// their queued mutations is the order they were made in.
+///
+/// Lock order: the store's writer, then `lock` (nothing here takes the writer).
+final class PendingRemovals: @unchecked Sendable {
+    let path: String
+    private let lock = NSLock()
+    /// rowid → the `unlink`'s time (nanoseconds since 1970).
+    private var pending: [Int64: Int64]
+    /// Appended to; -1 until the first append.
+    private var fd: Int32 = -1
+
+    init(path: String) {
+        self.path = path
+        pending = Self.read(path)
+    }
+
+    deinit { if fd >= 0 { close(fd) } }
+
+    private func locked<T>(_ body: () throws -> T) rethrows -> T { lock.lock(); defer { lock.unlock() }; return try body() }
+
+    var isEmpty: Bool { locked { pending.isEmpty } }
+
+    /// When item `rowid` was removed, if its row does not say so yet.
+    func removedAt(_ rowid: Int64) -> Int64? { locked { pending[rowid] } }
+
+    /// Records item `rowid` as removed at `ns`; it is in the file when this returns.
+    func add(_ rowid: Int64, at ns: Int64) throws {
+        try locked {
+            if pending[rowid] != nil { return }
+            try append("\(rowid) \(ns)\n", what: "the removal of item \(rowid)")
+            pending[rowid] = ns
+        }
+    }
+
+    /// Appends a whole line (the lock held).
+    private func append(_ text: String, what: String) throws {
+        if fd < 0 {
+            fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw StoreError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
+            // A line torn by a power cut is cut off, so this one starts a line of its own.
+            _ = ftruncate(fd, off_t(Self.wholeLines(path).count))
+        }
+        let line = Array(text.utf8)
+        let start = lseek(fd, 0, SEEK_END)
+        let n = line.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        guard n == line.count else {
+            let e = n < 0 ? errno : ENOSPC
+            let why = n < 0 ? String(cString: strerror(e)) : "short write"
+            if start >= 0 { _ = ftruncate(fd, start) }
+            throw e == ENOSPC || e == EDQUOT ? StoreError.noSpace("cannot record \(what): \(why)")
+                : StoreError.io("cannot record \(what) in \(path): \(why)")
+        }
+    }
+
+    /// Inside a write transaction (`Store.write`): `apply` writes each pending removal, oldest
+    /// first; once the transaction commits they are no longer pending.
+    func flush(_ db: Database, _ apply: (_ rowid: Int64, _ ns: Int64) throws -> Void) throws {
+        let batch = locked { pending }
+        if batch.isEmpty { return }
+        for (r, ns) in batch.sorted(by: { ($0.value, $0.key) < ($1.value, $1.key) }) { try apply(r, ns) }
+        db.afterNextTransaction(onCommit: { [self] _ in committed(batch) })
+    }
+
+    /// `done` is in the store: the file keeps the rest (rewritten aside, renamed over; on failure
+    /// it keeps them all, which a later flush writes again to no effect: an item already in the
+    /// trash is left as it is).
+    private func committed(_ done: [Int64: Int64]) {
+        locked {
+            for (r, ns) in done where pending[r] == ns { pending[r] = nil }
+            if fd >= 0 { close(fd); fd = -1 }
+            if pending.isEmpty {
+                // Nothing left: the file is emptied (a rename costs what a truncate does).
+                let f = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC)
+                if f >= 0 { close(f) }
+                return
+            }
+            let aside = path + ".new"
+            let text = Array(pending.map { "\($0.key) \($0.value)\n" }.joined().utf8)
+            let f = open(aside, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            guard f >= 0 else { return }
+            let n = text.withUnsafeBytes { Glibc.write(f, $0.baseAddress, $0.count) }
+            close(f)
+            guard n == text.count, rename(aside, path) == 0 else { unlink(aside); return }
+        }
+    }
+
+    /// The file's bytes up to its last newline (a torn last line left out).
+    private static func wholeLines(_ path: String) -> ArraySlice<UInt8> {
+        guard let data = FileManager.default.contents(atPath: path) else { return [] }
+        let bytes = [UInt8](data)
+        return bytes[..<((bytes.lastIndex(of: UInt8(ascii: "\n")) ?? -1) + 1)]
+    }
+
+    /// The removals a file holds: whole lines of two numbers (the first for an item).
+    private static func read(_ path: String) -> [Int64: Int64] {
+        var out: [Int64: Int64] = [:]
+        for l in wholeLines(path).split(separator: UInt8(ascii: "\n")) {
+            let f = String(decoding: l, as: UTF8.self).split(separator: " ")
+            guard f.count == 2, let r = Int64(f[0]), let ns = Int64(f[1]), r > 0 else { continue }
+            out[r] = min(out[r] ?? ns, ns)
+        }
+        return out
+    }
+}
+
+extension Store {
+    /// Moves item `rowid` to the trash as `unlink` does, without waiting for the store's writer:
+    /// recorded at once beside the store (`PendingRemovals`), its row written by the next write
+    /// transaction (`flushRemovals`). Returns its `ItemFacts` as they are from now on.
+    public func trashLater(rowid: Int64) throws -> ItemFacts? {
+        try pendingRemovals.add(rowid, at: Self.ns(Date()))
+        // Off a connection of the one-statement readers: the pool's readers cost four times as
+        // much to get (a transaction, the schema's version), and nothing was written since.
+        return try readStatement { db in try Self.facts(db, rowid: rowid) }.map(overlaid)
+    }
+
+    /// Inside a write transaction (`write`): the removals `trashLater` recorded, each as it was
+    /// made (its time, its queued transition); an item gone or already in the trash is left.
+    func flushRemovals(_ db: Database) throws {
+        try pendingRemovals.flush(db) { rowid, ns in
+            guard let row = try db.row("SELECT id, state, version FROM items WHERE rowid = ?", [rowid]),
+                  ItemState(rawValue: row[1]) != .trashed else { return }
+            _ = try changeState(db, rowid: rowid, id: row[0], version: row[2], to: .trashed, at: Date(timeIntervalSince1970: Double(ns) / 1e9)) {
+                guard let cur = try Self.fetchItem(db, rowid: rowid) else { throw StoreError.notFound("item \(rowid)") }
+                return cur.item
+            }
+        }
+    }
+
+    /// An item as a read of the store found it, in the trash if an `unlink` put it there and its
+    /// row does not say so yet (`trashLater`).
+    func overlaid(_ s: ItemSummary) -> ItemSummary {
+        guard s.state != .trashed, let ns = pendingRemovals.removedAt(s.rowid) else { return s }
+        var s = s
+        s.state = .trashed; s.mtimeNs = ns
+        return s
+    }
+
+    func overlaid(_ f: ItemFacts) -> ItemFacts {
+        ItemFacts(summary: overlaid(f.summary), tags: f.tags, links: f.links, linksStale: f.linksStale)
+    }
+
+    func overlaid(_ i: StoredItem) -> StoredItem {
+        guard i.item.state != .trashed, let ns = pendingRemovals.removedAt(i.rowid) else { return i }
+        var i = i
+        i.item.state = .trashed; i.mtimeNs = ns
+        i.item.updatedAt = Timestamp.format(Date(timeIntervalSince1970: Double(ns) / 1e9))
+        return i
+    }
+}
