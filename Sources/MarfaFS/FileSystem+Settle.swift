@@ -273,27 +273,20 @@ final class Settler: @unchecked Sendable {
     var mayHaveWork: Bool { cond.lock(); defer { cond.unlock() }; return dirty }
     var mayHaveWrittenFiles: Bool { cond.lock(); defer { cond.unlock() }; return written }
 
-    func noteWrite() {
-        cond.lock()
-        written = true
-        lastWrite = Date().timeIntervalSince1970
-        if firstPending == nil { firstPending = lastWrite }
-        // Already dirty: the thread is waiting for a deadline and reads `lastWrite` when it wakes,
-        // so a burst of writes does not wake it once per request.
-        if !dirty {
-            dirty = true
-            cond.signal()
-        }
-        cond.unlock()
-    }
+    func noteWrite() { noteChange(written: true) }
 
     /// A removal recorded beside the store (`Store.trashLater`): written by a pass once the mount
     /// has been quiet for the window (at most `maxDelay` later), as a burst of writes is; not a
     /// pass, and a transaction, per `unlink` of `rm -rf`. No file was written for it.
-    func noteRemoval() {
+    func noteRemoval() { noteChange(written: false) }
+
+    private func noteChange(written file: Bool) {
         cond.lock()
+        if file { written = true }
         lastWrite = Date().timeIntervalSince1970
         if firstPending == nil { firstPending = lastWrite }
+        // Already dirty: the thread is waiting for a deadline and reads `lastWrite` when it wakes,
+        // so a burst of writes does not wake it once per request.
         if !dirty {
             dirty = true
             cond.signal()

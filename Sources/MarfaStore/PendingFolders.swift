@@ -71,19 +71,18 @@ final class PendingFolders: @unchecked Sendable {
         }
     }
 
-    let path: String
+    var path: String { file.path }
     private let lock = NSLock()
     private var tags: Set<String>
     private var attrs: [Attr.Key: Attr]
-    /// Appended to; -1 until the first append.
-    private var fd: Int32 = -1
+    private var file: LineFile
 
     init(path: String) {
-        self.path = path
+        file = LineFile(path: path)
         (tags, attrs) = Self.read(path)
     }
 
-    deinit { if fd >= 0 { close(fd) } }
+    deinit { file.close() }
 
     private func locked<T>(_ body: () throws -> T) rethrows -> T { lock.lock(); defer { lock.unlock() }; return try body() }
 
@@ -98,7 +97,7 @@ final class PendingFolders: @unchecked Sendable {
     func add(_ tag: String) throws {
         try locked {
             if tags.contains(tag) { return }
-            try append(tag + "\n", what: "folder \(tag)")
+            try file.append(tag + "\n", what: "folder \(tag)")
             tags.insert(tag)
         }
     }
@@ -107,30 +106,8 @@ final class PendingFolders: @unchecked Sendable {
     func set(_ a: Attr) throws {
         try locked {
             if attrs[a.key] == a { return }
-            try append(a.line, what: "the \(a.kind.rawValue) of folder \(a.path)")
+            try file.append(a.line, what: "the \(a.kind.rawValue) of folder \(a.path)")
             attrs[a.key] = a
-        }
-    }
-
-    /// Appends a whole line (the lock held).
-    private func append(_ text: String, what: String) throws {
-        if fd < 0 {
-            fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { throw StoreError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
-            // A line torn by a power cut is cut off, so this one starts a line of its own (only
-            // the mount, which holds the store's lock, appends: a reader never cuts).
-            _ = ftruncate(fd, off_t(Self.wholeLines(path).count))
-        }
-        let line = Array(text.utf8)
-        let start = lseek(fd, 0, SEEK_END)
-        let n = line.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        guard n == line.count else {
-            let e = n < 0 ? errno : ENOSPC
-            let why = n < 0 ? String(cString: strerror(e)) : "short write"
-            // A half line would join the next one: cut back to the lines before it.
-            if start >= 0 { _ = ftruncate(fd, start) }
-            throw e == ENOSPC || e == EDQUOT ? StoreError.noSpace("cannot record \(what): \(why)")
-                : StoreError.io("cannot record \(what) in \(path): \(why)")
         }
     }
 
@@ -151,29 +128,15 @@ final class PendingFolders: @unchecked Sendable {
         locked {
             tags.subtract(done)
             for (k, a) in doneAttrs where attrs[k] == a { attrs[k] = nil }
-            let aside = path + ".new"
-            let text = Array((tags.sorted().map { $0 + "\n" } + attrs.values.map(\.line)).joined().utf8)
-            let f = open(aside, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            guard f >= 0 else { return }
-            let n = text.withUnsafeBytes { Glibc.write(f, $0.baseAddress, $0.count) }
-            close(f)
-            guard n == text.count, rename(aside, path) == 0 else { unlink(aside); return }
-            if fd >= 0 { close(fd); fd = -1 }
+            file.rewrite(tags.sorted().map { $0 + "\n" } + attrs.values.map(\.line))
         }
-    }
-
-    /// The file's bytes up to its last newline (a torn last line left out).
-    private static func wholeLines(_ path: String) -> ArraySlice<UInt8> {
-        guard let data = FileManager.default.contents(atPath: path) else { return [] }
-        let bytes = [UInt8](data)
-        return bytes[..<((bytes.lastIndex(of: UInt8(ascii: "\n")) ?? -1) + 1)]
     }
 
     /// The tags and attributes a file holds: whole lines that are valid tags, or attributes (the
     /// last for each folder).
     private static func read(_ path: String) -> (Set<String>, [Attr.Key: Attr]) {
         var out = Set<String>(), attrs: [Attr.Key: Attr] = [:]
-        for l in wholeLines(path).split(separator: UInt8(ascii: "\n")) {
+        for l in LineFile.lines(path) {
             if l.first == UInt8(ascii: "\t") {
                 if let a = Attr(line: String(decoding: l.dropFirst(), as: UTF8.self)) { attrs[a.key] = a }
                 continue

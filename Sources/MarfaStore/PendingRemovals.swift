@@ -20,19 +20,18 @@ import MarfaModel
 ///
 /// Lock order: the store's writer, then `lock` (nothing here takes the writer).
 final class PendingRemovals: @unchecked Sendable {
-    let path: String
+    var path: String { file.path }
     private let lock = NSLock()
     /// rowid → the `unlink`'s time (nanoseconds since 1970).
     private var pending: [Int64: Int64]
-    /// Appended to; -1 until the first append.
-    private var fd: Int32 = -1
+    private var file: LineFile
 
     init(path: String) {
-        self.path = path
+        file = LineFile(path: path)
         pending = Self.read(path)
     }
 
-    deinit { if fd >= 0 { close(fd) } }
+    deinit { file.close() }
 
     private func locked<T>(_ body: () throws -> T) rethrows -> T { lock.lock(); defer { lock.unlock() }; return try body() }
 
@@ -45,28 +44,8 @@ final class PendingRemovals: @unchecked Sendable {
     func add(_ rowid: Int64, at ns: Int64) throws {
         try locked {
             if pending[rowid] != nil { return }
-            try append("\(rowid) \(ns)\n", what: "the removal of item \(rowid)")
+            try file.append("\(rowid) \(ns)\n", what: "the removal of item \(rowid)")
             pending[rowid] = ns
-        }
-    }
-
-    /// Appends a whole line (the lock held).
-    private func append(_ text: String, what: String) throws {
-        if fd < 0 {
-            fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { throw StoreError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
-            // A line torn by a power cut is cut off, so this one starts a line of its own.
-            _ = ftruncate(fd, off_t(Self.wholeLines(path).count))
-        }
-        let line = Array(text.utf8)
-        let start = lseek(fd, 0, SEEK_END)
-        let n = line.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        guard n == line.count else {
-            let e = n < 0 ? errno : ENOSPC
-            let why = n < 0 ? String(cString: strerror(e)) : "short write"
-            if start >= 0 { _ = ftruncate(fd, start) }
-            throw e == ENOSPC || e == EDQUOT ? StoreError.noSpace("cannot record \(what): \(why)")
-                : StoreError.io("cannot record \(what) in \(path): \(why)")
         }
     }
 
@@ -85,34 +64,14 @@ final class PendingRemovals: @unchecked Sendable {
     private func committed(_ done: [Int64: Int64]) {
         locked {
             for (r, ns) in done where pending[r] == ns { pending[r] = nil }
-            if fd >= 0 { close(fd); fd = -1 }
-            if pending.isEmpty {
-                // Nothing left: the file is emptied (a rename costs what a truncate does).
-                let f = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC)
-                if f >= 0 { close(f) }
-                return
-            }
-            let aside = path + ".new"
-            let text = Array(pending.map { "\($0.key) \($0.value)\n" }.joined().utf8)
-            let f = open(aside, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            guard f >= 0 else { return }
-            let n = text.withUnsafeBytes { Glibc.write(f, $0.baseAddress, $0.count) }
-            close(f)
-            guard n == text.count, rename(aside, path) == 0 else { unlink(aside); return }
+            file.rewrite(pending.map { "\($0.key) \($0.value)\n" })
         }
-    }
-
-    /// The file's bytes up to its last newline (a torn last line left out).
-    private static func wholeLines(_ path: String) -> ArraySlice<UInt8> {
-        guard let data = FileManager.default.contents(atPath: path) else { return [] }
-        let bytes = [UInt8](data)
-        return bytes[..<((bytes.lastIndex(of: UInt8(ascii: "\n")) ?? -1) + 1)]
     }
 
     /// The removals a file holds: whole lines of two numbers (the first for an item).
     private static func read(_ path: String) -> [Int64: Int64] {
         var out: [Int64: Int64] = [:]
-        for l in wholeLines(path).split(separator: UInt8(ascii: "\n")) {
+        for l in LineFile.lines(path) {
             let f = String(decoding: l, as: UTF8.self).split(separator: " ")
             guard f.count == 2, let r = Int64(f[0]), let ns = Int64(f[1]), r > 0 else { continue }
             out[r] = min(out[r] ?? ns, ns)
