@@ -224,9 +224,17 @@ extension FileSystem {
             case (.typeDir, .item(let r)), (.treeDir, .item(let r)):
                 try keepFolder(p)
                 // FS §4: unlink moves to the trash; its row is written by the next write
-                // (`Store.trashLater`), the settler's pass if nothing else writes first.
-                let facts = try wrap { try store.trashLater(rowid: r) }
-                settler.noteRemoval()
+                // (`Store.trashLater`), the settler's pass if nothing else writes first. A file
+                // still staged (made a moment ago, or being committed) has no row to move yet:
+                // it is committed, then moved, in the request.
+                let facts: Store.ItemFacts?
+                if stagedKey(child) == nil {
+                    facts = try wrap { try store.trashLater(rowid: r) }
+                    settler.noteRemoval()
+                } else {
+                    try settleOnly([child])
+                    facts = try wrap { try store.setStateReadingFacts(rowid: r, .trashed) }
+                }
                 if let key = dirKey(p) { catalog.unlinked[key, default: [:]][name] = (r, Date()) }
                 return try refreshItem(r, written: facts)
             case (.tagDir(let tag), .tagEntry(_, let r)):
