@@ -47,10 +47,11 @@ extension FileSystem {
         let removal: Bool
         if case .none = spools { removal = true } else { removal = false }
         guard (removal ? settler.mayHaveWrittenFiles : settler.mayHaveWork || store.hasPending) || !spoolRows.isEmpty || !settledUnseen.isEmpty else { return }
-        // What every read of `.marfafs/*` (`sync --wait`, `status`) and an unmount wait for:
-        // removals and folders recorded beside the store too. A removal's own settling leaves them.
-        if !removal { try wrap { try store.flushPending() } }
         try wrap { try store.commitStaged() }
+        // What every read of `.marfafs/*` (`sync --wait`, `status`) and an unmount wait for:
+        // removals and folders recorded beside the store too (written by the commit's own
+        // transaction if it made one; else one of their own). A removal's own settling leaves them.
+        if !removal { try wrap { try store.flushPending() } }
         let rows = try wrap { try store.settle() } + settledUnseen
         settledUnseen = []
         let spooled = spoolRows.isEmpty ? [] : try wrap { try store.settleSpools(spoolRows) }

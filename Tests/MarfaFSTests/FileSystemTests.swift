@@ -296,7 +296,8 @@ extension FileSystemTests {
         try c.store.flushPending()
         #expect(c.store.commitCount == before + 1 && !c.store.hasPending)
         // Read as another store would, with nothing pending beside it.
-        try FileManager.default.removeItem(atPath: c.store.path + "-removals")
+        // Read without the removals file: the row itself is trashed.
+        try? FileManager.default.removeItem(atPath: c.store.path + "-removals")
         let other = try Store(path: c.store.path)
         #expect(try other.allSummaries().first { $0.stem == "n1" }?.state == .trashed)
 
@@ -308,5 +309,31 @@ extension FileSystemTests {
         try c.fs.unlink(parent: d, name: "n0.md")
         #expect(try c.store.item(rowid: row)?.unsettled == false)
         #expect(try c.store.textContent(rowid: row) == Array("# N2 again\n".utf8))
+    }
+
+    /// A file still staged when it is removed (no row yet: its removal reaches the store before
+    /// any commit of it) goes to the trash and stays there once committed. Recorded for later
+    /// like a stored file's, the commit's own transaction wrote the removals first, found no row,
+    /// dropped it, then wrote the row active: the file came back (stress-ng's open stressor).
+    @Test func FS4_FS14_aFileRemovedBeforeItsRowExistsStaysRemoved() throws {
+        let c = try Core()
+        _ = try c.fs.mkdir(parent: try c.ino(".marfafs/vault"), name: "d")
+        try c.write(".marfafs/vault/d/kept.md", "kept\n")
+        try c.fs.locked { try c.fs.settleNow() }
+        try c.write(".marfafs/vault/d/gone.md", "gone\n")
+        let gone = Int64(try c.ino(".marfafs/vault/d/gone.md") - FileSystem.itemInoBase)
+        // As if the settler had just passed: nothing the removal's own settling commits.
+        c.fs.settler.settledAll()
+        #expect(c.store.isNewlyStaged(StagedKey(.item, gone)))
+        try c.fs.unlink(parent: try c.ino(".marfafs/vault/d"), name: "gone.md")
+        try c.store.commitStaged()
+        try c.store.flushPending()
+        #expect(try c.names(".marfafs/vault/d") == ["kept.md"])
+        #expect(try c.names("trash/core.note").contains("gone.md"))
+        // Read without the removals file: the row itself is trashed.
+        try? FileManager.default.removeItem(atPath: c.store.path + "-removals")
+        #expect(try Store(path: c.store.path).summary(rowid: gone)?.state == .trashed)
+        try c.remount()
+        #expect(try c.names(".marfafs/vault/d") == ["kept.md"])
     }
 }
