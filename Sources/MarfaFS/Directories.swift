@@ -146,7 +146,8 @@ extension FileSystem {
         }
     }
 
-    /// A folder removed by `rmdir`: its number retires with it.
+    /// A folder removed (by `rmdir`, or elsewhere): its number retires with it, recorded beside the
+    /// store (`Store.dropTreeDir`).
     func retireDir(_ n: Node) {
         inodes.retire(n)
         guard case .treeDir(let f) = n else { return }

@@ -16,9 +16,12 @@ import MarfaModel
 /// renamed over. A made folder's line is its tag (`tag\n`); a folder's mode or owner is a tab and
 /// a JSON object (`\t{"ino":…,"kind":"mode","mode":…,"path":…}\n`, `"kind":"owner"` with `uid`
 /// and `gid`; null: the mount's default), which no tag can be (a tag holds no control character),
-/// so an older reader skips it. The last line for a path wins. A line without its newline (torn by
-/// a power cut), or not one of these, is skipped. A store opened reads what the file holds as
-/// pending.
+/// so an older reader skips it. A folder or tag removed with `rmdir` is a tab and
+/// `{"kind":"gone","tag":…}`, a removed folder's number and times `{"kind":"dropped","path":…}`:
+/// their rows are deleted by the same flush, after the removals of its files and before anything
+/// made again (`rm -rf` removes each folder once its files are gone: writing them there cost a
+/// third of its time). The last line for a path or tag wins. A line without its newline (torn by a power cut),
+/// or not one of these, is skipped. A store opened reads what the file holds as pending.
 ///
 /// Lock order: the store's writer, then `lock` (nothing here takes the writer).
 final class PendingFolders: @unchecked Sendable {
@@ -74,20 +77,32 @@ final class PendingFolders: @unchecked Sendable {
     var path: String { file.path }
     private let lock = NSLock()
     private var tags: Set<String>
+    /// Removed with `rmdir`; never also in `tags`.
+    private var gone: Set<String>
+    /// Folders removed whose `tree_dirs` row (number, mode, owner) and times go; a folder made
+    /// again at the path is numbered anew after the row is deleted.
+    private var dropped: Set<String>
     private var attrs: [Attr.Key: Attr]
     private var file: LineFile
 
     init(path: String) {
         file = LineFile(path: path)
-        (tags, attrs) = Self.read(path)
+        (tags, gone, dropped, attrs) = Self.read(path)
     }
 
     deinit { file.close() }
 
     private func locked<T>(_ body: () throws -> T) rethrows -> T { lock.lock(); defer { lock.unlock() }; return try body() }
 
+    /// The folders and tags made whose rows are not written yet.
     var all: Set<String> { locked { tags } }
-    var isEmpty: Bool { locked { tags.isEmpty && attrs.isEmpty } }
+    /// The folders and tags removed whose rows are not deleted yet: every reader of `local_tags`
+    /// outside a write transaction leaves them out.
+    var removed: Set<String> { locked { gone } }
+    /// The folders whose `tree_dirs` row is to be deleted: every reader of it outside a write
+    /// transaction leaves them out (and then takes the attributes pending).
+    var droppedFolders: Set<String> { locked { dropped } }
+    var isEmpty: Bool { locked { tags.isEmpty && gone.isEmpty && dropped.isEmpty && attrs.isEmpty } }
     /// The folders' modes or owners waiting for their rows, by path.
     func pendingAttrs(_ kind: Attr.Kind) -> [String: Attr.Value] {
         locked { Dictionary(attrs.values.filter { $0.kind == kind }.map { ($0.path, $0.value) }, uniquingKeysWith: { a, _ in a }) }
@@ -99,7 +114,37 @@ final class PendingFolders: @unchecked Sendable {
             if tags.contains(tag) { return }
             try file.append(tag + "\n", what: "folder \(tag)")
             tags.insert(tag)
+            gone.remove(tag)
         }
+    }
+
+    /// Records `tag` as removed; it is in the file when this returns.
+    func remove(_ tag: String) throws {
+        try locked {
+            if gone.contains(tag) { return }
+            try file.append(Self.goneLine(tag), what: "the removal of folder \(tag)")
+            gone.insert(tag)
+            tags.remove(tag)
+        }
+    }
+
+    /// Records that the folder at `path` was removed: its number, mode, owner and times go (those
+    /// set and not yet written too); it is in the file when this returns.
+    func drop(_ path: String) throws {
+        try locked {
+            if dropped.contains(path) && !attrs.keys.contains(where: { $0.path == path }) { return }
+            try file.append(Self.droppedLine(path), what: "the removal of folder \(path)")
+            dropped.insert(path)
+            for k in attrs.keys where k.path == path { attrs[k] = nil }
+        }
+    }
+
+    private static func goneLine(_ tag: String) -> String {
+        "\t" + JSONCoding.encode(["kind": .string("gone"), "tag": .string(tag)]) + "\n"
+    }
+
+    private static func droppedLine(_ path: String) -> String {
+        "\t" + JSONCoding.encode(["kind": .string("dropped"), "path": .string(path)]) + "\n"
     }
 
     /// Records a folder's mode or owner as set; it is in the file when this returns.
@@ -111,39 +156,59 @@ final class PendingFolders: @unchecked Sendable {
         }
     }
 
-    /// Inside a write transaction (`Store.write`): writes every pending tag's row and folder
-    /// attribute; once the transaction commits they are no longer pending (an attribute set again
-    /// meanwhile stays, with its new value).
+    /// Inside a write transaction, after the removals of files (`Store.write`): deletes the rows
+    /// of the folders and tags removed, then writes every pending tag's row and folder attribute
+    /// (a folder removed and made again ends made, numbered anew); once the transaction commits
+    /// they are no longer pending (an attribute set again meanwhile stays, with its new value). A
+    /// removed folder that holds an active item again (a note synced into it since) keeps its
+    /// place through that item's tag.
     func flush(_ db: Database) throws {
-        let (pending, set) = locked { (tags, attrs) }
-        if pending.isEmpty && set.isEmpty { return }
+        let (pending, removed, drops, set) = locked { (tags, gone, dropped, attrs) }
+        if pending.isEmpty && removed.isEmpty && drops.isEmpty && set.isEmpty { return }
+        for t in removed { try db.run("DELETE FROM local_tags WHERE tag = ?", [t]) }
+        for f in drops {
+            try db.run("DELETE FROM tree_dirs WHERE path = ?", [f])
+            try db.run("DELETE FROM dir_times WHERE dir = ?", ["vault/" + f])
+        }
         for t in pending { try db.run("INSERT OR IGNORE INTO local_tags(tag) VALUES (?)", [t]) }
         for a in set.values { try a.write(db) }
-        db.afterNextTransaction(onCommit: { [self] _ in committed(pending, set) })
+        db.afterNextTransaction(onCommit: { [self] _ in committed(made: pending, gone: removed, dropped: drops, set) })
     }
 
-    /// `done` and `doneAttrs` are in the store: the file keeps the rest (rewritten aside, renamed
-    /// over; on failure it keeps them all, which a later flush writes again to no effect).
-    private func committed(_ done: Set<String>, _ doneAttrs: [Attr.Key: Attr]) {
+    /// What a flush wrote is in the store: the file keeps the rest (rewritten aside, renamed over;
+    /// on failure it keeps them all, which a later flush writes again to no effect).
+    private func committed(made: Set<String>, gone removed: Set<String>, dropped drops: Set<String>, _ doneAttrs: [Attr.Key: Attr]) {
         locked {
-            tags.subtract(done)
+            tags.subtract(made)
+            gone.subtract(removed)
+            dropped.subtract(drops)
             for (k, a) in doneAttrs where attrs[k] == a { attrs[k] = nil }
-            file.rewrite(tags.sorted().map { $0 + "\n" } + attrs.values.map(\.line))
+            file.rewrite(gone.sorted().map(Self.goneLine) + dropped.sorted().map(Self.droppedLine)
+                         + tags.sorted().map { $0 + "\n" } + attrs.values.map(\.line))
         }
     }
 
-    /// The tags and attributes a file holds: whole lines that are valid tags, or attributes (the
-    /// last for each folder).
-    private static func read(_ path: String) -> (Set<String>, [Attr.Key: Attr]) {
-        var out = Set<String>(), attrs: [Attr.Key: Attr] = [:]
+    /// The tags made and removed and the attributes a file holds: whole lines that are valid tags,
+    /// removals, or attributes (the last for each folder or tag).
+    private static func read(_ path: String) -> (Set<String>, Set<String>, Set<String>, [Attr.Key: Attr]) {
+        var out = Set<String>(), gone = Set<String>(), dropped = Set<String>(), attrs: [Attr.Key: Attr] = [:]
         for l in LineFile.lines(path) {
             if l.first == UInt8(ascii: "\t") {
-                if let a = Attr(line: String(decoding: l.dropFirst(), as: UTF8.self)) { attrs[a.key] = a }
+                let text = String(decoding: l.dropFirst(), as: UTF8.self)
+                let o = (try? JSONParser.parse(text))?.objectValue
+                if o?["kind"]?.stringValue == "gone", let tag = o?["tag"]?.stringValue, Store.isLocalTag(tag) {
+                    gone.insert(tag); out.remove(tag)
+                } else if o?["kind"]?.stringValue == "dropped", let f = o?["path"]?.stringValue {
+                    dropped.insert(f)
+                    for k in attrs.keys where k.path == f { attrs[k] = nil }
+                } else if let a = Attr(line: text) {
+                    attrs[a.key] = a
+                }
                 continue
             }
             let tag = String(decoding: l, as: UTF8.self)
-            if Store.isLocalTag(tag) { out.insert(tag) }
+            if Store.isLocalTag(tag) { out.insert(tag); gone.remove(tag) }
         }
-        return (out, attrs)
+        return (out, gone, dropped, attrs)
     }
 }

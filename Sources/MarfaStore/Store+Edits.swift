@@ -349,15 +349,27 @@ extension Store {
     /// A folder or tag made by the mount's `mkdir`, kept as `addLocalTag` keeps it without waiting
     /// for the store's writer: recorded at once beside the store (`PendingFolders`), its row
     /// written by the next write transaction (`flushPending`). Every query of
-    /// `local_tags` runs in a write transaction, or counts the pending ones too.
+    /// `local_tags` runs in a write transaction, or counts the pending ones too (and leaves out
+    /// those `removeLocalTagLater` recorded).
     public func stageLocalTag(_ tag: String) throws {
         try pendingFolders.add(tag)
     }
 
-    /// Whether folders `stageLocalTag` recorded wait for their rows.
+    /// A folder or tag removed by the mount's `rmdir`, once the mount found it empty: recorded at
+    /// once beside the store (`PendingFolders`), its row deleted by the next write transaction
+    /// after the removals of the files it held (`flushPending`), not in the request. Unlike
+    /// `removeLocalTag`, it does not ask the store whether an active item still has the tag: the
+    /// mount's catalog answered that (trashed and archived items keep their tags, so a restore
+    /// puts them back where they were, but hold no place in the directory: FS-31).
+    public func removeLocalTagLater(_ tag: String) throws {
+        try pendingFolders.remove(tag)
+    }
+
+    /// Whether folders `stageLocalTag` or `removeLocalTagLater` recorded wait for their rows.
     public var hasPendingFolders: Bool { !pendingFolders.isEmpty }
 
-    /// Whether folders `stageLocalTag` recorded, or removals `trashLater` did, wait for their rows.
+    /// Whether folders `stageLocalTag` or `removeLocalTagLater` recorded, or removals
+    /// `trashLater` did, wait for their rows.
     public var hasPending: Bool { !pendingFolders.isEmpty || !pendingRemovals.isEmpty }
 
     /// Writes the rows of the folders `stageLocalTag` recorded and of the removals `trashLater`
@@ -365,16 +377,6 @@ extension Store {
     public func flushPending() throws {
         if !hasPending { return }
         try write { _ in }
-    }
-
-    public func removeLocalTag(_ tag: String) throws {
-        try write { db in
-            // Trashed and archived items keep their tags (a restore puts them back where they were)
-            // but hold no place in the directory (FS-31).
-            let active = "SELECT 1 FROM tags JOIN items ON items.id = tags.item_id WHERE tags.tag = ? AND items.state = 'active' LIMIT 1"
-            if try db.exists(active, [tag]) { throw StoreError.notEmpty(tag) }
-            try db.run("DELETE FROM local_tags WHERE tag = ?", [tag])
-        }
     }
 
     /// Renames a tag on every item that has it; returns the rowids of those items.

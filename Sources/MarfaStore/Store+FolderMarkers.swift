@@ -138,14 +138,16 @@ extension Store {
     /// while, so a tool's `mkdir` followed by its files makes none); the others come back as
     /// `waiting`.
     public func folderMarkerWork(isLocalOnly: (String) -> Bool, ripe: Set<String>) throws -> FolderMarkerWork {
+        let removed = pendingFolders.removed
         let keptTags = try pool.read { db in try String.fetchAll(db, sql: "SELECT tag FROM local_tags WHERE tag LIKE 'folder:%'") }
-            + pendingFolders.all.filter { $0.hasPrefix(VaultText.folderPrefix) }
+            .filter { !removed.contains($0) } + pendingFolders.all.filter { $0.hasPrefix(VaultText.folderPrefix) }
         let asked = Set(keptTags.map { String($0.dropFirst(VaultText.folderPrefix.count)) })
         let localOnly = Set(asked.filter(isLocalOnly))
-        // Whether everything written here has been sent: a marker goes only then, after the
+        // Whether everything written here has been sent (the removals and folders recorded beside
+        // the store are not yet in the queue): a marker goes only then, after the
         // removals that emptied its folder (the server's events keep that order, so another mount
         // finds the folder empty and removes it, instead of keeping it for a note about to go).
-        let sent = try stagingIsEmpty && unsentCount() == 0
+        let sent = try !hasPending && stagingIsEmpty && unsentCount() == 0
             && !pool.read { db in try db.exists("SELECT 1 FROM items WHERE unsettled = 1 LIMIT 1") }
         // Files made through the mount that have no row yet hold their folders too. Read here, not
         // in a transaction: a commit of staged files holds the staging's lock while it waits for
@@ -161,7 +163,7 @@ extension Store {
                 WHERE EXISTS (SELECT 1 FROM tags AS x JOIN items ON items.id = x.item_id WHERE x.tag = t.tag AND items.state = 'active')
                 """).map { String($0.dropFirst(VaultText.folderPrefix.count)) }
             let keptTags = Set(try String.fetchAll(db, sql: "SELECT tag FROM local_tags WHERE tag LIKE 'folder:%'"))
-                .union(pendingFolders.all.filter { $0.hasPrefix(VaultText.folderPrefix) })
+                .subtracting(pendingFolders.removed).union(pendingFolders.all.filter { $0.hasPrefix(VaultText.folderPrefix) })
             // A folder made since `isLocalOnly` was asked waits for the next pass.
             let kept = keptTags.map { String($0.dropFirst(VaultText.folderPrefix.count)) }
                 .filter { Self.isFolderPath($0) && asked.contains($0) && !localOnly.contains($0) }

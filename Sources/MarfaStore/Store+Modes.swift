@@ -151,6 +151,7 @@ extension Store {
             Dictionary(try Row.fetchAll(db, sql: "SELECT path, mode FROM tree_dirs WHERE mode IS NOT NULL").map { ($0[0] as String, UInt16(truncatingIfNeeded: $0[1] as Int64)) },
                        uniquingKeysWith: { a, _ in a })
         }
+        for f in pendingFolders.droppedFolders { modes[f] = nil }
         for case let (path, .mode(m)) in pendingFolders.pendingAttrs(.mode) { modes[path] = m.map { UInt16(truncatingIfNeeded: $0) } }
         return modes
     }

@@ -39,6 +39,7 @@ extension Store {
             let rows = try Row.fetchAll(db, sql: "SELECT path, uid, gid FROM tree_dirs WHERE uid IS NOT NULL OR gid IS NOT NULL")
             return Dictionary(rows.map { ($0["path"] as String, Self.owner($0)) }, uniquingKeysWith: { a, _ in a })
         }
+        for f in pendingFolders.droppedFolders { owners[f] = nil }
         for case let (path, .owner(u, g)) in pendingFolders.pendingAttrs(.owner) {
             let o = Owner(uid: u.map { UInt32(truncatingIfNeeded: $0) }, gid: g.map { UInt32(truncatingIfNeeded: $0) })
             owners[path] = o.isDefault ? nil : o

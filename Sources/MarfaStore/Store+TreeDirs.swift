@@ -7,9 +7,10 @@ import GRDB
 extension Store {
     /// Every numbered folder: its path in the tree ("" for the top) and its number.
     public func treeDirInodes() throws -> [(path: String, ino: UInt64)] {
-        try pool.read { db in
+        let dropped = pendingFolders.droppedFolders
+        return try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT path, ino FROM tree_dirs").map { ($0[0] as String, UInt64(bitPattern: $0[1] as Int64)) }
-        }
+        }.filter { !dropped.contains($0.path) }
     }
 
     /// Records folders numbered since the last call, in one transaction.
@@ -41,11 +42,11 @@ extension Store {
         }
     }
 
-    /// A folder removed: its number is not given to the next folder of that path.
+    /// A folder removed: its number is not given to the next folder of that path, and its mode,
+    /// owner and times go. Recorded beside the store at once (`PendingFolders`: every reader of
+    /// them leaves it out), its rows deleted by the next write transaction, before anything made
+    /// again at the path is written: `rm -rf`'s `rmdir` does not wait for the store's writer.
     public func dropTreeDir(_ path: String) throws {
-        try write { db in
-            try db.run("DELETE FROM tree_dirs WHERE path = ?", [path])
-            try db.run("DELETE FROM dir_times WHERE dir = ?", ["vault/" + path])
-        }
+        try pendingFolders.drop(path)
     }
 }

@@ -257,7 +257,7 @@ public final class Store: Sendable {
     }
 
     public func localTags() throws -> [String] {
-        Array(Set(try pool.read { db in try String.fetchAll(db, sql: "SELECT tag FROM local_tags") }).union(pendingFolders.all))
+        Array(Set(try pool.read { db in try String.fetchAll(db, sql: "SELECT tag FROM local_tags") }).union(pendingFolders.all).subtracting(pendingFolders.removed))
     }
 
     public func allEdges() throws -> [EdgeRecord] {
@@ -382,10 +382,11 @@ public final class Store: Sendable {
                 waiting = false
                 writersWaiting.subtract(1, ordering: .relaxed)
                 // First: the body may remove an item, and its numbers with it; or a folder made
-                // meanwhile, whose row it may look for.
+                // meanwhile, whose row it may look for. What waits beside the store in the order
+                // it was made: the files' removals, then the folders (removed, then made).
                 try Self.writeNumbers(db, numbers)
-                try pendingFolders.flush(db)
                 try flushRemovals(db)
+                try pendingFolders.flush(db)
                 let result = try body(db)
                 // Whatever the body changed, the bytes items had are kept as their history (FS-33).
                 try keepVersions(db)

@@ -336,4 +336,62 @@ extension FileSystemTests {
         try c.remount()
         #expect(try c.names(".marfafs/vault/d") == ["kept.md"])
     }
+
+    /// `rmdir` of a folder its files have left (`rm -rf`) writes nothing either: the folder's row,
+    /// number, mode and times go beside the store (`Store.removeLocalTagLater`, `dropTreeDir`), with
+    /// the files' removals, by the next write; a kill before it brings none of them back, and a
+    /// folder made again at the path is a new folder (its own number, the default mode). Each
+    /// `rmdir` of `rm -rf` wrote the removals of its folder's files: a third of its time.
+    @Test func FS4_FS31_rmdirOfAnEmptiedFolderWritesNothingAndStaysRemoved() throws {
+        let c = try Core()
+        _ = try c.fs.mkdir(parent: try c.ino(".marfafs/vault"), name: "d")
+        _ = try c.fs.mkdir(parent: try c.ino(".marfafs/vault/d"), name: "e")
+        let e = try c.ino(".marfafs/vault/d/e")
+        _ = try c.fs.setattr(e, FileSystem.AttrChange(mode: 0o700))
+        try c.write(".marfafs/vault/d/e/n.md", "# N\n")
+        try c.fs.locked { try c.fs.settleNow() }
+        #expect(try c.store.treeDirModes()["d/e"] == 0o700)
+        let vault = try c.ino(".marfafs/vault"), d = try c.ino(".marfafs/vault/d")
+
+        let before = c.store.commitCount
+        try c.fs.unlink(parent: e, name: "n.md")
+        try c.fs.rmdir(parent: d, name: "e")
+        try c.fs.rmdir(parent: vault, name: "d")
+        #expect(c.store.commitCount == before, "the folders' removals are recorded, not written")
+        #expect(try !c.names(".marfafs/vault").contains("d"))
+        #expect(try !c.store.localTags().contains { $0.hasPrefix("folder:d") })
+        #expect(try c.store.treeDirModes()["d/e"] == nil)
+        #expect(try !c.store.treeDirInodes().contains { $0.path.hasPrefix("d") })
+
+        // Killed before anything wrote them: still gone after the remount.
+        try c.remount()
+        #expect(try !c.names(".marfafs/vault").contains("d"))
+        #expect(try c.names("trash/core.note") == ["n.md"])
+        // Made again: a new folder, not the old one's number or mode.
+        _ = try c.fs.mkdir(parent: try c.ino(".marfafs/vault"), name: "d")
+        _ = try c.fs.mkdir(parent: try c.ino(".marfafs/vault/d"), name: "e")
+        let again = try c.ino(".marfafs/vault/d/e")
+        #expect(again != e)
+        #expect(try c.fs.getattr(again).permissions == 0o755)
+        // Its own mode, written after the old row is deleted (in the same transaction).
+        _ = try c.fs.setattr(again, FileSystem.AttrChange(mode: 0o750))
+        try c.fs.locked { try c.fs.settleNow() }
+        #expect(try c.store.localTags().contains("folder:d/e"))
+        #expect(try c.store.treeDirModes()["d/e"] == 0o750)
+        try c.remount()
+        #expect(try c.ino(".marfafs/vault/d/e") == again)
+        #expect(try c.fs.getattr(again).permissions == 0o750)
+        // Removed and made again before anything wrote the removal: the old row goes first, the
+        // new folder's number and mode are written after it.
+        try c.fs.rmdir(parent: try c.ino(".marfafs/vault/d"), name: "e")
+        _ = try c.fs.mkdir(parent: try c.ino(".marfafs/vault/d"), name: "e")
+        let third = try c.ino(".marfafs/vault/d/e")
+        _ = try c.fs.setattr(third, FileSystem.AttrChange(mode: 0o711))
+        #expect(third != again)
+        try c.fs.locked { try c.fs.settleNow() }
+        #expect(try c.store.treeDirModes()["d/e"] == 0o711)
+        try c.remount()
+        #expect(try c.ino(".marfafs/vault/d/e") == third)
+        #expect(try c.fs.getattr(third).permissions == 0o711)
+    }
 }

@@ -54,7 +54,7 @@ import Testing
         // Its echo changes nothing.
         #expect(try t.store.applyRemote([marker(id, "empty/deeper")]).applied == 0)
         // Gone from the tree: removed, but only once nothing is left to send.
-        try t.store.removeLocalTag("folder:empty/deeper")
+        try t.store.removeLocalTagLater("folder:empty/deeper")
         _ = try t.store.createItem(NewItem(type: "core.note", fileName: "m.md", content: Array("m\n".utf8)))
         #expect(try work([]).remove.isEmpty, "a change still to send goes first")
         try sendAll(t.store)

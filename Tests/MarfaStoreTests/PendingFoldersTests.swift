@@ -34,12 +34,47 @@ import Testing
         let t = try TempStore()
         try t.store.stageLocalTag("folder:x")
         try t.store.stageLocalTag("folder:y")
-        // Any write transaction takes them along (here the one that removes one of them).
-        try t.store.removeLocalTag("folder:x")
+        try t.store.removeLocalTagLater("folder:x")
+        // Any write transaction takes them along (here an item's).
+        _ = try t.store.createItem(NewItem(type: "core.note", fileName: "n.md", content: Array("n\n".utf8)))
         #expect(try rows(t.store) == ["folder:y"])
         let again = try Store(path: t.store.path)
         #expect(try again.localTags() == ["folder:y"], "a kill after the removal does not bring it back")
         #expect(!again.hasPendingFolders)
+    }
+
+    /// FS-4, FS-15 for `rmdir` (`Store.removeLocalTagLater`): a folder removed is gone for every
+    /// reader at once and after a kill, before its row is deleted; made again, it is back; its row
+    /// goes with the next write, after the removals of its files.
+    @Test func FS4_FS15_aFolderRemovedIsGoneAtOnceAndAfterAKill() throws {
+        let t = try TempStore()
+        try t.store.addLocalTag("folder:old")
+        try t.store.addLocalTag("folder:old/inner")
+        try t.store.addLocalTag("folder:again")
+        try t.store.addLocalTag("work")
+        let note = try t.store.createItem(NewItem(type: "core.note", fileName: "n.md", content: Array("n\n".utf8), tags: ["folder:old/inner"]))
+        // `rm -rf old`: the note, then its folders, deepest first; `again` removed and made anew.
+        _ = try t.store.trashLater(rowid: note.rowid)
+        try t.store.removeLocalTagLater("folder:old/inner")
+        try t.store.removeLocalTagLater("folder:old")
+        try t.store.removeLocalTagLater("folder:again")
+        try t.store.removeLocalTagLater("work")
+        try t.store.stageLocalTag("folder:again")
+        #expect(try rows(t.store) == ["folder:again", "folder:old", "folder:old/inner", "work"], "no row written yet")
+        #expect(try t.store.localTags().sorted() == ["folder:again"])
+        // Killed here: the next store reads the same from the file, and its first write deletes them.
+        let again = try Store(path: t.store.path)
+        #expect(try again.localTags().sorted() == ["folder:again"])
+        #expect(again.hasPending)
+        try again.flushPending()
+        #expect(try rows(again) == ["folder:again"])
+        #expect(try again.treeFolders() == ["again"])
+        #expect(try again.summary(rowid: note.rowid)?.state == .trashed)
+        #expect(!again.hasPending)
+        #expect(try String(contentsOfFile: t.store.path + "-folders", encoding: .utf8) == "", "nothing left pending")
+        // Made again after its row went: back, and kept across a kill.
+        try again.stageLocalTag("folder:old")
+        #expect(try Store(path: t.store.path).localTags().sorted() == ["folder:again", "folder:old"])
     }
 
     @Test func FS15_aTornOrInvalidLineIsSkipped() throws {
