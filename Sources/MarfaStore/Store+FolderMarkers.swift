@@ -143,10 +143,9 @@ extension Store {
             .filter { !removed.contains($0) } + pendingFolders.all.filter { $0.hasPrefix(VaultText.folderPrefix) }
         let asked = Set(keptTags.map { String($0.dropFirst(VaultText.folderPrefix.count)) })
         let localOnly = Set(asked.filter(isLocalOnly))
-        // Whether everything written here has been sent (the removals and folders recorded beside
-        // the store are not yet in the queue): a marker goes only then, after the
-        // removals that emptied its folder (the server's events keep that order, so another mount
-        // finds the folder empty and removes it, instead of keeping it for a note about to go).
+        // Whether everything written here has been sent (what waits beside the store included): a
+        // marker goes only then, after the removals that emptied its folder (the server's events
+        // keep that order, so another mount finds the folder empty and removes it).
         let sent = try !hasPending && stagingIsEmpty && unsentCount() == 0
             && !pool.read { db in try db.exists("SELECT 1 FROM items WHERE unsettled = 1 LIMIT 1") }
         // Files made through the mount that have no row yet hold their folders too. Read here, not
