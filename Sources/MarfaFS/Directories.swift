@@ -155,5 +155,7 @@ extension FileSystem {
         do { try store.dropTreeDir(f) } catch {
             log.warning("a removed folder's inode number was not dropped", metadata: ["error": "\(error)"])
         }
+        // Written by the settler's next pass if nothing writes first (a remote's removal too).
+        settler.wake()
     }
 }

@@ -20,8 +20,9 @@ import MarfaModel
 /// `{"kind":"gone","tag":…}`, a removed folder's number and times `{"kind":"dropped","path":…}`:
 /// their rows are deleted by the same flush, after the removals of its files and before anything
 /// made again (`rm -rf` removes each folder once its files are gone: writing them there cost a
-/// third of its time). The last line for a path or tag wins. A line without its newline (torn by a power cut),
-/// or not one of these, is skipped. A store opened reads what the file holds as pending.
+/// third of its time). The last line for a path or tag wins. A line without its newline (torn by
+/// a power cut), or not one of these, is skipped. A store opened reads what the file holds as
+/// pending.
 ///
 /// Lock order: the store's writer, then `lock` (nothing here takes the writer).
 final class PendingFolders: @unchecked Sendable {
@@ -55,9 +56,9 @@ final class PendingFolders: @unchecked Sendable {
 
         init(path: String, ino: UInt64, _ value: Value) { self.path = path; self.ino = ino; self.value = value }
 
-        /// The attribute a line after its tab holds; nil if it holds none.
-        init?(line: String) {
-            guard let o = (try? JSONParser.parse(line))?.objectValue, let kind = o["kind"]?.stringValue.flatMap(Kind.init),
+        /// The attribute a line's JSON object (after its tab) holds; nil if it holds none.
+        init?(_ o: [String: JSONValue]) {
+            guard let kind = o["kind"]?.stringValue.flatMap(Kind.init),
                   let path = o["path"]?.stringValue, case .int(let ino)? = o["ino"] else { return nil }
             func int(_ k: String) -> Int64? { if case .int(let v)? = o[k] { return v }; return nil }
             self.init(path: path, ino: UInt64(bitPattern: ino), kind == .mode ? .mode(int("mode")) : .owner(uid: int("uid"), gid: int("gid")))
@@ -94,11 +95,11 @@ final class PendingFolders: @unchecked Sendable {
 
     private func locked<T>(_ body: () throws -> T) rethrows -> T { lock.lock(); defer { lock.unlock() }; return try body() }
 
-    /// The folders and tags made whose rows are not written yet.
-    var all: Set<String> { locked { tags } }
-    /// The folders and tags removed whose rows are not deleted yet: every reader of `local_tags`
-    /// outside a write transaction leaves them out.
-    var removed: Set<String> { locked { gone } }
+    /// `local_tags` as it is with what waits here, from `rows` read outside a write transaction:
+    /// the tags removed left out, those made added. Every such reader of it goes through here.
+    func localTags<S: Sequence<String>>(_ rows: S) -> Set<String> {
+        locked { Set(rows).subtracting(gone).union(tags) }
+    }
     /// The folders whose `tree_dirs` row is to be deleted: every reader of it outside a write
     /// transaction leaves them out (and then takes the attributes pending).
     var droppedFolders: Set<String> { locked { dropped } }
@@ -194,15 +195,17 @@ final class PendingFolders: @unchecked Sendable {
         var out = Set<String>(), gone = Set<String>(), dropped = Set<String>(), attrs: [Attr.Key: Attr] = [:]
         for l in LineFile.lines(path) {
             if l.first == UInt8(ascii: "\t") {
-                let text = String(decoding: l.dropFirst(), as: UTF8.self)
-                let o = (try? JSONParser.parse(text))?.objectValue
-                if o?["kind"]?.stringValue == "gone", let tag = o?["tag"]?.stringValue, Store.isLocalTag(tag) {
+                guard let o = (try? JSONParser.parse(String(decoding: l.dropFirst(), as: UTF8.self)))?.objectValue else { continue }
+                switch o["kind"]?.stringValue {
+                case "gone"?:
+                    guard let tag = o["tag"]?.stringValue, Store.isLocalTag(tag) else { continue }
                     gone.insert(tag); out.remove(tag)
-                } else if o?["kind"]?.stringValue == "dropped", let f = o?["path"]?.stringValue {
+                case "dropped"?:
+                    guard let f = o["path"]?.stringValue else { continue }
                     dropped.insert(f)
                     for k in attrs.keys where k.path == f { attrs[k] = nil }
-                } else if let a = Attr(line: text) {
-                    attrs[a.key] = a
+                default:
+                    if let a = Attr(o) { attrs[a.key] = a }
                 }
                 continue
             }

@@ -122,6 +122,13 @@ extension Store {
         }
     }
 
+    /// The `folder:` tags kept while empty (`local_tags`, with what waits beside the store), read
+    /// through `read` (the pool's, or a transaction's connection).
+    func keptFolderTags(_ read: ((Database) throws -> [String]) throws -> [String]) throws -> Set<String> {
+        pendingFolders.localTags(try read { db in try String.fetchAll(db, sql: "SELECT tag FROM local_tags WHERE tag LIKE 'folder:%'") })
+            .filter { $0.hasPrefix(VaultText.folderPrefix) }
+    }
+
     /// A folder path as a marker may name it: relative, each part a name a file may have (not
     /// empty, `.` or `..`, at most 255 bytes, no NUL), shorter than PATH_MAX.
     static func isFolderPath(_ path: String) -> Bool {
@@ -138,9 +145,7 @@ extension Store {
     /// while, so a tool's `mkdir` followed by its files makes none); the others come back as
     /// `waiting`.
     public func folderMarkerWork(isLocalOnly: (String) -> Bool, ripe: Set<String>) throws -> FolderMarkerWork {
-        let removed = pendingFolders.removed
-        let keptTags = try pool.read { db in try String.fetchAll(db, sql: "SELECT tag FROM local_tags WHERE tag LIKE 'folder:%'") }
-            .filter { !removed.contains($0) } + pendingFolders.all.filter { $0.hasPrefix(VaultText.folderPrefix) }
+        let keptTags = try keptFolderTags { try pool.read($0) }
         let asked = Set(keptTags.map { String($0.dropFirst(VaultText.folderPrefix.count)) })
         let localOnly = Set(asked.filter(isLocalOnly))
         // Whether everything written here has been sent (what waits beside the store included): a
@@ -161,8 +166,7 @@ extension Store {
                 SELECT tag FROM (SELECT DISTINCT tag FROM tags WHERE tag >= 'folder:' AND tag < 'folder;') AS t
                 WHERE EXISTS (SELECT 1 FROM tags AS x JOIN items ON items.id = x.item_id WHERE x.tag = t.tag AND items.state = 'active')
                 """).map { String($0.dropFirst(VaultText.folderPrefix.count)) }
-            let keptTags = Set(try String.fetchAll(db, sql: "SELECT tag FROM local_tags WHERE tag LIKE 'folder:%'"))
-                .subtracting(pendingFolders.removed).union(pendingFolders.all.filter { $0.hasPrefix(VaultText.folderPrefix) })
+            let keptTags = try keptFolderTags { try $0(db) }
             // A folder made since `isLocalOnly` was asked waits for the next pass.
             let kept = keptTags.map { String($0.dropFirst(VaultText.folderPrefix.count)) }
                 .filter { Self.isFolderPath($0) && asked.contains($0) && !localOnly.contains($0) }

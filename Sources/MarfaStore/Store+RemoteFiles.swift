@@ -144,16 +144,14 @@ extension Store {
     /// Every folder of the vault's tree here: those holding an active item, those kept while empty,
     /// and the folders above them.
     public func treeFolders() throws -> Set<String> {
-        let removed = pendingFolders.removed
         let tags = try pool.read { db in
             try String.fetchAll(db, sql: """
                 SELECT DISTINCT tags.tag FROM tags JOIN items ON items.id = tags.item_id
                 WHERE tags.tag LIKE 'folder:%' AND items.state = 'active'
                 """)
-            + String.fetchAll(db, sql: "SELECT tag FROM local_tags WHERE tag LIKE 'folder:%'").filter { !removed.contains($0) }
-        }
+        } + keptFolderTags { try pool.read($0) }
         var out = Set<String>()
-        for t in tags + pendingFolders.all.filter({ $0.hasPrefix(VaultText.folderPrefix) }) {
+        for t in tags {
             var f = Substring(t.dropFirst(VaultText.folderPrefix.count))
             while !f.isEmpty, out.insert(String(f)).inserted {
                 guard let i = f.lastIndex(of: "/") else { break }

@@ -257,7 +257,7 @@ public final class Store: Sendable {
     }
 
     public func localTags() throws -> [String] {
-        Array(Set(try pool.read { db in try String.fetchAll(db, sql: "SELECT tag FROM local_tags") }).union(pendingFolders.all).subtracting(pendingFolders.removed))
+        Array(pendingFolders.localTags(try pool.read { db in try String.fetchAll(db, sql: "SELECT tag FROM local_tags") }))
     }
 
     public func allEdges() throws -> [EdgeRecord] {
