@@ -270,7 +270,7 @@ extension FileSystem {
         out += resolvePendingLinks()
         // After the invalidations: a watcher that reads on the event reads the new bytes, and a
         // name to create or remove is no longer cached.
-        return out + (replays + (edgeReplays ?? [])).map { .replay($0) }
+        return out + (Self.throughFoldersRemovedLater(replays) + (edgeReplays ?? [])).map { .replay($0) }
     }
 
     /// Every directory entry an edge shows in: `links/` under its source, `backlinks/` under its target.

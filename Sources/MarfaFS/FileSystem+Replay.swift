@@ -156,9 +156,12 @@ extension FileSystem {
         guard catalog.vault != nil, knownIno(.treeDir("")) != nil else { return [] }
         var out: [Replay] = []
         let place = replayPlace
-        // Folders: every level of each `folder:` tag that came or went; the tag tree is built
-        // again only when one did.
-        let paths = VaultText.folderLevels(tagsBefore.symmetricDifference(tagsAfter))
+        // Folders: every level of each `folder:` tag that came or went, or of all of them when the
+        // file came into the tree or left it (a file moved to the trash keeps its tags, yet no
+        // longer holds its folders: a remote `rm -rf` empties them); the tag tree is built again
+        // only then.
+        let enteredOrLeft = (before?.tree == nil) != (after?.tree == nil)
+        let paths = VaultText.folderLevels(enteredOrLeft ? tagsBefore.union(tagsAfter) : tagsBefore.symmetricDifference(tagsAfter))
         var made: [String] = [], gone: [String] = []
         if let foldersBefore, !paths.isEmpty {
             (made, gone) = Self.folderChanges(paths, before: foldersBefore, after: catalog.currentTagTree())
@@ -200,6 +203,24 @@ extension FileSystem {
             guard seen(parent), knownIno(.treeDir(f)) != nil, let g = ghosts[f] else { continue }
             // Its parents that went with it still show while it is removed (deepest first).
             out.append(Replay(at: g.at, op: .remove(ghost: g.attr), gone: ghostsOn(parent)))
+        }
+        return out
+    }
+
+    /// A batch's replays, each able to walk the folders a later one of the batch removes: changes
+    /// applied together (a remote `rm -rf`: every file, then the last one's folders) are replayed
+    /// once all are in the catalog, and only the replay of the change that emptied a folder knew
+    /// it was there before.
+    static func throughFoldersRemovedLater(_ replays: [Replay]) -> [Replay] {
+        var out = replays
+        for (j, r) in replays.enumerated() {
+            guard case .remove(let ghost) = r.op, ghost.kind == .directory else { continue }
+            let folders = r.gone + [Replay.Ghost(at: r.at, attr: ghost)]
+            for i in 0..<j {
+                let path = out[i].at.path
+                let missing = folders.filter { g in path.hasPrefix(g.at.path + "/") && !out[i].gone.contains { $0.at.path == g.at.path } }
+                if !missing.isEmpty { out[i].gone = (out[i].gone + missing).sorted { $0.at.path < $1.at.path } }
+            }
         }
         return out
     }

@@ -69,6 +69,24 @@ import Testing
         return Watchers(pids: pids, inotify: ino, watchdog: wd, fsWatch: nw, chokidar: ck)
     }
 
+    /// A line of inotifywait's (`%e %c %w%f`): the events, the cookie, the path.
+    static func events(_ l: String) -> (String, String, String) {
+        let f = l.split(separator: " ", maxSplits: 2).map(String.init)
+        return f.count == 3 ? (f[0], f[1], f[2]) : ("", "", "")
+    }
+
+    /// Whether B's inotifywait (its log `ino`) heard `line` ("EVENTS path") within 20 s; if not,
+    /// what B's daemon did meanwhile (the events it applied, a replay it could not make) is shown
+    /// beside the caller's failed expectation.
+    func heard(_ line: String, in ino: String, on b: MountHarness) -> Bool {
+        let want = line.split(separator: " ", maxSplits: 1).map(String.init)
+        let heard = MountHarness.eventually(timeout: 20) { lines(ino).contains { let e = Self.events($0); return e.0 == want[0] && e.2 == want[1] } }
+        if !heard {
+            FileHandle.standardError.write(Data("\n=== not heard on B: \(line)\nB's log:\n\(b.daemonLog())\nB's events:\n\(b.sh("tail -n 40 .marfafs/events").out)\n".utf8))
+        }
+        return heard
+    }
+
     @Test func FS30_remoteChangesRaiseTheirEventsInTheVaultTree() throws {
         try MountPair.with { p in
             let (a, b) = (p.a, p.b)
@@ -81,21 +99,7 @@ import Testing
             defer { w.pids.forEach(Shell.killAndReap) }
             let (ino, wd, nw, ck) = (w.inotify, w.watchdog, w.fsWatch, w.chokidar)
             let v = b.path("vault/")
-            // A line of inotifywait's: the events, the cookie, the path.
-            func events(_ l: String) -> (String, String, String) {
-                let f = l.split(separator: " ", maxSplits: 2).map(String.init)
-                return f.count == 3 ? (f[0], f[1], f[2]) : ("", "", "")
-            }
-            func inotify(_ line: String) -> Bool {
-                let want = line.split(separator: " ", maxSplits: 1).map(String.init)
-                let heard = MountHarness.eventually(timeout: 20) { lines(ino).contains { let e = events($0); return e.0 == want[0] && e.2 == want[1] } }
-                if !heard {
-                    // Shown beside the caller's failed expectation: what B's daemon did meanwhile (the
-                    // events it applied, a replay it could not make).
-                    FileHandle.standardError.write(Data("\n=== not heard on B: \(line)\nB's log:\n\(b.daemonLog())\nB's events:\n\(b.sh("tail -n 40 .marfafs/events").out)\n".utf8))
-                }
-                return heard
-            }
+            func inotify(_ line: String) -> Bool { heard(line, in: ino, on: b) }
 
             // An edit.
             #expect(a.sh("printf 'one\\ntwo\\n' > vault/w/a.md").status == 0)
@@ -108,7 +112,7 @@ import Testing
             // MOVED_TO by one cookie.
             #expect(a.sh("mv vault/w/new.md vault/w/sub/moved.md").status == 0)
             #expect(inotify("MOVED_FROM \(v)w/new.md") && inotify("MOVED_TO \(v)w/sub/moved.md"), "\(read(ino))")
-            let moves = lines(ino).map(events).filter { $0.0.hasPrefix("MOVED_") }
+            let moves = lines(ino).map(Self.events).filter { $0.0.hasPrefix("MOVED_") }
             for m in moves where m.0 == "MOVED_FROM" {
                 #expect(moves.contains { $0.0 == "MOVED_TO" && $0.1 == m.1 && m.1 != "0" }, "a MOVED_TO with cookie \(m.1): \(moves)")
             }
@@ -123,6 +127,14 @@ import Testing
             defer { prober.map(Shell.killAndReap) }
             #expect(a.sh("mv vault/w/fresh/f.md vault/w/f.md && rmdir vault/w/fresh").status == 0)
             #expect(inotify("DELETE,ISDIR \(v)w/fresh"), "\(read(ino))")
+            // `rm -rf` of a folder of folders: each file's DELETE, then each folder's, deepest
+            // first (the last file's removal empties its folders: a file moved to the trash keeps
+            // its tags, and its folders were taken for still in use).
+            #expect(a.sh("mkdir -p vault/w/tree/deep && printf '1\\n' > vault/w/tree/deep/t1.md && printf '2\\n' > vault/w/tree/deep/t2.md").status == 0)
+            #expect(MountHarness.eventually(timeout: 20) { cat(b, "vault/w/tree/deep/t2.md") == "2\n" })
+            #expect(a.sh("rm -rf vault/w/tree").status == 0)
+            #expect(inotify("DELETE \(v)w/tree/deep/t1.md") && inotify("DELETE \(v)w/tree/deep/t2.md"), "\(read(ino))")
+            #expect(inotify("DELETE,ISDIR \(v)w/tree/deep") && inotify("DELETE,ISDIR \(v)w/tree"), "\(read(ino))")
             // An attribute: a tag given on A.
             #expect(a.sh("mkdir -p tags/seen && ln -s ../../types/core.note/a.md tags/seen/").status == 0)
             #expect(inotify("ATTRIB \(v)w/a.md"), "\(read(ino))")
