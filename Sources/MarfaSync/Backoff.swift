@@ -5,12 +5,14 @@ import Foundation
 public struct Backoff: Sendable, Equatable {
     public var base: Double
     public var cap: Double
-    public init(base: Double = 0.25, cap: Double = 60) { self.base = base; self.cap = cap }
+    /// Full jitter (the default); without it every wait is its ceiling (a wait a test can count on).
+    public var jitter: Bool
+    public init(base: Double = 0.25, cap: Double = 60, jitter: Bool = true) { self.base = base; self.cap = cap; self.jitter = jitter }
 
     /// The wait before retry number `attempt` (1 for the first retry): "full jitter", uniform in
     /// [0, min(cap, base·2^(attempt-1))], but never less than the server's `Retry-After`.
     public func delay(attempt: Int, retryAfter: Double? = nil, using rng: inout some RandomNumberGenerator) -> Double {
-        let jittered = Double.random(in: 0...ceiling(attempt: attempt), using: &rng)
+        let jittered = jitter ? Double.random(in: 0...ceiling(attempt: attempt), using: &rng) : ceiling(attempt: attempt)
         guard let retryAfter, retryAfter.isFinite, retryAfter >= 0 else { return jittered }
         return max(jittered, min(retryAfter, 24 * 3600))
     }

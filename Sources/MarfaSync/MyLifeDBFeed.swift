@@ -191,7 +191,7 @@ actor MyLifeDBFeed {
         let known = try store.knownFiles(under: scope)
         let (files, folders, unlisted) = try await walk(scope, client: client, api: api)
         let inUnlisted: (String) -> Bool = { p in unlisted.contains { $0.isEmpty || p == $0 || p.hasPrefix($0 + "/") } }
-        status.update { $0.connection = .online }
+        status.update { $0.connection = .online; $0.feedAnswers += 1 }
         let knownByPath = Dictionary(known.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
         var vanished = known.filter { files[$0.path] == nil && !inUnlisted($0.path) }
         var listedByHash = Dictionary(grouping: known.filter { files[$0.path] != nil }, by: \.hash)

@@ -19,7 +19,7 @@ public actor QueueDrainer {
     let keyed: KeyedClient
     /// The client the server last refused the key of (401): the queue waits for another key.
     var refused: WireClient?
-    var backoff = Backoff()
+    var backoff: Backoff
     var attempt = 0
     /// Writes of the queue's state that the store refused in a row (a full disk): the wait after
     /// each grows, 1 s doubling to 30 s, whatever the server answered (`storeWait`).
@@ -33,8 +33,9 @@ public actor QueueDrainer {
     var heldLookedAt = -1
 
     public init(store: Store, client: KeyedClient, status: SyncStatus, log: Logger, writer: (any RemoteWriter)? = nil,
-                idle: Duration = .milliseconds(50), conflictMode: ConflictMode = .merge, device: String = ProcessInfo.processInfo.hostName) {
-        self.store = store; self.keyed = client; self.status = status; self.log = log
+                idle: Duration = .milliseconds(50), conflictMode: ConflictMode = .merge, device: String = ProcessInfo.processInfo.hostName,
+                backoff: Backoff = Backoff()) {
+        self.store = store; self.keyed = client; self.status = status; self.log = log; self.backoff = backoff
         self.writer = writer ?? MarfaWriter(store: store, status: status)
         self.idle = idle
         self.conflictMode = conflictMode; self.device = device
@@ -89,10 +90,25 @@ public actor QueueDrainer {
                 var rng = SystemRandomNumberGenerator()
                 let wait = backoff.delay(attempt: attempt, retryAfter: retryAfter > 0 ? retryAfter : nil, using: &rng)
                 log.info("sending failed; retrying", metadata: ["in_seconds": "\(wait)", "attempt": "\(attempt)"])
-                try? await Task.sleep(for: .milliseconds(Int64(wait * 1000)))
+                await waitToRetry(wait, endEarly: retryAfter == 0)
             case .paused?: await waitForNewKey()
             case .done?, .acked?, nil: break
             }
+        }
+    }
+
+    /// Waits out a backoff. `endEarly` (a network failure: no `Retry-After`, not the store): the
+    /// wait ends once the server has answered the feed since it began (the stream opened again),
+    /// so what waits goes out when the server is back, not up to a minute later; the stream's own
+    /// wait ends the same way when the queue is answered (`RemoteFeed.waitToReconnect`).
+    func waitToRetry(_ seconds: Double, endEarly: Bool) async {
+        let heard = status.snapshot.feedAnswers
+        let until = Date().addingTimeInterval(seconds)
+        while !Task.isCancelled {
+            let left = until.timeIntervalSinceNow
+            if left <= 0 { return }
+            try? await Task.sleep(for: .milliseconds(Int64(min(left, 0.25) * 1000)))
+            if endEarly, status.snapshot.feedAnswers != heard { return }
         }
     }
 

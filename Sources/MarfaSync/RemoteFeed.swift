@@ -131,7 +131,7 @@ public actor RemoteFeed {
                             _ = handle(.swept)
                         }
                     }
-                    status.update { $0.stream = .live }
+                    status.update { $0.stream = .live; $0.feedAnswers += 1 }
                 }
                 var run: [SSEEvent] = []
                 for case .event(let e) in batch {

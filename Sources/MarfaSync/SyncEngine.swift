@@ -33,14 +33,14 @@ public final class SyncEngine: SyncRemote {
     let tasks = Mutex<[Task<Void, Never>]>([])
 
     public init(store: Store, baseURL: String, credential: Credential, log: Logger, conflictMode: ConflictMode = .merge,
-                device: String = ProcessInfo.processInfo.hostName, silence: Double = 60,
+                device: String = ProcessInfo.processInfo.hostName, silence: Double = 60, queueBackoff: Backoff = Backoff(),
                 isLocalOnly: @escaping @Sendable (String) -> Bool = { _ in false },
                 loadCredential: @escaping @Sendable () throws -> Credential) {
         let status = SyncStatus(server: baseURL)
         let client = KeyedClient(baseURL: baseURL, credential: credential, load: loadCredential)
         self.status = status; self.store = store; self.client = client; self.log = log
         drainer = QueueDrainer(store: store, client: client, status: status, log: log,
-                               conflictMode: conflictMode, device: device)
+                               conflictMode: conflictMode, device: device, backoff: queueBackoff)
         feed = RemoteFeed(store: store, client: client, status: status, log: log, silence: silence)
         folders = FolderMarkers(store: store, client: client, status: status, log: log, isLocalOnly: isLocalOnly)
     }
