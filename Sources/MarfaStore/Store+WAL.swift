@@ -30,16 +30,18 @@ extension Store {
     /// log or the disk refuses, the next open reads the log as it is.
     /// The commit: a store whose WAL is empty cannot be opened on a disk with no room (GRDB writes
     /// to the log of a pool it opens when the log is empty: `openPool`), and the room the cut has
-    /// just given back is there for it.
-    public func truncateWAL() {
+    /// just given back is there for it. Should the commit fail all the same (the room taken
+    /// meanwhile), a full disk's debt stays owed: the next pass cuts (nothing) and commits again.
+    /// `readerWaitMs`: how long the cut may wait for readers to leave the log (the writer held
+    /// meanwhile); 0: not at all, the next check tries again.
+    public func truncateWAL(readerWaitMs: Int = 0) {
         let done = (try? pool.writeWithoutTransaction { db -> Bool in
-            // No busy wait: if a reader holds the log, the next check tries again.
-            try db.execute(sql: "PRAGMA busy_timeout = 0")
+            try db.execute(sql: "PRAGMA busy_timeout = \(readerWaitMs)")
             defer { try? db.execute(sql: "PRAGMA busy_timeout = 10000") }
             // (busy, log frames, checkpointed frames): busy 0 when it was done.
             let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
             guard row.map({ ($0[0] as Int64?) == 0 }) ?? false else { return false }
-            try? db.inTransaction {
+            try db.inTransaction {
                 try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES ('wal_cut', ?)", arguments: [String(Int64(Date().timeIntervalSince1970))])
                 return .commit
             }
@@ -53,7 +55,9 @@ extension Store {
     /// two atomic loads). Failing (the disk still full), it is tried again at the next pass.
     public func reclaimAfterFullDisk() {
         staging.compactIfOwed(durable: { try syncDurably() })
-        if staging.debt.wal.load(ordering: .relaxed) { truncateWAL() }
+        // A reader of the log (another program's `sqlite3`, a backup) may hold it at every pass:
+        // the cut waits for it a moment rather than only trying.
+        if staging.debt.wal.load(ordering: .relaxed) { truncateWAL(readerWaitMs: 250) }
     }
 
     /// Room a full disk left taken is still to be given back (`reclaimAfterFullDisk` has not

@@ -185,8 +185,9 @@ struct MountCommand: ParsableCommand {
         engine?.stop()
         _ = sources
         try? store.syncDurably()
-        // The log's pages into the database file: a copy of it after the unmount is whole.
-        store.truncateWAL()
+        // The log's pages into the database file: a copy of it after the unmount is whole (a
+        // reader of the log, another program's, is waited for a moment).
+        store.truncateWAL(readerWaitMs: 1000)
         log.info("unmounted", metadata: ["mountpoint": "\(mnt)"])
         withExtendedLifetime(lock) {}
     }

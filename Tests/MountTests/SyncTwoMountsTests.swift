@@ -78,6 +78,17 @@ import Testing
         }
     }
 
+    /// What a mount's sync engine says of itself, short enough to be shown whole with a failure:
+    /// its state, and the last lines of its log about the stream and the queue.
+    func engine(_ m: MountHarness) -> String {
+        let status = m.syncStatus
+        let state = ["stream", "connection", "last_error", "last_event_id", "applied", "sent", "queue_depth"]
+            .map { "\($0)=\(status[$0].map { "\($0)" } ?? "-")" }.joined(separator: " ")
+        let lines = m.daemonLog(last: 200_000).split(separator: "\n")
+            .filter { $0.contains("stream") || $0.contains("failed") || $0.contains("error") || $0.contains("retrying") }
+        return state + "\n" + lines.suffix(8).map { String($0.prefix(240)) }.joined(separator: "\n")
+    }
+
     @Test func FS20_offlineEditsOnBothMountsConvergeMergeAndKeepEveryByte() throws {
         try withPair { p in
             let (a, b, s) = (p.a, p.b, p.server)
@@ -97,7 +108,7 @@ import Testing
             #expect(a.sh("cat .marfafs/flush").out.hasPrefix("ok") && b.sh("cat .marfafs/flush").out.hasPrefix("ok"))
             let merged = "L1 by a\nl2\nl3\nl4\nL5 by b\n"
             #expect(MountHarness.eventually(timeout: 30) { cat(a, "types/core.note/merge.md") == merged && cat(b, "types/core.note/merge.md") == merged },
-                    "edits of different lines merge: \(cat(a, "types/core.note/merge.md"))|\(cat(b, "types/core.note/merge.md"))\n\(a.sh("cat .marfafs/status; tail -20 .marfafs/events").out)\nb: \(b.sh("cat .marfafs/status; tail -20 .marfafs/events").out)")
+                    "edits of different lines merge: \(cat(a, "types/core.note/merge.md"))|\(cat(b, "types/core.note/merge.md"))\na: \(engine(a))\nb: \(engine(b))")
             // Exactly one conflicted copy, the same on both mounts and on the server.
             #expect(MountHarness.eventually(timeout: 30) { files(a) == files(b) && files(a).count == 5 }, "\(files(a).keys.sorted())\n\(files(b).keys.sorted())")
             let copies = files(a).keys.filter { $0.contains("conflicted copy") }
