@@ -36,9 +36,9 @@ public struct EngineState: Sendable {
     /// Mutations the server took since the mount.
     public var sent = 0
     public var stream = Stream.connecting
-    /// Times the server answered the side that brings its changes (the event stream opened, a
-    /// listing read) since the mount: the queue, waiting out a backoff after a network failure,
-    /// sends at once when this grows (the server is back).
+    /// Times the event stream has opened since the mount (the server answered the side that
+    /// brings its changes): the queue, waiting out a backoff after a network failure, sends at
+    /// once when this grows (the server is back).
     public var feedAnswers = 0
     public var lastEventID: String?
     /// Remote changes applied since the mount.

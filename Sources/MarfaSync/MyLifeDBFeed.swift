@@ -108,9 +108,11 @@ actor MyLifeDBFeed {
         var scopes: Set<String> = []
         if status.snapshot.stream != .live { status.update { $0.stream = .live } }
         if !readSinceConnect {
-            // A (re)connection: whatever was missed is found by reading the whole tree.
+            // A (re)connection: whatever was missed is found by reading the whole tree. (The
+            // server is back: the queue need not wait out its backoff.)
             readSinceConnect = true
             scopes.insert("")
+            status.update { $0.feedAnswers += 1 }
         }
         for item in batch {
             guard case .event(let e) = item, let o = (try? JSONParser.parse(e.data))?.objectValue else { continue }
@@ -191,7 +193,7 @@ actor MyLifeDBFeed {
         let known = try store.knownFiles(under: scope)
         let (files, folders, unlisted) = try await walk(scope, client: client, api: api)
         let inUnlisted: (String) -> Bool = { p in unlisted.contains { $0.isEmpty || p == $0 || p.hasPrefix($0 + "/") } }
-        status.update { $0.connection = .online; $0.feedAnswers += 1 }
+        status.update { $0.connection = .online }
         let knownByPath = Dictionary(known.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
         var vanished = known.filter { files[$0.path] == nil && !inUnlisted($0.path) }
         var listedByHash = Dictionary(grouping: known.filter { files[$0.path] != nil }, by: \.hash)
