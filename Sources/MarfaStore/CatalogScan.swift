@@ -17,6 +17,7 @@ extension Store {
             throw StoreError.io("cannot open \(path) to read its catalog")
         }
         defer { sqlite3_close_v2(db) }
+        let seen = removals
         sqlite3_busy_timeout(db, 10_000)
         sqlite3_exec(db, "PRAGMA mmap_size = 0; PRAGMA cache_size = -2048; BEGIN", nil, nil, nil)
         defer { sqlite3_exec(db, "COMMIT", nil, nil, nil) }
@@ -50,7 +51,7 @@ extension Store {
                               stem: text(s, 3) ?? "", ext: intern(text(s, 4) ?? ""), size: sqlite3_column_int64(s, 5),
                               mtimeNs: sqlite3_column_int64(s, 6), createdAt: text(s, 7) ?? "",
                               state: ItemState(rawValue: text(s, 8) ?? "") ?? .active, blobRef: text(s, 9),
-                              mode: UInt16(truncatingIfNeeded: sqlite3_column_int64(s, 10)))))
+                              mode: UInt16(truncatingIfNeeded: sqlite3_column_int64(s, 10))), seen))
         }
         try each("SELECT item_id, tag FROM tags") { s in
             visitTag(text(s, 0) ?? "", intern(text(s, 1) ?? ""))
@@ -85,6 +86,7 @@ extension Store {
     /// item and per fact, three per file, were most of the time it held the mount's lock.
     public func facts(rowids: [Int64]) throws -> [Int64: ItemFacts] {
         if rowids.isEmpty { return [:] }
+        let seen = removals
         return try pool.read { db in
             // The rows as one JSON array bound to statements prepared once (a statement with the
             // rows in its text was parsed and planned anew for every batch the settler took).
@@ -101,7 +103,7 @@ extension Store {
                 tags[row[0], default: []].insert(row[1])
             }
             return summaries.mapValues { s, links, stale in
-                ItemFacts(summary: overlaid(s), tags: tags[s.id] ?? [], links: stale ? nil : links, linksStale: stale)
+                ItemFacts(summary: overlaid(s, seen), tags: tags[s.id] ?? [], links: stale ? nil : links, linksStale: stale)
             }
         }
     }
@@ -112,7 +114,8 @@ extension Store {
     /// three times the work of getting a connection up to date after the write), one with no
     /// memory map to drop and map again (`Store.readerMmapBytes`).
     public func facts(rowid: Int64) throws -> ItemFacts? {
-        try pool.unsafeRead { db in try Self.facts(db, rowid: rowid) }.map(overlaid)
+        let seen = removals
+        return try pool.unsafeRead { db in try Self.facts(db, rowid: rowid) }.map { overlaid($0, seen) }
     }
 
     /// One item's `ItemFacts` on connection `db` (a reader's, or the writer's inside the

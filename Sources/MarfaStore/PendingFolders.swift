@@ -95,18 +95,35 @@ final class PendingFolders: @unchecked Sendable {
 
     private func locked<T>(_ body: () throws -> T) rethrows -> T { lock.lock(); defer { lock.unlock() }; return try body() }
 
+    /// What waits here as a read of the store takes it, before the read begins: a flush may commit
+    /// while the read runs, its snapshot older than the commit and the rows no longer pending after
+    /// it (as with the removals of files, `Removals`). Each answer below applies it, then what
+    /// waits when it is given.
+    struct Seen {
+        fileprivate let tags, gone, dropped: Set<String>
+        fileprivate let attrs: [Attr.Key: Attr]
+    }
+
+    /// Taken before every read of `local_tags` or `tree_dirs` outside a write transaction.
+    var seen: Seen { locked { Seen(tags: tags, gone: gone, dropped: dropped, attrs: attrs) } }
+
     /// `local_tags` as it is with what waits here, from `rows` read outside a write transaction:
     /// the tags removed left out, those made added. Every such reader of it goes through here.
-    func localTags<S: Sequence<String>>(_ rows: S) -> Set<String> {
-        locked { Set(rows).subtracting(gone).union(tags) }
+    func localTags<S: Sequence<String>>(_ rows: S, _ before: Seen) -> Set<String> {
+        locked { Set(rows).subtracting(before.gone).union(before.tags).subtracting(gone).union(tags) }
     }
     /// The folders whose `tree_dirs` row is to be deleted: every reader of it outside a write
     /// transaction leaves them out (and then takes the attributes pending).
-    var droppedFolders: Set<String> { locked { dropped } }
+    func droppedFolders(_ before: Seen) -> Set<String> { locked { before.dropped.union(dropped) } }
     var isEmpty: Bool { locked { tags.isEmpty && gone.isEmpty && dropped.isEmpty && attrs.isEmpty } }
-    /// The folders' modes or owners waiting for their rows, by path.
-    func pendingAttrs(_ kind: Attr.Kind) -> [String: Attr.Value] {
-        locked { Dictionary(attrs.values.filter { $0.kind == kind }.map { ($0.path, $0.value) }, uniquingKeysWith: { a, _ in a }) }
+    /// The folders' modes or owners waiting for their rows, by path (a folder removed since the
+    /// read began has none).
+    func pendingAttrs(_ kind: Attr.Kind, _ before: Seen) -> [String: Attr.Value] {
+        locked {
+            let now = attrs.values.filter { $0.kind == kind }.map { ($0.path, $0.value) }
+            let then = before.attrs.values.filter { $0.kind == kind && !dropped.contains($0.path) }.map { ($0.path, $0.value) }
+            return Dictionary(then, uniquingKeysWith: { a, _ in a }).merging(now, uniquingKeysWith: { _, b in b })
+        }
     }
 
     /// Records `tag` as made; it is in the file when this returns.

@@ -14,7 +14,8 @@ import MarfaModel
 /// A line without its newline (torn by a power cut), or not two numbers, is skipped. A store
 /// opened takes what the file holds as pending. Until then every read of an item's state sees it
 /// in the trash (`Store.overlaid`), so the catalog, `user.marfa.state` and the sync engine never
-/// see a removed file come back; whatever writes the item (a restore, a purge, the same name made
+/// see a removed file come back (a read takes the pending removals before it begins, `Removals`);
+/// whatever writes the item (a restore, a purge, the same name made
 /// again, a remote change) writes the removals first, in its own transaction, so the order of
 /// their queued mutations is the order they were made in.
 ///
@@ -39,6 +40,9 @@ final class PendingRemovals: @unchecked Sendable {
 
     /// When item `rowid` was removed, if its row does not say so yet.
     func removedAt(_ rowid: Int64) -> Int64? { locked { pending[rowid] } }
+
+    /// The removals pending now (a copy made on write: taking it costs nothing).
+    var all: [Int64: Int64] { locked { pending } }
 
     /// Records item `rowid` as removed at `ns`; it is in the file when this returns.
     func add(_ rowid: Int64, at ns: Int64) throws {
@@ -80,15 +84,31 @@ final class PendingRemovals: @unchecked Sendable {
     }
 }
 
+/// The removals a read of the store shows its items under: those pending when it began, and those
+/// pending when it is shown. The write that commits a removal may do so while the read runs: the
+/// read's snapshot has the row as it was before, and the removal is no longer pending after the
+/// commit, so the file would be shown back (a refresh read it so while the settler wrote, and a
+/// removed note was back in `ls` until its next change).
+struct Removals {
+    let before: [Int64: Int64]
+    let pending: PendingRemovals
+
+    func at(_ rowid: Int64) -> Int64? { pending.removedAt(rowid) ?? before[rowid] }
+}
+
 extension Store {
+    /// Taken before every read whose items are `overlaid`.
+    var removals: Removals { Removals(before: pendingRemovals.all, pending: pendingRemovals) }
+
     /// Moves item `rowid` to the trash as `unlink` does, without waiting for the store's writer:
     /// recorded at once beside the store (`PendingRemovals`), its row written by the next write
     /// transaction (`flushRemovals`). Returns its `ItemFacts` as they are from now on.
     public func trashLater(rowid: Int64) throws -> ItemFacts? {
         try pendingRemovals.add(rowid, at: Self.ns(Date()))
+        let seen = removals
         // Off a connection of the one-statement readers: the pool's readers cost four times as
         // much to get (a transaction, the schema's version), and nothing was written since.
-        return try readStatement { db in try Self.facts(db, rowid: rowid) }.map(overlaid)
+        return try readStatement { db in try Self.facts(db, rowid: rowid) }.map { overlaid($0, seen) }
     }
 
     /// Inside a write transaction (`write`): the removals `trashLater` recorded, each as it was
@@ -105,20 +125,20 @@ extension Store {
     }
 
     /// An item as a read of the store found it, in the trash if an `unlink` put it there and its
-    /// row does not say so yet (`trashLater`).
-    func overlaid(_ s: ItemSummary) -> ItemSummary {
-        guard s.state != .trashed, let ns = pendingRemovals.removedAt(s.rowid) else { return s }
+    /// row did not say so when the read began (`trashLater`; `seen`: taken before the read).
+    func overlaid(_ s: ItemSummary, _ seen: Removals) -> ItemSummary {
+        guard s.state != .trashed, let ns = seen.at(s.rowid) else { return s }
         var s = s
         s.state = .trashed; s.mtimeNs = ns
         return s
     }
 
-    func overlaid(_ f: ItemFacts) -> ItemFacts {
-        ItemFacts(summary: overlaid(f.summary), tags: f.tags, links: f.links, linksStale: f.linksStale)
+    func overlaid(_ f: ItemFacts, _ seen: Removals) -> ItemFacts {
+        ItemFacts(summary: overlaid(f.summary, seen), tags: f.tags, links: f.links, linksStale: f.linksStale)
     }
 
-    func overlaid(_ i: StoredItem) -> StoredItem {
-        guard i.item.state != .trashed, let ns = pendingRemovals.removedAt(i.rowid) else { return i }
+    func overlaid(_ i: StoredItem, _ seen: Removals) -> StoredItem {
+        guard i.item.state != .trashed, let ns = seen.at(i.rowid) else { return i }
         var i = i
         i.item.state = .trashed; i.mtimeNs = ns
         i.item.updatedAt = Timestamp.format(Date(timeIntervalSince1970: Double(ns) / 1e9))

@@ -125,7 +125,8 @@ extension Store {
     /// The `folder:` tags kept while empty (`local_tags`, with what waits beside the store), read
     /// through `read` (the pool's, or a transaction's connection).
     func keptFolderTags(_ read: ((Database) throws -> [String]) throws -> [String]) throws -> Set<String> {
-        pendingFolders.localTags(try read { db in try String.fetchAll(db, sql: "SELECT tag FROM local_tags WHERE tag LIKE 'folder:%'") })
+        let seen = pendingFolders.seen
+        return pendingFolders.localTags(try read { db in try String.fetchAll(db, sql: "SELECT tag FROM local_tags WHERE tag LIKE 'folder:%'") }, seen)
             .filter { $0.hasPrefix(VaultText.folderPrefix) }
     }
 

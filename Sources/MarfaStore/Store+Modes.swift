@@ -147,12 +147,13 @@ extension Store {
     /// The folders' permission bits other than the default, by path (those set and not yet
     /// written too).
     public func treeDirModes() throws -> [String: UInt16] {
+        let seen = pendingFolders.seen
         var modes = try pool.read { db in
             Dictionary(try Row.fetchAll(db, sql: "SELECT path, mode FROM tree_dirs WHERE mode IS NOT NULL").map { ($0[0] as String, UInt16(truncatingIfNeeded: $0[1] as Int64)) },
                        uniquingKeysWith: { a, _ in a })
         }
-        for f in pendingFolders.droppedFolders { modes[f] = nil }
-        for case let (path, .mode(m)) in pendingFolders.pendingAttrs(.mode) { modes[path] = m.map { UInt16(truncatingIfNeeded: $0) } }
+        for f in pendingFolders.droppedFolders(seen) { modes[f] = nil }
+        for case let (path, .mode(m)) in pendingFolders.pendingAttrs(.mode, seen) { modes[path] = m.map { UInt16(truncatingIfNeeded: $0) } }
         return modes
     }
 

@@ -35,12 +35,13 @@ extension Store {
     /// The folders of the tree with an owner or group of their own, by path (those set and not
     /// yet written too).
     public func treeDirOwners() throws -> [String: Owner] {
+        let seen = pendingFolders.seen
         var owners = try pool.read { db in
             let rows = try Row.fetchAll(db, sql: "SELECT path, uid, gid FROM tree_dirs WHERE uid IS NOT NULL OR gid IS NOT NULL")
             return Dictionary(rows.map { ($0["path"] as String, Self.owner($0)) }, uniquingKeysWith: { a, _ in a })
         }
-        for f in pendingFolders.droppedFolders { owners[f] = nil }
-        for case let (path, .owner(u, g)) in pendingFolders.pendingAttrs(.owner) {
+        for f in pendingFolders.droppedFolders(seen) { owners[f] = nil }
+        for case let (path, .owner(u, g)) in pendingFolders.pendingAttrs(.owner, seen) {
             let o = Owner(uid: u.map { UInt32(truncatingIfNeeded: $0) }, gid: g.map { UInt32(truncatingIfNeeded: $0) })
             owners[path] = o.isDefault ? nil : o
         }

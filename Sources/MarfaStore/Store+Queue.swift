@@ -168,7 +168,8 @@ public struct Acknowledgement: Sendable {
 extension Store {
     /// An item by id.
     public func item(id: String) throws -> StoredItem? {
-        try pool.read { db in try db.row("SELECT * FROM items WHERE id = ?", [id]).map(StoredItem.init(row:)) }.map(overlaid)
+        let seen = removals
+        return try pool.read { db in try db.row("SELECT * FROM items WHERE id = ?", [id]).map(StoredItem.init(row:)) }.map { overlaid($0, seen) }
     }
 }
 

@@ -87,11 +87,12 @@ extension Store {
     /// Times set on directories (`types/core.note`, `tags/x`): `rsync -a` keeps them (FS-28).
     /// A removed folder's, not yet deleted (`dropTreeDir`), is left out.
     public func dirTimes() throws -> [String: Int64] {
-        let dropped = Set(pendingFolders.droppedFolders.map { "vault/" + $0 })
-        return try pool.read { db in
+        let seen = pendingFolders.seen
+        let times = try pool.read { db in
             Dictionary(try Row.fetchAll(db, sql: "SELECT dir, mtime_ns FROM dir_times").map { ($0[0] as String, $0[1] as Int64) }, uniquingKeysWith: { a, _ in a })
-                .filter { !dropped.contains($0.key) }
         }
+        let dropped = Set(pendingFolders.droppedFolders(seen).map { "vault/" + $0 })
+        return times.filter { !dropped.contains($0.key) }
     }
 
     /// Times of several directories, in one transaction.

@@ -7,10 +7,12 @@ import GRDB
 extension Store {
     /// Every numbered folder: its path in the tree ("" for the top) and its number.
     public func treeDirInodes() throws -> [(path: String, ino: UInt64)] {
-        let dropped = pendingFolders.droppedFolders
-        return try pool.read { db in
+        let seen = pendingFolders.seen
+        let rows = try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT path, ino FROM tree_dirs").map { ($0[0] as String, UInt64(bitPattern: $0[1] as Int64)) }
-        }.filter { !dropped.contains($0.path) }
+        }
+        let dropped = pendingFolders.droppedFolders(seen)
+        return rows.filter { !dropped.contains($0.0) }
     }
 
     /// Records folders numbered since the last call, in one transaction.

@@ -229,19 +229,22 @@ public final class Store: Sendable {
     }
 
     public func allSummaries() throws -> [ItemSummary] {
-        try pool.read { db in try Row.fetchAll(db, sql: "SELECT \(ItemSummary.columns) FROM items").map(ItemSummary.init(row:)) }.map(overlaid)
+        let seen = removals
+        return try pool.read { db in try Row.fetchAll(db, sql: "SELECT \(ItemSummary.columns) FROM items").map(ItemSummary.init(row:)) }.map { overlaid($0, seen) }
     }
 
     public func summary(rowid: Int64) throws -> ItemSummary? {
-        try readStatement { db in
+        let seen = removals
+        return try readStatement { db in
             try db.row("SELECT \(ItemSummary.columns) FROM items WHERE rowid = ?", [rowid]).map(ItemSummary.init(row:))
-        }.map(overlaid)
+        }.map { overlaid($0, seen) }
     }
 
     public func summary(id: String) throws -> ItemSummary? {
-        try readStatement { db in
+        let seen = removals
+        return try readStatement { db in
             try db.row("SELECT \(ItemSummary.columns) FROM items WHERE id = ?", [id]).map(ItemSummary.init(row:))
-        }.map(overlaid)
+        }.map { overlaid($0, seen) }
     }
 
     public func edge(id: String) throws -> EdgeRecord? {
@@ -257,7 +260,8 @@ public final class Store: Sendable {
     }
 
     public func localTags() throws -> [String] {
-        Array(pendingFolders.localTags(try pool.read { db in try String.fetchAll(db, sql: "SELECT tag FROM local_tags") }))
+        let seen = pendingFolders.seen
+        return Array(pendingFolders.localTags(try pool.read { db in try String.fetchAll(db, sql: "SELECT tag FROM local_tags") }, seen))
     }
 
     public func allEdges() throws -> [EdgeRecord] {
@@ -273,8 +277,8 @@ public final class Store: Sendable {
     /// attributes are read one after another (`cp -a`, `getfattr -d`, `tar --xattrs`: some thirty
     /// reads of one row, each parsing its properties).
     public func item(rowid: Int64) throws -> StoredItem? {
-        let count = commitCount
-        if let kept = recentItems.withLock({ $0.commits == count ? $0.items.last { $0.rowid == rowid }?.item : nil }) { return overlaid(kept) }
+        let count = commitCount, seen = removals
+        if let kept = recentItems.withLock({ $0.commits == count ? $0.items.last { $0.rowid == rowid }?.item : nil }) { return overlaid(kept, seen) }
         let found = try readStatement { db in try Self.fetchItem(db, rowid: rowid) }
         if let found {
             recentItems.withLock { kept in
@@ -288,7 +292,7 @@ public final class Store: Sendable {
                 if kept.items.count > 4 { kept.items.removeFirst() }
             }
         }
-        return found.map(overlaid)
+        return found.map { overlaid($0, seen) }
     }
 
     public func tags(itemID: String) throws -> [String] {
@@ -344,7 +348,8 @@ public final class Store: Sendable {
     }
 
     public func item(sourceID: String) throws -> StoredItem? {
-        try pool.read { db in try db.row("SELECT * FROM items WHERE source_id = ?", [sourceID]).map(StoredItem.init(row:)) }.map(overlaid)
+        let seen = removals
+        return try pool.read { db in try db.row("SELECT * FROM items WHERE source_id = ?", [sourceID]).map(StoredItem.init(row:)) }.map { overlaid($0, seen) }
     }
 
     /// Makes every committed change durable on local disk (FS-15 `fsync`): the WAL and the

@@ -1,6 +1,7 @@
 import Foundation
 import MarfaTestSupport
 @testable import MarfaStore
+import Synchronization
 import Testing
 
 /// FS-15 for folders made with `mkdir` (`Store.stageLocalTag`): recorded beside the store before
@@ -90,5 +91,37 @@ import Testing
         // What is appended next starts a line of its own.
         try again.stageLocalTag("folder:next")
         #expect(try Store(path: t.store.path).localTags().sorted() == ["folder:next", "folder:whole"])
+    }
+
+    /// A read of the folders that began before the write that commits a made or removed one,
+    /// and is answered after it, has it as it now is (its snapshot has the rows from before, and
+    /// it is no longer pending): a folder made is never missing, one removed never back.
+    @Test func FS15_aReadRacingTheFoldersWriteHasThemAsTheyAre() throws {
+        let t = try TempStore()
+        let store = t.store
+        let last = Mutex<(made: String, gone: String)?>(nil), done = Atomic<Bool>(false), wrong = Mutex<[String]>([])
+        let failure = Mutex<String?>(nil)
+        DispatchQueue.concurrentPerform(iterations: 2) { i in
+            if i == 0 {
+                defer { done.store(true, ordering: .releasing) }
+                do {
+                    for n in 0..<300 {
+                        try store.stageLocalTag("folder:f\(n)")
+                        if n > 0 { try store.removeLocalTagLater("folder:f\(n - 1)") }
+                        last.withLock { $0 = ("folder:f\(n)", n > 0 ? "folder:f\(n - 1)" : "") }
+                        try store.flushPending()
+                    }
+                } catch { failure.withLock { $0 = "\(error)" } }
+                return
+            }
+            while !done.load(ordering: .acquiring) {
+                guard let l = last.withLock({ $0 }), let tags = try? Set(store.localTags()) else { continue }
+                if !tags.contains(l.made) || tags.contains(l.gone) { wrong.withLock { $0.append(l.made) } }
+            }
+        }
+        #expect(failure.withLock { $0 } == nil)
+        let misread = wrong.withLock { $0 }
+        #expect(misread.isEmpty, "read wrong \(misread.count) times, first after \(misread.first ?? "")")
+        #expect(try rows(t.store) == ["folder:f299"])
     }
 }

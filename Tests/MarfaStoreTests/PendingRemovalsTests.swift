@@ -2,6 +2,7 @@ import Foundation
 import MarfaModel
 import MarfaTestSupport
 @testable import MarfaStore
+import Synchronization
 import Testing
 
 /// FS-4 and FS-15 for `unlink` (`Store.trashLater`): the removal is recorded beside the store
@@ -79,5 +80,40 @@ import Testing
         try again.flushPending()
         #expect(try state(again, a) == "trashed" && state(again, b) == "active")
         #expect(try again.mutations().count == 1)
+    }
+
+    /// A read that began before the write that commits a removal, and is shown after it, still
+    /// shows the item in the trash: its snapshot has the row as it was, and the removal is no
+    /// longer pending (it was seen in CI as a removed note back in `ls` a moment after `rm`,
+    /// read back by a refresh while the settler wrote the removal).
+    @Test func FS4_aReadRacingTheRemovalsWriteNeverShowsTheFileBack() throws {
+        let t = try TempStore()
+        let rows = try (0..<400).map { try note(t, "n\($0).md", sent: true) }
+        let store = t.store
+        let removed = Mutex<Int64?>(nil), done = Atomic<Bool>(false), back = Mutex<[Int64]>([]), failure = Mutex<String?>(nil)
+        // One thread removes the notes one by one, each written at once; the other reads the
+        // last one removed, as the mount's refreshes do, over and over.
+        DispatchQueue.concurrentPerform(iterations: 2) { i in
+            if i == 0 {
+                defer { done.store(true, ordering: .releasing) }
+                do {
+                    for r in rows {
+                        _ = try store.trashLater(rowid: r)
+                        removed.withLock { $0 = r }
+                        try store.flushPending()
+                    }
+                } catch { failure.withLock { $0 = "\(error)" } }
+                return
+            }
+            while !done.load(ordering: .acquiring) {
+                guard let r = removed.withLock({ $0 }) else { continue }
+                let states = [try? store.summary(rowid: r)?.state, try? store.facts(rowid: r)?.summary.state, try? store.item(rowid: r)?.item.state]
+                if states.contains(where: { $0 != .trashed }) { back.withLock { $0.append(r) } }
+            }
+        }
+        #expect(failure.withLock { $0 } == nil)
+        let shownBack = back.withLock { $0 }
+        #expect(shownBack.isEmpty, "shown back by \(shownBack.count) reads, the first of item \(shownBack.first ?? 0)")
+        #expect(try rows.allSatisfy { try state(t.store, $0) == "trashed" })
     }
 }
