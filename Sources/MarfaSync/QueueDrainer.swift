@@ -103,13 +103,7 @@ public actor QueueDrainer {
     /// wait ends the same way when the queue is answered (`RemoteFeed.waitToReconnect`).
     func waitToRetry(_ seconds: Double, endEarly: Bool) async {
         let heard = status.snapshot.feedAnswers
-        let until = Date().addingTimeInterval(seconds)
-        while !Task.isCancelled {
-            let left = until.timeIntervalSinceNow
-            if left <= 0 { return }
-            try? await Task.sleep(for: .milliseconds(Int64(min(left, 0.25) * 1000)))
-            if endEarly, status.snapshot.feedAnswers != heard { return }
-        }
+        _ = await wait(until: Date().timeIntervalSince1970 + seconds) { endEarly && status.snapshot.feedAnswers != heard }
     }
 
     /// The wait after the store refused a write of the queue's state: 1 s, doubling to 30 s.

@@ -68,18 +68,15 @@ public actor RemoteFeed {
     /// backoff — also when the queue's last answer came just before the stream failed.
     func waitToReconnect(until at: Double) async -> [FeedMachine.Action] {
         let started = Self.now(), sentBefore = status.snapshot.sent
-        while !Task.isCancelled {
-            let left = at - Self.now()
-            if left <= 0 { break }
-            try? await Task.sleep(for: .milliseconds(Int64(min(left, 0.25) * 1000)))
+        var answered: [FeedMachine.Action] = []
+        let early = await wait(until: at) {
             let s = status.snapshot
             // (Not after a store failure: the machine keeps waiting, and so does this.)
-            if Self.now() - started >= 1, s.sent != sentBefore || s.connection == .online {
-                let a = handle(.serverAnswered)
-                if !a.isEmpty { return a }
-            }
+            guard Self.now() - started >= 1, s.sent != sentBefore || s.connection == .online else { return false }
+            answered = handle(.serverAnswered)
+            return !answered.isEmpty
         }
-        return handle(.tick, at: max(at, Self.now()))
+        return early ? answered : handle(.tick, at: max(at, Self.now()))
     }
 
     func handle(_ e: FeedMachine.Event, at now: Double = RemoteFeed.now()) -> [FeedMachine.Action] {
