@@ -210,17 +210,29 @@ extension FileSystem {
     /// A batch's replays, each able to walk the folders a later one of the batch removes: changes
     /// applied together (a remote `rm -rf`: every file, then the last one's folders) are replayed
     /// once all are in the catalog, and only the replay of the change that emptied a folder knew
-    /// it was there before.
+    /// it was there before. Each replay looks its own folders up (its path's depth), not every
+    /// later removal (a remote `rm -rf` of thousands of files in hundreds of folders).
     static func throughFoldersRemovedLater(_ replays: [Replay]) -> [Replay] {
-        var out = replays
+        // Each folder a replay of the batch removes (itself, or a parent that goes with it): the
+        // replays that do, in order, with what it showed.
+        var removedBy: [String: [(index: Int, ghost: Replay.Ghost)]] = [:]
         for (j, r) in replays.enumerated() {
             guard case .remove(let ghost) = r.op, ghost.kind == .directory else { continue }
-            let folders = r.gone + [Replay.Ghost(at: r.at, attr: ghost)]
-            for i in 0..<j {
-                let path = out[i].at.path
-                let missing = folders.filter { g in path.hasPrefix(g.at.path + "/") && !out[i].gone.contains { $0.at.path == g.at.path } }
-                if !missing.isEmpty { out[i].gone = (out[i].gone + missing).sorted { $0.at.path < $1.at.path } }
+            for g in r.gone + [Replay.Ghost(at: r.at, attr: ghost)] where removedBy[g.at.path]?.last?.index != j {
+                removedBy[g.at.path, default: []].append((j, g))
             }
+        }
+        if removedBy.isEmpty { return replays }
+        var out = replays
+        for i in out.indices {
+            var missing: [Replay.Ghost] = [], path = Substring(out[i].at.path)
+            while let slash = path.lastIndex(of: "/") {
+                path = path[..<slash]
+                guard let later = removedBy[String(path)]?.first(where: { $0.index > i }),
+                      !out[i].gone.contains(where: { $0.at.path == later.ghost.at.path }) else { continue }
+                missing.append(later.ghost)
+            }
+            if !missing.isEmpty { out[i].gone = (out[i].gone + missing).sorted { $0.at.path < $1.at.path } }
         }
         return out
     }
