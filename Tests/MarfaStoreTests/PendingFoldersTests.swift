@@ -99,29 +99,33 @@ import Testing
     @Test func FS15_aReadRacingTheFoldersWriteHasThemAsTheyAre() throws {
         let t = try TempStore()
         let store = t.store
-        let last = Mutex<(made: String, gone: String)?>(nil), done = Atomic<Bool>(false), wrong = Mutex<[String]>([])
-        let failure = Mutex<String?>(nil)
+        // Folders to remove, their rows written.
+        for n in 0..<300 { try store.stageLocalTag("folder:old\(n)") }
+        try store.flushPending()
+        let last = Mutex<Int?>(nil), done = Atomic<Bool>(false), wrong = Mutex<[Int]>([]), failure = Mutex<String?>(nil)
+        // One thread makes a folder and removes another, each pair written at once; the other
+        // reads the folders over and over. What it has read as made or removed stays so.
         DispatchQueue.concurrentPerform(iterations: 2) { i in
             if i == 0 {
                 defer { done.store(true, ordering: .releasing) }
                 do {
                     for n in 0..<300 {
-                        try store.stageLocalTag("folder:f\(n)")
-                        if n > 0 { try store.removeLocalTagLater("folder:f\(n - 1)") }
-                        last.withLock { $0 = ("folder:f\(n)", n > 0 ? "folder:f\(n - 1)" : "") }
+                        try store.stageLocalTag("folder:new\(n)")
+                        try store.removeLocalTagLater("folder:old\(n)")
+                        last.withLock { $0 = n }
                         try store.flushPending()
                     }
                 } catch { failure.withLock { $0 = "\(error)" } }
                 return
             }
             while !done.load(ordering: .acquiring) {
-                guard let l = last.withLock({ $0 }), let tags = try? Set(store.localTags()) else { continue }
-                if !tags.contains(l.made) || tags.contains(l.gone) { wrong.withLock { $0.append(l.made) } }
+                guard let n = last.withLock({ $0 }), let tags = try? Set(store.localTags()) else { continue }
+                if !tags.contains("folder:new\(n)") || tags.contains("folder:old\(n)") { wrong.withLock { $0.append(n) } }
             }
         }
         #expect(failure.withLock { $0 } == nil)
         let misread = wrong.withLock { $0 }
-        #expect(misread.isEmpty, "read wrong \(misread.count) times, first after \(misread.first ?? "")")
-        #expect(try rows(t.store) == ["folder:f299"])
+        #expect(misread.count == 0, "the first after folder \(misread.first ?? -1)")
+        #expect(try rows(t.store) == (0..<300).map { "folder:new\($0)" }.sorted())
     }
 }
