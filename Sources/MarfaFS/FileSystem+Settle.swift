@@ -56,7 +56,7 @@ extension FileSystem {
         settledUnseen = []
         let spooled = spoolRows.isEmpty ? [] : try wrap { try store.settleSpools(spoolRows) }
         // Spool files left waiting keep the background thread awake for them.
-        if spoolsToSettle().isEmpty { settler.settledAll() }
+        if spoolsToSettle().isEmpty { settler.settledAll(roomOwed: store.owesRoom) }
         saveDirTimes()
         notify(try settled(rows + spooled))
     }
@@ -227,7 +227,7 @@ extension FileSystem {
                 let inv = try settled(rows, read: read)
                 if !more, store.stagingIsEmpty, try !store.hasUnsettled(), spoolsToSettle().isEmpty,
                    !store.hasPending, !inodes.hasUnsaved {
-                    settler.settledAll()
+                    settler.settledAll(roomOwed: store.owesRoom)
                     saveDirTimes()
                 } else if !more, !store.stagingIsEmpty || held {
                     // New files waiting for their own quiet window, or a save in place for its
@@ -322,8 +322,15 @@ final class Settler: @unchecked Sendable {
         cond.lock(); notBefore = max(notBefore, Date().timeIntervalSince1970 + seconds); cond.unlock()
     }
 
-    func settledAll() {
-        cond.lock(); dirty = false; written = false; firstPending = nil; lastFailure = nil; cond.unlock()
+    /// Everything written is settled. `roomOwed`: room a full disk left taken is still to be given
+    /// back (`Store.owesRoom`), which the passes do (`reclaimAfterFullDisk`): they go on. A read of
+    /// `.marfafs/status` settles too (`settleNow`); once it cleared the flag, no pass came again
+    /// until the next write, and the log was never cut (FS-28).
+    func settledAll(roomOwed: Bool) {
+        cond.lock()
+        dirty = roomOwed; written = false; firstPending = nil; lastFailure = nil
+        if roomOwed { cond.signal() }
+        cond.unlock()
     }
 
     /// When a pass last committed the staged files.
