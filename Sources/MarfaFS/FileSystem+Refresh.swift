@@ -248,7 +248,8 @@ extension FileSystem {
                                         modified: c.content.contains(id), attributes: c.attributes.contains(id), foldersBefore: folders)
             } catch { log.error("refreshing an item failed", metadata: ["item": "\(id)", "error": "\(error)"]) }
         }
-        out += followRemoteFolders(c)
+        let folders = followRemoteFolders(c)
+        out += folders.invalidations
         for rec in c.edgesRemoved {
             // Found among its source's edges, not by a walk over every edge.
             guard let s = catalog.byID[rec.edge.sourceID],
@@ -270,7 +271,9 @@ extension FileSystem {
         out += resolvePendingLinks()
         // After the invalidations: a watcher that reads on the event reads the new bytes, and a
         // name to create or remove is no longer cached.
-        return out + (Self.throughFoldersRemovedLater(replays) + (edgeReplays ?? [])).map { .replay($0) }
+        // The folders that came before the files that arrive in them, those that went after the
+        // files that left them (the batch's earlier replays walk them as ghosts).
+        return out + (Self.throughFoldersRemovedLater(folders.made + replays + folders.removed) + (edgeReplays ?? [])).map { .replay($0) }
     }
 
     /// Every directory entry an edge shows in: `links/` under its source, `backlinks/` under its target.
@@ -291,7 +294,9 @@ extension FileSystem {
     /// their parent needs, for every level that came or went (`a/b` made where there was no `a`:
     /// `a` in the tree's top, then `b` in `a`; a recursive watcher adds a watch on a new folder
     /// from it, and so hears what arrives in it next).
-    func followRemoteFolders(_ c: StoreChanges) -> [Invalidation] {
+    /// Returns the invalidations, and the replays of the folders made and of those removed, apart:
+    /// the caller replays a batch's files between the two.
+    func followRemoteFolders(_ c: StoreChanges) -> (invalidations: [Invalidation], made: [Replay], removed: [Replay]) {
         let made = c.folders.filter { !catalog.localTags.contains($0) }.sorted()
         // Deepest first: a folder whose only sub-folders go with it is empty too.
         var removed: [String] = [], leaving = Set<String>()
@@ -302,7 +307,7 @@ extension FileSystem {
                   (catalog.tagActive[tag] ?? 0) == 0, !local.hasEntries(f) else { continue }
             removed.append(tag); leaving.insert(f)
         }
-        guard !made.isEmpty || !removed.isEmpty else { return [] }
+        guard !made.isEmpty || !removed.isEmpty else { return ([], [], []) }
         let watched = catalog.vault != nil && knownIno(.treeDir("")) != nil
         let before = watched ? catalog.currentTagTree() : [:]
         // Every level of the folders that came or went, and how those going show until they are gone.
@@ -323,17 +328,17 @@ extension FileSystem {
             catalog.localTags.remove(tag)
             out += (Self.tagDirPlaces(tag) + shadowPlaces(tag)).flatMap { invalidations(($0.0, [$0.1])) }
         }
-        var replays: [Replay] = [], walked = Set<String>()
+        var creations: [Replay] = [], removals: [Replay] = [], walked = Set<String>()
         if watched {
             let (came, went) = Self.folderChanges(levels, before: before, after: catalog.currentTagTree())
-            replays = folderCreations(came)
+            creations = folderCreations(came).map(withWalk)
             for f in went {
                 let (parent, _) = Self.treeDirPlace(f)
                 guard knownIno(parent) != nil || ghosts[String(parent.treeFolder ?? "")] != nil, let g = ghosts[f] else { continue }
                 // Its parents that go with it still show while it is removed (deepest first).
                 let above = ghosts.filter { k, _ in f.hasPrefix(k + "/") }
                 walked.formUnion(above.keys)
-                replays.append(Replay(at: g.at, op: .remove(ghost: g.attr), gone: above.sorted { $0.key < $1.key }.map(\.value)))
+                removals.append(withWalk(Replay(at: g.at, op: .remove(ghost: g.attr), gone: above.sorted { $0.key < $1.key }.map(\.value))))
             }
         }
         // A removed folder's number goes with it, except where a deeper folder's removal is replayed
@@ -345,6 +350,6 @@ extension FileSystem {
             retireDir(.treeDir(f))
             retireDir(.tagDir(tag))
         }
-        return out + replays.map { .replay($0) }
+        return (out, creations, removals)
     }
 }

@@ -144,6 +144,44 @@ extension FileSystem {
             guard let g = goneDirs[tag] else { continue }
             out.append(Replay(at: g.at, op: .remove(ghost: g.attr)))
         }
+        return out.map(withWalk)
+    }
+
+    /// Replay `r` with the directories on its way as they show now (`Replay.walk`).
+    func withWalk(_ r: Replay) -> Replay {
+        var r = r
+        var places = [r.at]
+        if case .rename(let to, _) = r.op { places.append(to) }
+        for p in places {
+            for g in walk(to: p) where !r.gone.contains(where: { $0.at == g.at }) && !r.walk.contains(where: { $0.at == g.at }) {
+                r.walk.append(g)
+            }
+        }
+        return r
+    }
+
+    /// The folders of the vault's tree, or the tag directories, that `p`'s path walks through,
+    /// those the kernel has seen, as they show now.
+    func walk(to p: Replay.Place) -> [Replay.Ghost] {
+        guard let slash = p.path.lastIndex(of: "/") else { return [] }
+        let dir = p.path[..<slash]
+        var out: [Replay.Ghost] = []
+        if dir.hasPrefix(Self.vaultLinkTarget + "/") {
+            var f = String(dir.dropFirst(Self.vaultLinkTarget.count + 1))
+            while !f.isEmpty {
+                let (parent, name) = Self.treeDirPlace(f)
+                if knownIno(.treeDir(f)) != nil { out.append(Replay.Ghost(at: replayPlace(parent, name), attr: dirGhost(.treeDir(f)))) }
+                f = parent.treeFolder ?? ""
+            }
+        } else if dir.hasPrefix("tags/") {
+            var tag = String(dir.dropFirst("tags/".count))
+            while !tag.isEmpty {
+                let (parent, name) = Self.tagDirPlace(tag)
+                if knownIno(.tagDir(tag)) != nil { out.append(Replay.Ghost(at: replayPlace(parent, name), attr: dirGhost(.tagDir(tag)))) }
+                guard case .tagDir(let above) = parent else { break }
+                tag = above
+            }
+        }
         return out
     }
 
@@ -326,6 +364,19 @@ extension FileSystem {
             if here { return .success(ghost) }
             return to.names(parent, name) ? .failure(FSError(.notFound, name)) : nil
         }
+    }
+
+    /// The replay thread's lookup of a directory on the way that the tree no longer has
+    /// (`Replay.walk`): what it showed when the change was applied. Nil: not one of them.
+    func replayedWalk(parent: UInt64, name: String) -> FileAttr? {
+        replaying.withLock { $0 }?.walk.first(where: { $0.at.names(parent, name) })?.attr
+    }
+
+    /// What inode `ino` showed to the replay being made, if it is one of the directories on its
+    /// way that are gone (`Replay.gone`, `Replay.walk`).
+    func replayedGhost(_ ino: UInt64) -> FileAttr? {
+        guard let r = replaying.withLock({ $0 }) else { return nil }
+        return (r.gone + r.walk).first(where: { $0.attr.ino == ino })?.attr
     }
 
     /// The replay thread's create, mkdir or symlink: the name exists already; the kernel is given

@@ -244,14 +244,30 @@ public final class FileSystem: @unchecked Sendable {
 
     public func getattr(_ ino: UInt64, reader: Int32 = 0) throws -> FileAttr {
         if LocalFiles.owns(ino) { return try local.attr(ino: ino) }
-        return try withPreviews(ino) {
-            try locked { currentReader = reader; let n = try node(ino); return (try attr(n), Self.isPreview(n)) }
+        do {
+            return try withPreviews(ino) {
+                try locked { currentReader = reader; let n = try node(ino); return (try attr(n), Self.isPreview(n)) }
+            }
+        } catch let e as FSError where (e.code == .stale || e.code == .notFound) && isReplay(reader) {
+            // A directory on a replay's way that a later change removed (its number retired): the
+            // kernel checks its permissions as it walks through it.
+            if let ghost = replayedGhost(ino) { return ghost }
+            throw e
         }
     }
 
     public func lookup(parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
-        // A replayed change (FS-25): the names it concerns as they were before it.
-        if isReplay(reader), let answer = replayedLookup(parent: parent, name: name) { return try answer.get() }
+        guard isReplay(reader) else { return try lookupName(parent: parent, name: name, reader: reader) }
+        // A replayed change (FS-25): the names it concerns as they were before it, and the
+        // directories on its way that a later change removed as they were when it was applied.
+        if let answer = replayedLookup(parent: parent, name: name) { return try answer.get() }
+        do { return try lookupName(parent: parent, name: name, reader: reader) } catch let e as FSError where e.code == .notFound {
+            if let ghost = replayedWalk(parent: parent, name: name) { return ghost }
+            throw e
+        }
+    }
+
+    private func lookupName(parent: UInt64, name: String, reader: Int32) throws -> FileAttr {
         // A name no directory can hold is ENAMETOOLONG, as a disk answers, not ENOENT.
         if name.utf8.count > Names.maxNameBytes { throw FSError(.nameTooLong, name) }
         if LocalFiles.owns(parent) { return try local.attr(VaultIndex.join(try local.rel(parent), name)) }

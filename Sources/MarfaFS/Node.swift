@@ -131,6 +131,12 @@ public struct Replay: Hashable, Sendable {
     /// Directories on the way to `at` that the change removed (a tag directory whose last entry
     /// went): still there for the replay.
     public var gone: [Ghost] = []
+    /// The directories of the tree or of `tags/` on the way to `at` (and to a rename's
+    /// destination) as they showed when the change was applied. The replay thread's lookup
+    /// answers one of them only once it is no longer there: a later change removed it before this
+    /// replay was made (the catalog runs ahead of the notifier: a remote `rm -rf` comes in several
+    /// batches, and the last one takes the folders away).
+    public var walk: [Ghost] = []
 }
 
 public struct DirEntry: Sendable {

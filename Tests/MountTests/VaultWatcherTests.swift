@@ -87,6 +87,41 @@ import Testing
         return heard
     }
 
+    /// A remote `rm -rf` of notes this mount made, in several folders, arrives in several batches;
+    /// the one that empties a folder removes its files and the folder together. Every file's
+    /// DELETE is heard, then its folder's: the folder's removal is replayed after the files that
+    /// left it, and a replay whose folder a later batch took away still walks through it.
+    @Test func FS30_aRemoteRmRfOfNotesMadeHereRaisesEveryDelete() throws {
+        try MountPair.with { p in
+            let (a, b) = (p.a, p.b)
+            let folders = 8, perFolder = 60
+            #expect(b.sh("for d in $(seq 1 \(folders)); do mkdir -p vault/rr/d$d; for i in $(seq 1 \(perFolder)); do printf 'n %s\\n' $i > vault/rr/d$d/n$i.md; done; done").status == 0)
+            #expect(MountHarness.eventually(timeout: 60) { a.sh("find vault/rr -name '*.md' | wc -l").out == "\(folders * perFolder)" },
+                    "A sees \(a.sh("find vault/rr -name '*.md' | wc -l").out)")
+            #expect(b.sh("cat .marfafs/flush > /dev/null; find vault/rr -type d | wc -l").out == "\(folders + 1)")
+            let ino = b.root + "/rr.log", err = b.root + "/rr.err"
+            let pid = Shell.spawn(["inotifywait", "-m", "-r", "-e", "delete", "--format", "%e %w%f", b.path("vault/rr")], stdout: ino, stderr: err)
+            defer { pid.map(Shell.killAndReap) }
+            #expect(MountHarness.eventually { read(err).contains("Watches established") }, "\(read(err))")
+            #expect(a.sh("rm -rf vault/rr").status == 0)
+            let v = b.path("vault/rr")
+            let dirs = (1...folders).map { "DELETE,ISDIR \(v)/d\($0)" }
+            #expect(MountHarness.eventually(timeout: 60) { Set(lines(ino)).isSuperset(of: dirs) }, "\(read(ino))")
+            func files() -> Set<String> { Set(lines(ino).filter { $0.hasPrefix("DELETE ") && $0.hasSuffix(".md") }) }
+            let want = Set((1...folders).flatMap { d in (1...perFolder).map { "DELETE \(v)/d\(d)/n\($0).md" } })
+            #expect(MountHarness.eventually(timeout: 20) { files() == want },
+                    "\(want.subtracting(files()).count) of \(want.count) DELETEs not heard, e.g. \(want.subtracting(files()).sorted().prefix(5))")
+            // Each folder's DELETE after its files'.
+            let order = lines(ino)
+            for d in 1...folders {
+                guard let dir = order.firstIndex(of: "DELETE,ISDIR \(v)/d\(d)") else { continue }
+                let late = order[dir...].filter { $0.hasPrefix("DELETE \(v)/d\(d)/") }
+                #expect(late.isEmpty, "d\(d): \(late.count) files' DELETEs after their folder's")
+            }
+            #expect(!b.daemonLog(last: 1 << 22).contains("was not replayed"), "\(b.daemonLog(last: 1 << 22).split(separator: "\n").filter { $0.contains("not replayed") }.prefix(5))")
+        }
+    }
+
     @Test func FS30_remoteChangesRaiseTheirEventsInTheVaultTree() throws {
         try MountPair.with { p in
             let (a, b) = (p.a, p.b)
