@@ -293,7 +293,17 @@ public final class FileSystem: @unchecked Sendable {
         throw FSError(.notFound, name)
     }
 
+    /// A directory's entries. One the daemon no longer knows (removed, its number retired, before
+    /// the kernel has been told) is ENOENT, as the listing of a removed directory is natively: a
+    /// watcher rescanning a folder another device removed takes it for gone (ESTALE, which a
+    /// path's lookup retries, reaches a program here as an error it does not know).
     public func readdir(_ ino: UInt64) throws -> [DirEntry] {
+        do { return try listDirectory(ino) } catch let e as FSError where e.code == .stale {
+            throw FSError(.notFound, "a removed directory: \(e.message)")
+        }
+    }
+
+    private func listDirectory(_ ino: UInt64) throws -> [DirEntry] {
         if LocalFiles.owns(ino) { return try local.list(try local.rel(ino)) }
         askServerForVersions(ino)
         let (out, folder): ([DirEntry], String?) = try withPreviews(ino) {

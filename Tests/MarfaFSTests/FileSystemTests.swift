@@ -337,6 +337,20 @@ extension FileSystemTests {
         #expect(try c.names(".marfafs/vault/d") == ["kept.md"])
     }
 
+    /// A folder removed while a program still holds it (its number retired before the kernel
+    /// heard: another device's `rm -rf` replayed after the listing began): its listing is ENOENT,
+    /// as a removed directory's is natively, which every watcher takes for gone. ESTALE (what
+    /// `getattr` still answers, so that a path's lookup is retried) crashed chokidar.
+    @Test func FS31_theListingOfARemovedFolderIsENOENTAsANativeOnes() throws {
+        let c = try Core()
+        _ = try c.fs.mkdir(parent: try c.ino(".marfafs/vault"), name: "gone")
+        let d = try c.ino(".marfafs/vault/gone")
+        #expect(try c.fs.readdir(d).isEmpty)
+        try c.fs.rmdir(parent: try c.ino(".marfafs/vault"), name: "gone")
+        #expect { try c.fs.readdir(d) } throws: { ($0 as? FSError)?.code == .notFound }
+        #expect { try c.fs.getattr(d) } throws: { ($0 as? FSError)?.code == .stale }
+    }
+
     /// `rmdir` of a folder its files have left (`rm -rf`) writes nothing either: the folder's row,
     /// number, mode and times go beside the store (`Store.removeLocalTagLater`, `dropTreeDir`), with
     /// the files' removals, by the next write; a kill before it brings none of them back, and a
