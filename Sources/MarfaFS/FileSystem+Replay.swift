@@ -372,6 +372,14 @@ extension FileSystem {
         replaying.withLock { $0 }?.walk.first(where: { $0.at.names(parent, name) })?.attr
     }
 
+    /// The directories on `r`'s way (`Replay.walk`) that are gone from the tree (their numbers
+    /// retired): the notifier drops their names before trying a failed replay again (a program may
+    /// have looked one up since, leaving a negative entry), never those still there, which a
+    /// process may have for its working directory (FS-31).
+    public func goneOnTheWay(_ r: Replay) -> [Replay.Place] {
+        locked { r.walk.filter { inodes.node($0.attr.ino) == nil }.map(\.at) }
+    }
+
     /// What inode `ino` showed to the replay being made, if it is one of the directories on its
     /// way that are gone (`Replay.gone`, `Replay.walk`).
     func replayedGhost(_ ino: UInt64) -> FileAttr? {

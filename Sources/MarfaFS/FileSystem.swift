@@ -248,10 +248,14 @@ public final class FileSystem: @unchecked Sendable {
             return try withPreviews(ino) {
                 try locked { currentReader = reader; let n = try node(ino); return (try attr(n), Self.isPreview(n)) }
             }
-        } catch let e as FSError where (e.code == .stale || e.code == .notFound) && isReplay(reader) {
+        } catch let e as FSError where e.code == .stale || e.code == .notFound {
             // A directory on a replay's way that a later change removed (its number retired): the
             // kernel checks its permissions as it walks through it.
-            if let ghost = replayedGhost(ino) { return ghost }
+            if isReplay(reader), let ghost = replayedGhost(ino) { return ghost }
+            // Anyone else asking for a number no longer known (a folder removed, by another device
+            // too, while a program holds it): ENOENT, which every program takes for gone; ESTALE
+            // reached `opendir`'s fstat as an error Node does not know (chokidar died on it).
+            if e.code == .stale { throw FSError(.notFound, "a removed directory: \(e.message)") }
             throw e
         }
     }

@@ -208,12 +208,14 @@ final class Notifier: @unchecked Sendable {
                         // change (a watcher reacting to the last replay), leaving a negative entry
                         // the kernel would answer from (ENOENT): they are dropped before the call,
                         // and again before each of two more tries, the last after 10 ms (a
-                        // watcher's burst of lookups over). The tries again drop the directories
-                        // on its way too: one a later change removed was looked up and found
-                        // missing since (the lookup answers it to this thread, `Replay.walk`).
+                        // watcher's burst of lookups over). The tries again also drop the folders
+                        // on its way that a later change removed (`FileSystem.goneOnTheWay`): one
+                        // may have been looked up and found missing since (the lookup answers it
+                        // to this thread, `Replay.walk`).
                         for attempt in 0..<3 {
                             if attempt == 2 { usleep(10_000) }
-                            for at in r.gone.map(\.at) + (attempt > 0 ? r.walk.map(\.at) : []) + [r.at] {
+                            let removedSince = attempt > 0 ? fs?.goneOnTheWay(r) ?? [] : []
+                            for at in r.gone.map(\.at) + removedSince + [r.at] {
                                 _ = at.name.withCString { fuse_lowlevel_notify_inval_entry(se, at.parent, $0, at.name.utf8.count) }
                             }
                             if replay(r, last: attempt == 2) { break }
