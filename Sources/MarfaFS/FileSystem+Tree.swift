@@ -53,8 +53,7 @@ extension FileSystem {
     func ensureVault() throws {
         if catalog.vault != nil { return }
         let start = Date()
-        let links = try wrap { try store.allLinks() }
-        catalog.buildVault(links: links)
+        catalog.buildVault()
         log.info("vault tree built", metadata: ["items": "\(catalog.vault?.folderOf.count ?? 0)", "ms": "\(Int(Date().timeIntervalSince(start) * 1000))"])
     }
 
@@ -68,6 +67,10 @@ extension FileSystem {
         }
         let start = Date()
         try ensureVault()
+        if catalog.vault?.linksLoaded == false {
+            let links = try wrap { try store.allLinks() }
+            catalog.loadLinks(links)
+        }
         let read = Date()
         let n = catalog.resolveAllLinks()
         log.info("vault index built", metadata: ["links": "\(n)", "ms": "\(Int(Date().timeIntervalSince(start) * 1000))",

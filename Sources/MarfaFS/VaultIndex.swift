@@ -40,6 +40,12 @@ struct VaultIndex {
     /// edges in the catalog). Until then a change resolves nothing: the first resolution takes
     /// every note as it is by then.
     var linksResolved = false
+    /// Whether `linksOf`, `linkKeysOf` and `linkers` hold the notes' links. The tree is built
+    /// without them (the first listing of `vault/` after a mount, which a `grep -r` or an editor
+    /// waits for, spent half its time reading and decoding every note's links); they are read
+    /// with the first resolution (`FileSystem.ensureLinks`), as the store has them then, and a
+    /// change before that takes no account of them.
+    var linksLoaded = false
     /// Name keys of items that came, went or moved since the links naming them were last
     /// re-resolved (`FileSystem.resolvePendingLinks`).
     var pendingKeys: Set<String> = []
@@ -195,9 +201,9 @@ extension Catalog {
         return VaultIndex.join(f, n).lowercased()
     }
 
-    /// Builds the index from the catalog and the store's links, its links not resolved yet
-    /// (`resolveAllLinks`).
-    mutating func buildVault(links: [(Int64, String)]) {
+    /// Builds the index's tree and names from the catalog, without the notes' links
+    /// (`loadLinks`, `resolveAllLinks`).
+    mutating func buildVault() {
         var v = VaultIndex()
         var claims: [String: [NameClaim]] = [:]
         for (r, s) in items where s.state == .active {
@@ -209,11 +215,20 @@ extension Catalog {
             v.byName[VaultIndex.nameKey(Substring(c.baseName)), default: []].insert(r)
         }
         for (f, c) in claims { v.trees[f] = NameTable(c) }
+        vault = v
+    }
+
+    /// Takes every text item's links (the store's `links`, as they are now) into the index.
+    mutating func loadLinks(_ links: [(Int64, String)]) {
+        guard vault?.linksLoaded == false else { return }
+        var v = vault!
+        vault = nil
         for (r, text) in links where items[r] != nil {
             v.setLinks(r, VaultLinks.decode(text))
             for k in v.linkKeysOf[r] ?? [] { v.linkers[k, default: []].insert(r) }
         }
-        vault = v
+        v.linksLoaded = true
+        vault = consume v
     }
 
     /// Resolves every note's links (the index built); returns how many it resolved.
@@ -401,13 +416,14 @@ extension FileSystem {
             if let k = oldKey { v.byName[k]?.remove(r) }
             if let k = newKey { v.byName[k, default: []].insert(r) }
         }
-        // Its own links, as the store now has them.
+        // Its own links, as the store now has them (none kept before they are first loaded).
         let before = v.linksOf[r] ?? []
-        let after: [VaultLink]
+        var after: [VaultLink] = []
         do {
             // A file made through the mount that has no row yet has no links read either.
-            after = (removed || s.map { TypeSchema.isBlobType($0.type) } ?? true || store.isNewlyStaged(StagedKey(.item, r))) ? []
-                : try (facts.flatMap { $0.linksStale ? nil : .some($0.links) } ?? wrap { try store.links(rowid: r) }).map(VaultLinks.decode) ?? []
+            if v.linksLoaded, !removed, let s, !TypeSchema.isBlobType(s.type), !store.isNewlyStaged(StagedKey(.item, r)) {
+                after = try (facts.flatMap { $0.linksStale ? nil : .some($0.links) } ?? wrap { try store.links(rowid: r) }).map(VaultLinks.decode) ?? []
+            }
         } catch { catalog.vault = v; throw error }
         if before != after {
             for k in v.linkKeysOf[r] ?? [] { v.linkers[k]?.remove(r) }

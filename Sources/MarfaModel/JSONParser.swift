@@ -97,26 +97,33 @@ public struct JSONParser {
     }
 
     mutating func string() throws -> String {
-        i += 1
-        let start = i
-        i = plainEnd(from: i)
-        // The common string, with no escape: validated and made in one step.
-        if i < b.count, b[i] == UInt8(ascii: "\"") {
-            let end = i
-            i += 1
-            guard let s = b.withUnsafeBufferPointer({ String(validating: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self) }) else {
-                throw fail("string is not UTF-8")
-            }
-            return s
+        let start = i + 1
+        let end = plainEnd(from: start)
+        // The common string, with no escape: made in one step (the text came from a String, so
+        // any run between two ASCII quotes is whole UTF-8).
+        if end < b.count, b[end] == UInt8(ascii: "\"") {
+            i = end + 1
+            return b.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self) }
         }
-        // Escapes: the decoded text is at most as long as the encoded one, to its closing quote.
         var out = [UInt8]()
-        out.reserveCapacity(encodedEnd(from: i) - start)
-        out.append(contentsOf: b[start..<i])
+        out.reserveCapacity(b.count - start)
+        try stringBytes(into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The string whose opening quote is at `i`, decoded and appended to `out` as UTF-8; `i` moves
+    /// past its closing quote. The text came from a String and each escape makes a whole scalar
+    /// (a lone surrogate is refused), so what is appended is valid UTF-8 without a check.
+    mutating func stringBytes(into out: inout [UInt8]) throws {
+        i += 1
         while true {
+            // Bytes that need no decoding are copied a run at a time.
+            let run = i
+            i = plainEnd(from: i)
+            if i > run { b.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[run..<i])) } }
             guard i < b.count else { throw fail("unterminated string") }
             let c = b[i]
-            if c == UInt8(ascii: "\"") { i += 1; break }
+            if c == UInt8(ascii: "\"") { i += 1; return }
             if c < 0x20 { throw fail("control character in a string") }
             i += 1
             guard i < b.count else { throw fail("unterminated escape") }
@@ -137,36 +144,35 @@ public struct JSONParser {
                     scalar = 0x10000 + ((scalar - 0xd800) << 10) + (low - 0xdc00)
                 }
                 guard let u = Unicode.Scalar(scalar) else { throw fail("bad \\u escape") }
-                out.append(contentsOf: Array(String(u).utf8))
+                UTF8.encode(u) { out.append($0) }
             default: throw fail("bad escape")
             }
-            // Bytes that need no decoding are copied a run at a time.
-            let run = i
-            i = plainEnd(from: i)
-            out.append(contentsOf: b[run..<i])
-        }
-        guard let s = String(validating: out, as: UTF8.self) else { throw fail("string is not UTF-8") }
-        return s
-    }
-
-    /// Where a string whose text goes on at `from` ends (its closing quote), escapes skipped;
-    /// the end of the text if it has none. Only a size: the decoding finds the errors.
-    func encodedEnd(from: Int) -> Int {
-        var j = from
-        while true {
-            j = plainEnd(from: j)
-            guard j < b.count, b[j] != UInt8(ascii: "\""), b[j] >= 0x20 else { return min(j, b.count) }
-            j += 2
         }
     }
 
     /// The end of the run of a string's bytes from `from` that need no decoding: the index of the
-    /// first quote, backslash or control character, or the end of the text. Read from the buffer
-    /// directly: a note's body is thousands of bytes, read at every save.
+    /// first quote, backslash or control character, or the end of the text. A note's body is
+    /// thousands of bytes, read out of its properties at every read of the note: eight bytes are
+    /// looked at a time (a word in which none can be one of those three ends no run), then the
+    /// word that may hold one byte by byte.
     func plainEnd(from: Int) -> Int {
         b.withUnsafeBufferPointer { p in
+            let n = p.count
             var j = from
-            while j < p.count {
+            if let base = p.baseAddress {
+                let raw = UnsafeRawPointer(base)
+                let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+                while j + 8 <= n {
+                    let w = raw.loadUnaligned(fromByteOffset: j, as: UInt64.self)
+                    let quote = w ^ (ones &* 0x22), backslash = w ^ (ones &* 0x5c)
+                    // A byte of 0 in `quote` or `backslash`, or below 0x20 in `w`, sets its high bit
+                    // here (no byte is missed; one next to such a byte may be flagged too).
+                    let maybe = ((quote &- ones) & ~quote | (backslash &- ones) & ~backslash | (w &- ones &* 0x20) & ~w) & highs
+                    if maybe != 0 { break }
+                    j += 8
+                }
+            }
+            while j < n {
                 let c = p[j]
                 if c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") || c < 0x20 { break }
                 j += 1
@@ -180,32 +186,51 @@ public struct JSONParser {
     /// well-formed object, has no such key, or its value is not a string (the last of duplicates wins,
     /// as in `parse`).
     public static func stringField(_ key: String, in text: String) -> String? {
+        var out = [UInt8]()
+        guard appendStringField(key, in: text, to: &out) else { return nil }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `stringField`'s value appended to `out` as UTF-8 (a note's head and body made in one
+    /// buffer); false, and `out` unchanged, where `stringField` is nil.
+    public static func appendStringField(_ key: String, in text: String, to out: inout [UInt8]) -> Bool {
         var p = JSONParser(b: Array(text.utf8))
+        let k = Array(key.utf8)
         p.skipSpace()
-        guard p.i < p.b.count, p.b[p.i] == UInt8(ascii: "{") else { return nil }
+        guard p.i < p.b.count, p.b[p.i] == UInt8(ascii: "{") else { return false }
         p.i += 1
-        var found: String?
+        var found: [UInt8]?
         p.skipSpace()
-        if p.i < p.b.count, p.b[p.i] == UInt8(ascii: "}") { return nil }
+        if p.i < p.b.count, p.b[p.i] == UInt8(ascii: "}") { return false }
         while true {
             p.skipSpace()
-            guard p.i < p.b.count, p.b[p.i] == UInt8(ascii: "\""), let k = try? p.string() else { return nil }
+            guard p.i < p.b.count, p.b[p.i] == UInt8(ascii: "\"") else { return false }
+            var name = [UInt8]()
+            guard (try? p.stringBytes(into: &name)) != nil else { return false }
             p.skipSpace()
-            guard p.i < p.b.count, p.b[p.i] == UInt8(ascii: ":") else { return nil }
+            guard p.i < p.b.count, p.b[p.i] == UInt8(ascii: ":") else { return false }
             p.i += 1
             p.skipSpace()
-            guard p.i < p.b.count else { return nil }
-            if k == key {
-                guard let v = try? p.value() else { return nil }
-                found = v.stringValue
+            guard p.i < p.b.count else { return false }
+            if name == k {
+                if p.b[p.i] == UInt8(ascii: "\"") {
+                    var v = [UInt8]()
+                    v.reserveCapacity(p.b.count - p.i)
+                    guard (try? p.stringBytes(into: &v)) != nil else { return false }
+                    found = v
+                } else {
+                    guard (try? p.value()) != nil else { return false }
+                    found = nil
+                }
             } else {
-                guard (try? p.skip()) != nil else { return nil }
+                guard (try? p.skip()) != nil else { return false }
             }
             p.skipSpace()
-            guard p.i < p.b.count else { return nil }
+            guard p.i < p.b.count else { return false }
             if p.b[p.i] == UInt8(ascii: ",") { p.i += 1; continue }
-            guard p.b[p.i] == UInt8(ascii: "}") else { return nil }
-            return found
+            guard p.b[p.i] == UInt8(ascii: "}"), let found else { return false }
+            out.append(contentsOf: found)
+            return true
         }
     }
 

@@ -160,7 +160,12 @@ enum RawText {
     /// The same from the properties' JSON without parsing it: the body alone is read out of it
     /// (`JSONParser.stringField`).
     static func join(head: Data?, propertiesJSON: String) -> [UInt8]? {
-        join(head: head) { JSONParser.stringField($0, in: propertiesJSON) }
+        guard let head, let nul = head.firstIndex(of: 0) else { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(head.count + propertiesJSON.utf8.count)
+        out.append(contentsOf: head[(nul + 1)...])
+        guard JSONParser.appendStringField(String(decoding: head[head.startIndex..<nul], as: UTF8.self), in: propertiesJSON, to: &out) else { return nil }
+        return out
     }
 
     /// The head's bytes after its body field's name, then the body `body(field)` gives.

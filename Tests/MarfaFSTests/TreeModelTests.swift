@@ -379,7 +379,8 @@ struct CoreVFS {
             let live = try c.fs.locked { try c.fs.ensureLinks(); return Resolution(c.fs.catalog.vault!) }
             var fresh = c.fs.catalog
             fresh.vault = nil
-            fresh.buildVault(links: try c.store.allLinks())
+            fresh.buildVault()
+            fresh.loadLinks(try c.store.allLinks())
             _ = fresh.resolveAllLinks()
             let built = Resolution(fresh.vault!)
             if live != built { return "after step \(i) \(op): the live index has \(live), one built afresh \(built)" }

@@ -158,12 +158,31 @@ import Testing
             #expect(JSONParser.stringField("missing", in: text) == (v["missing"]?.stringValue))
         }
         #expect(JSONParser.stringField("b", in: "{\"b\": \"1\", \"b\": \"2\"}") == "2", "the last of duplicates, as parse")
+        #expect(JSONParser.stringField("b", in: "{\"b\": \"1\", \"b\": 2}") == nil, "the last of duplicates is not a string")
         #expect(JSONParser.stringField("b", in: "{\"b\": \"x\"") == nil, "not a whole object")
         #expect(JSONParser.stringField("b", in: "[\"b\"]") == nil)
     }
 }
 
 @Suite struct JSONParserTests {
+    /// FS-8: a note's text is its head then its body read out of its properties' JSON, eight
+    /// bytes at a time where nothing needs decoding. Long texts with quotes, backslashes, control
+    /// characters and multi-byte letters at every offset of a word come back byte for byte, after
+    /// whatever the buffer held.
+    @Test func FS8_aBodyReadOutOfItsPropertiesIsItsBytesWhereverItsEscapesFall() async {
+        let pieces = ["a", "bcdefgh", "\"", "\\", "\n", "\t", "\u{1}", "é", "😀", "/", " ", "0123456789abcdef", "\u{7f}"]
+        await propertyCheck(count: 400, input: Gen<Int>.int(in: 0...(pieces.count - 1)).array(of: 0...60), Gen<Int>.int(in: 0...9)) { picks, pad in
+            let body = picks.map { pieces[$0] }.joined()
+            let text = JSONCoding.encode(["title": .string(String(repeating: "x", count: pad)), "body": .string(body), "z": .int(1)])
+            #expect(JSONParser.stringField("body", in: text) == body, "\(text)")
+            var out: [UInt8] = Array("head\n".utf8)
+            #expect(JSONParser.appendStringField("body", in: text, to: &out))
+            #expect(out == Array("head\n".utf8) + Array(body.utf8), "\(text)")
+            var unchanged: [UInt8] = [1, 2]
+            #expect(!JSONParser.appendStringField("missing", in: text, to: &unchanged) && unchanged == [1, 2])
+        }
+    }
+
     @Test func strictParserRefusesMalformedText() {
         for bad in ["", "{", "[1,]", "{\"a\" 1}", "\"unterminated", "\"ctl\u{1}\"", "01x", "1 2", "tru", "{\"a\":1}}", "\"\\x\""] {
             #expect(throws: JSONParser.Failure.self, "\(bad.debugDescription)") { _ = try JSONParser.parse(bad) }
