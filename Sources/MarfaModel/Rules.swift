@@ -30,7 +30,24 @@ public enum TagRule {
     public static let description = "a tag is a non-empty string of at most 128 characters without commas or control characters"
 
     public static func isValid(_ tag: String) -> Bool {
-        !tag.isEmpty && tag.count <= maxCharacters && !tag.contains(",")
-            && !tag.unicodeScalars.contains { $0.properties.generalCategory == .control }
+        // An ASCII tag (nearly every one: every note's folder tag is checked at each import and
+        // settle) by its bytes, each a character: a comma, or a control character (below 0x20, or
+        // DEL), refuses it.
+        if let ascii = asASCII(tag, { p in !p.isEmpty && p.count <= maxCharacters && !p.contains { $0 == UInt8(ascii: ",") || $0 < 0x20 || $0 == 0x7f } }) {
+            return ascii
+        }
+        return !tag.isEmpty && tag.count <= maxCharacters && !tag.contains(",") && !hasControlCharacter(tag)
+    }
+
+    /// Whether `s` holds a control character (general category Cc).
+    public static func hasControlCharacter(_ s: String) -> Bool {
+        if let ascii = asASCII(s, { p in p.contains { $0 < 0x20 || $0 == 0x7f } }) { return ascii }
+        return s.unicodeScalars.contains { $0.properties.generalCategory == .control }
+    }
+
+    /// `check` of the bytes of `s` when they are all ASCII; nil otherwise.
+    private static func asASCII(_ s: String, _ check: (UnsafeBufferPointer<UInt8>) -> Bool) -> Bool? {
+        var s = s
+        return s.withUTF8 { p in p.allSatisfy { $0 < 0x80 } ? check(p) : nil }
     }
 }

@@ -26,7 +26,7 @@ extension Store {
 
     /// Whether a tag may be kept locally: one the wire takes, or a folder tag of any length.
     public static func isLocalTag(_ tag: String) -> Bool {
-        TagRule.isValid(wireTag(tag)) && !tag.unicodeScalars.contains { $0.properties.generalCategory == .control }
+        TagRule.isValid(wireTag(tag)) && !TagRule.hasControlCharacter(tag)
     }
 
     /// An item's tags as they travel, and the extension that carries a long folder's whole path

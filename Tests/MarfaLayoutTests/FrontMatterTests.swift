@@ -215,3 +215,20 @@ import Testing
         #expect(try JSONParser.parse(" [true, null, {\"k\": []}] ") == .array([.bool(true), .null, .object(["k": .array([])])]))
     }
 }
+
+@Suite struct TagRuleTests {
+    /// FS-26, wire.md §2: what a tag may be, checked by its bytes when it is ASCII, is what the rule says in
+    /// characters: at most 128, no comma, no control character (DEL and "\r\n" included).
+    @Test func FS26_aTagIsValidByItsCharactersWhetherASCIIOrNot() async {
+        func rule(_ t: String) -> Bool {
+            !t.isEmpty && t.count <= TagRule.maxCharacters && !t.unicodeScalars.contains { $0 == "," || $0.properties.generalCategory == .control }
+        }
+        let pieces = ["a", "folder:x/y", ",", "\r\n", "\t", "\u{7f}", "\u{85}", "é", "e\u{301}", "😀", " ", String(repeating: "z", count: 60)]
+        await propertyCheck(count: 500, input: Gen<Int>.int(in: 0...(pieces.count - 1)).array(of: 0...5)) { picks in
+            let t = picks.map { pieces[$0] }.joined()
+            #expect(TagRule.isValid(t) == rule(t), "\(t.debugDescription)")
+            #expect(TagRule.hasControlCharacter(t) == t.unicodeScalars.contains { $0.properties.generalCategory == .control }, "\(t.debugDescription)")
+        }
+        #expect(TagRule.isValid(String(repeating: "a", count: 128)) && !TagRule.isValid(String(repeating: "a", count: 129)))
+    }
+}
