@@ -252,12 +252,18 @@ public final class FileSystem: @unchecked Sendable {
             // A directory on a replay's way that a later change removed (its number retired): the
             // kernel checks its permissions as it walks through it.
             if isReplay(reader), let ghost = replayedGhost(ino) { return ghost }
-            // Anyone else asking for a number no longer known (a folder removed, by another device
-            // too, while a program holds it): ENOENT, which every program takes for gone; ESTALE
-            // reached `opendir`'s fstat as an error Node does not know (chokidar died on it).
-            if e.code == .stale { throw FSError(.notFound, "a removed directory: \(e.message)") }
-            throw e
+            throw Self.goneIfUnknown(e)
         }
+    }
+
+    /// What anyone but a replay is told of a number the daemon no longer knows (a folder removed,
+    /// by another device too, while a program holds it, before the kernel has been told): ENOENT,
+    /// as a removed directory's listing is natively (`IS_DEADDIR`), which every program and
+    /// watcher takes for gone. ESTALE reached `opendir`'s `fstat` and a watcher's rescan as an
+    /// error Node does not know (chokidar died on it). A lookup under such a number stays ESTALE,
+    /// which the kernel's path walk retries.
+    static func goneIfUnknown(_ e: FSError) -> FSError {
+        e.code == .stale ? FSError(.notFound, "a removed directory: \(e.message)") : e
     }
 
     public func lookup(parent: UInt64, name: String, reader: Int32 = 0) throws -> FileAttr {
@@ -297,14 +303,9 @@ public final class FileSystem: @unchecked Sendable {
         throw FSError(.notFound, name)
     }
 
-    /// A directory's entries. One the daemon no longer knows (removed, its number retired, before
-    /// the kernel has been told) is ENOENT, as the listing of a removed directory is natively: a
-    /// watcher rescanning a folder another device removed takes it for gone (ESTALE, which a
-    /// path's lookup retries, reaches a program here as an error it does not know).
+    /// A directory's entries (one the daemon no longer knows: `goneIfUnknown`).
     public func readdir(_ ino: UInt64) throws -> [DirEntry] {
-        do { return try listDirectory(ino) } catch let e as FSError where e.code == .stale {
-            throw FSError(.notFound, "a removed directory: \(e.message)")
-        }
+        do { return try listDirectory(ino) } catch let e as FSError { throw Self.goneIfUnknown(e) }
     }
 
     private func listDirectory(_ ino: UInt64) throws -> [DirEntry] {
