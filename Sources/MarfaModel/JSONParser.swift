@@ -106,7 +106,6 @@ public struct JSONParser {
             return b.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self) }
         }
         var out = [UInt8]()
-        out.reserveCapacity(b.count - start)
         try stringBytes(into: &out)
         return String(decoding: out, as: UTF8.self)
     }
@@ -194,43 +193,43 @@ public struct JSONParser {
     /// `stringField`'s value appended to `out` as UTF-8 (a note's head and body made in one
     /// buffer); false, and `out` unchanged, where `stringField` is nil.
     public static func appendStringField(_ key: String, in text: String, to out: inout [UInt8]) -> Bool {
+        // The value is decoded in place after what `out` held (`mark`); a later duplicate
+        // replaces it, and anything short of a whole object with a string there takes it back.
+        let mark = out.count
+        var found = false
         var p = JSONParser(b: Array(text.utf8))
         let k = Array(key.utf8)
+        func ends(_ result: Bool) -> Bool {
+            if !result { out.removeSubrange(mark...) }
+            return result
+        }
         p.skipSpace()
         guard p.i < p.b.count, p.b[p.i] == UInt8(ascii: "{") else { return false }
         p.i += 1
-        var found: [UInt8]?
         p.skipSpace()
         if p.i < p.b.count, p.b[p.i] == UInt8(ascii: "}") { return false }
         while true {
             p.skipSpace()
-            guard p.i < p.b.count, p.b[p.i] == UInt8(ascii: "\"") else { return false }
+            guard p.i < p.b.count, p.b[p.i] == UInt8(ascii: "\"") else { return ends(false) }
             var name = [UInt8]()
-            guard (try? p.stringBytes(into: &name)) != nil else { return false }
+            guard (try? p.stringBytes(into: &name)) != nil else { return ends(false) }
             p.skipSpace()
-            guard p.i < p.b.count, p.b[p.i] == UInt8(ascii: ":") else { return false }
+            guard p.i < p.b.count, p.b[p.i] == UInt8(ascii: ":") else { return ends(false) }
             p.i += 1
             p.skipSpace()
-            guard p.i < p.b.count else { return false }
+            guard p.i < p.b.count else { return ends(false) }
             if name == k {
-                if p.b[p.i] == UInt8(ascii: "\"") {
-                    var v = [UInt8]()
-                    v.reserveCapacity(p.b.count - p.i)
-                    guard (try? p.stringBytes(into: &v)) != nil else { return false }
-                    found = v
-                } else {
-                    guard (try? p.value()) != nil else { return false }
-                    found = nil
-                }
+                out.removeSubrange(mark...)
+                found = p.b[p.i] == UInt8(ascii: "\"")
+                let decoded = found ? (try? p.stringBytes(into: &out)) != nil : (try? p.value()) != nil
+                guard decoded else { return ends(false) }
             } else {
-                guard (try? p.skip()) != nil else { return false }
+                guard (try? p.skip()) != nil else { return ends(false) }
             }
             p.skipSpace()
-            guard p.i < p.b.count else { return false }
+            guard p.i < p.b.count else { return ends(false) }
             if p.b[p.i] == UInt8(ascii: ",") { p.i += 1; continue }
-            guard p.b[p.i] == UInt8(ascii: "}"), let found else { return false }
-            out.append(contentsOf: found)
-            return true
+            return ends(p.b[p.i] == UInt8(ascii: "}") && found)
         }
     }
 

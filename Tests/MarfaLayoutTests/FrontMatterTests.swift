@@ -181,6 +181,12 @@ import Testing
             var unchanged: [UInt8] = [1, 2]
             #expect(!JSONParser.appendStringField("missing", in: text, to: &unchanged) && unchanged == [1, 2])
         }
+        // A value decoded in place is taken back when a later duplicate is not a string or the
+        // object does not end; a later string replaces an earlier value.
+        var held: [UInt8] = [7]
+        #expect(!JSONParser.appendStringField("b", in: "{\"b\": \"1\", \"b\": 2}", to: &held) && held == [7])
+        #expect(!JSONParser.appendStringField("b", in: "{\"b\": \"1\"", to: &held) && held == [7])
+        #expect(JSONParser.appendStringField("b", in: "{\"b\": \"1\", \"b\": \"x\\ny\"}", to: &held) && held == [7] + Array("x\ny".utf8))
     }
 
     @Test func strictParserRefusesMalformedText() {
