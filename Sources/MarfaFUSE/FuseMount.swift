@@ -63,11 +63,16 @@ public final class FuseMount: @unchecked Sendable {
         fs.startSettling()
     }
 
+    /// Called once the kernel has let go of the mount (`umount`, `fusermount3 -u`, `stop()`), before
+    /// what is still staged or settling is committed.
+    public var onUnmounted: (() -> Void)?
+
     /// Runs the request loop until unmounted or `stop()`; then releases the session.
     public func run(threads: UInt32 = 8) {
         guard let se = session else { return }
         let rc = marfafs_session_loop(se, threads, FuseMount.spinNs)
         if rc != 0 { log.warning("fuse session loop ended", metadata: ["rc": "\(rc)"]) }
+        onUnmounted?()
         fs.stopSettling()
         notifier.stop()
         fuse_session_unmount(se)

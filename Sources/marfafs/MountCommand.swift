@@ -173,6 +173,9 @@ struct MountCommand: ParsableCommand {
             s.resume()
             return s
         }
+        // A command that finds the store held from now on waits for it (`StoreLock`), rather than
+        // telling the user to unmount what is unmounted.
+        fuse.onUnmounted = { lock.record(StoreLock.finishing(mnt)) }
         let done = DispatchSemaphore(value: 0)
         let t = Thread { fuse.run(); done.signal() }
         t.name = "marfafs-fuse"
@@ -237,6 +240,7 @@ struct MountCommand: ParsableCommand {
 
     /// Starts `marfafs mount --foreground` in a new session and waits for the mount to appear.
     func daemonize(_ mnt: String) throws {
+        StoreLock.waitIfFinishing(store: storeOption.path)
         let logPath = Paths.absolute(logFile ?? storeOption.path + ".log")
         try FileManager.default.createDirectory(atPath: (logPath as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         let exe = Self.executablePath()

@@ -60,6 +60,50 @@ extension MountTests {
         }
     }
 
+    /// A store held by a daemon whose mount is gone (`umount` or `fusermount3 -u` returned; the
+    /// daemon still commits what it was given: FS-28) is waited for by `mount`, `import` and
+    /// `export`, saying so, instead of being refused with "unmount it first"; one held by a live
+    /// mount is refused at once. Then the real sequence: `fusermount3 -u` right after writing 96 MiB
+    /// into `vault/`, and `mount` again at once: it comes up, with every byte.
+    @Test func FS28_aStoreHeldByADaemonFinishingItsUnmountIsWaitedFor() throws {
+        let tmp = try TempDirectory("marfafs-finishing")
+        #expect(Shell.run(["/bin/bash", "-c", "mkdir -p '\(tmp.path)/in' && echo hi > '\(tmp.path)/in/n.md'"]).status == 0)
+        let store = tmp.path + "/s.sqlite"
+        func hold(_ text: String) -> Int32 {
+            let fd = open(store + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            #expect(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+            ftruncate(fd, 0)
+            _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
+            return fd
+        }
+        // A live mount's lock: refused at once.
+        let live = hold("mounted on /nowhere by pid \(getpid())")
+        let refused = Shell.run([MountHarness.binary, "import", tmp.path + "/in", "--store", store])
+        #expect(refused.status == 3 && refused.stderr.contains("unmount it first"), "\(refused.stderr)")
+        close(live)
+        // A finishing daemon's lock: waited for until it lets go.
+        let finishing = hold("finishing: unmounted from /nowhere by pid \(getpid())")
+        let released = DispatchSemaphore(value: 0)
+        Thread { usleep(1_500_000); close(finishing); released.signal() }.start()
+        let t0 = Date()
+        let waited = Shell.run([MountHarness.binary, "import", tmp.path + "/in", "--store", store])
+        released.wait()
+        #expect(waited.status == 0, "\(waited.stderr)")
+        #expect(waited.stderr.contains("waiting for the daemon"), "\(waited.stderr)")
+        #expect(Date().timeIntervalSince(t0) >= 1.4, "it waited for the lock")
+        // What the last daemon left in the file once it exited is not waited for, nor said.
+        let after = Shell.run([MountHarness.binary, "export", tmp.path + "/out", "--store", store])
+        #expect(after.status == 0 && !after.stderr.contains("waiting"), "\(after.stderr)")
+
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        try h.mount()
+        #expect(h.sh("head -c 100663296 /dev/urandom > '\(h.root)/big' && cp '\(h.root)/big' vault/big.bin").status == 0)
+        #expect(Shell.run(["/bin/fusermount3", "-u", h.mountpoint]).status == 0)
+        try h.mount()
+        #expect(h.sh("cmp '\(h.root)/big' vault/big.bin").status == 0, "every byte after the mount again")
+    }
+
     /// The request loop (`CFuse/shim.h`): its workers answer alike whether they look for the next
     /// request awake (the default) or sleep at once (`MARFAFS_SPIN_US=0`), with four programs
     /// asking at once; and a mount left alone spends no CPU, however closely requests came before.
