@@ -17,8 +17,14 @@ extension FileSystem {
         case content
         /// Just made by the mount, as it is now (summary and tags): no store read.
         case made(ItemSummary, Set<String>)
+        /// Just moved to the trash by the mount, as it is now (summary and tags; its bytes, so its
+        /// links, as they were): no store read.
+        case trashed(ItemSummary, Set<String>)
         /// It is gone.
         case removed
+
+        /// Its bytes, so its links, are as they were.
+        var keepsLinks: Bool { if case .trashed = self { return true }; return false }
     }
 
     /// `refreshItem` with what the store holds of `r` as the request's own write transaction left
@@ -34,7 +40,7 @@ extension FileSystem {
     func refreshItem(_ r: Int64, _ change: ItemChange = .metadata, facts: [Int64: Store.ItemFacts]? = nil) throws -> [Invalidation] {
         var known: (ItemSummary, Set<String>)?, removed = false
         switch change {
-        case .made(let s, let tags): known = (s, tags)
+        case .made(let s, let tags), .trashed(let s, let tags): known = (s, tags)
         case .removed: removed = true
         case .metadata, .content: break
         }
@@ -106,7 +112,7 @@ extension FileSystem {
             dirs[.backlinksRoot, default: []].insert(t)
         }
         var inv = invalidations(dirs)
-        if let vaultBefore { inv += try refreshVault(r, folder: vaultBefore.folder, key: vaultBefore.key, removed: new == nil, facts: read) }
+        if let vaultBefore { inv += try refreshVault(r, folder: vaultBefore.folder, key: vaultBefore.key, removed: new == nil, facts: read, linksKept: change.keepsLinks) }
         if case .content = change, let ino = knownIno(.item(r)) { inv.append(.inode(ino)) }
         for a in moved { inv += targetChanges(of: a, tags: a == r ? oldTags.union(newTags) : nil, edges: a == r ? touching : nil) }
         return inv

@@ -395,8 +395,10 @@ extension FileSystem {
     /// Keeps the vault's index true after item `r` changed (`refreshItem`): its place in the
     /// tree, its name among the names links look for, its own links, and the links of every note
     /// that names it, before or after. `folder`, `key`: where it was and what it was called.
+    /// `linksKept`: its bytes did not change, so neither did its links (none are read).
     /// Returns what the kernel must forget. Call with the lock held.
-    func refreshVault(_ r: Int64, folder old: String?, key oldKey: String?, removed: Bool, facts: Store.ItemFacts? = nil) throws -> [Invalidation] {
+    func refreshVault(_ r: Int64, folder old: String?, key oldKey: String?, removed: Bool, facts: Store.ItemFacts? = nil,
+                      linksKept: Bool = false) throws -> [Invalidation] {
         // Taken out while it changes, so its tables are changed in place, not copied.
         guard var v = catalog.vault else { return [] }
         catalog.vault = nil
@@ -418,13 +420,13 @@ extension FileSystem {
         }
         // Its own links, as the store now has them (none kept before they are first loaded).
         let before = v.linksOf[r] ?? []
-        var after: [VaultLink] = []
-        do {
+        var after: [VaultLink] = linksKept ? before : []
+        if !linksKept { do {
             // A file made through the mount that has no row yet has no links read either.
             if v.linksLoaded, !removed, let s, !TypeSchema.isBlobType(s.type), !store.isNewlyStaged(StagedKey(.item, r)) {
                 after = try (facts.flatMap { $0.linksStale ? nil : .some($0.links) } ?? wrap { try store.links(rowid: r) }).map(VaultLinks.decode) ?? []
             }
-        } catch { catalog.vault = v; throw error }
+        } catch { catalog.vault = v; throw error } }
         if before != after {
             for k in v.linkKeysOf[r] ?? [] { v.linkers[k]?.remove(r) }
             v.setLinks(r, after)

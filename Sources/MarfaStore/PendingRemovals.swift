@@ -102,13 +102,20 @@ extension Store {
 
     /// Moves item `rowid` to the trash as `unlink` does, without waiting for the store's writer:
     /// recorded at once beside the store (`PendingRemovals`), its row written by the next write
-    /// transaction (`flushRemovals`). Returns its `ItemFacts` as they are from now on.
-    public func trashLater(rowid: Int64) throws -> ItemFacts? {
-        try pendingRemovals.add(rowid, at: Self.ns(Date()))
-        let seen = removals
-        // Off a connection of the one-statement readers: the pool's readers cost four times as
-        // much to get (a transaction, the schema's version), and nothing was written since.
-        return try readStatement { db in try Self.facts(db, rowid: rowid) }.map { overlaid($0, seen) }
+    /// transaction (`flushRemovals`). Returns the time recorded (ns): from now on every read finds
+    /// the item in the trash with that time (`overlaid`); nothing else of it changed, so the
+    /// caller knows the rest (a read of its row and tags here was half of each `unlink`).
+    @discardableResult public func trashLater(rowid: Int64) throws -> Int64 {
+        let ns = Self.ns(Date())
+        try pendingRemovals.add(rowid, at: ns)
+        return ns
+    }
+
+    /// An item's summary as `trashLater` leaves it: in the trash, with the removal's time.
+    public static func trashed(_ s: ItemSummary, at ns: Int64) -> ItemSummary {
+        var s = s
+        s.state = .trashed; s.mtimeNs = ns
+        return s
     }
 
     /// Inside a write transaction (`write`): the removals `trashLater` recorded, each as it was
@@ -128,9 +135,7 @@ extension Store {
     /// row did not say so when the read began (`trashLater`; `seen`: taken before the read).
     func overlaid(_ s: ItemSummary, _ seen: Removals) -> ItemSummary {
         guard s.state != .trashed, let ns = seen.at(s.rowid) else { return s }
-        var s = s
-        s.state = .trashed; s.mtimeNs = ns
-        return s
+        return Self.trashed(s, at: ns)
     }
 
     func overlaid(_ f: ItemFacts, _ seen: Removals) -> ItemFacts {

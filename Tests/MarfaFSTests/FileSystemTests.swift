@@ -311,6 +311,25 @@ extension FileSystemTests {
         #expect(try c.store.textContent(rowid: row) == Array("# N2 again\n".utf8))
     }
 
+    /// A note moved to the trash by `unlink` keeps its links in the index (its bytes did not
+    /// change; none are read for it): its edges go while it is in the trash and come back when it
+    /// is restored, with no edit of its text, as in an index built afresh.
+    @Test func FS4_FS26_aNoteRemovedAndRestoredKeepsItsLinks() throws {
+        let c = try Core()
+        _ = try c.fs.mkdir(parent: try c.ino(".marfafs/vault"), name: "d")
+        try c.write(".marfafs/vault/d/hub.md", "# Hub\n")
+        try c.write(".marfafs/vault/d/n1.md", "# N1\nsee [[hub]]\n")
+        try c.fs.locked { try c.fs.settleNow() }
+        #expect(try c.names("backlinks/core.note/hub.md/references") == ["n1.md"])
+        let d = try c.ino(".marfafs/vault/d")
+        try c.fs.unlink(parent: d, name: "n1.md")
+        #expect(try c.names("backlinks/core.note").contains("hub.md") == false, "a note in the trash links to nothing")
+        try c.fs.rename(parent: try c.ino("trash/core.note"), name: "n1.md", newParent: try c.ino("types/core.note"), newName: "n1.md")
+        try c.fs.locked { try c.fs.settleNow() }
+        #expect(try c.names("backlinks/core.note/hub.md/references") == ["n1.md"], "restored, it links again")
+        #expect(try c.names(".marfafs/vault/d") == ["hub.md", "n1.md"])
+    }
+
     /// A file still staged when it is removed (no row yet: its removal reaches the store before
     /// any commit of it) goes to the trash and stays there once committed. Recorded for later
     /// like a stored file's, the commit's own transaction wrote the removals first, found no row,

@@ -30,9 +30,10 @@ import Testing
         let t = try TempStore()
         let a = try note(t, "a.md", sent: true), b = try note(t, "b.md", sent: false)
         let before = Date()
-        let facts = try #require(try t.store.trashLater(rowid: a))
+        let at = try t.store.trashLater(rowid: a)
         _ = try t.store.trashLater(rowid: b)
-        #expect(facts.summary.state == .trashed)
+        // Every read from now on finds it in the trash, with the time `trashLater` gave.
+        #expect(try t.store.summary(rowid: a)?.mtimeNs == at)
         // No row written yet, but every read says so.
         #expect(try state(t.store, a) == "active")
         #expect(try t.store.summary(rowid: a)?.state == .trashed)
