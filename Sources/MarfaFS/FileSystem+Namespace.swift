@@ -227,18 +227,18 @@ extension FileSystem {
                 // (`Store.trashLater`), the settler's pass if nothing else writes first. A file
                 // still staged (made a moment ago, or being committed) has no row to move yet:
                 // it is committed, then moved, in the request.
-                let noteUnlinked = { [self] in if let key = dirKey(p) { catalog.unlinked[key, default: [:]][name] = (r, Date()) } }
+                var change = ItemChange.metadata, facts: [Int64: Store.ItemFacts] = [:]
                 if stagedKey(child) == nil, let s = catalog.items[r] {
                     // Everything settled above, so the catalog holds the item as the store does.
                     let ns = try wrap { try store.trashLater(rowid: r) }
                     settler.noteRemoval()
-                    noteUnlinked()
-                    return try refreshItem(r, .trashed(Store.trashed(s, at: ns), catalog.tagsOf[r] ?? []))
+                    change = .trashed(Store.trashed(s, at: ns), catalog.tagsOf[r] ?? [])
+                } else {
+                    try settleOnly([child])
+                    facts = try wrap { try store.setStateReadingFacts(rowid: r, .trashed) }.map { [r: $0] } ?? [:]
                 }
-                try settleOnly([child])
-                let facts = try wrap { try store.setStateReadingFacts(rowid: r, .trashed) }
-                noteUnlinked()
-                return try refreshItem(r, written: facts)
+                if let key = dirKey(p) { catalog.unlinked[key, default: [:]][name] = (r, Date()) }
+                return try refreshItem(r, change, facts: facts)
             case (.tagDir(let tag), .tagEntry(_, let r)):
                 try wrap { try store.changeTags(rowid: r, removing: [tag]) }
                 return try refreshItemAfterTags(r)

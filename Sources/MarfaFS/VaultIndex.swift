@@ -421,12 +421,12 @@ extension FileSystem {
         // Its own links, as the store now has them (none kept before they are first loaded).
         let before = v.linksOf[r] ?? []
         var after: [VaultLink] = linksKept ? before : []
-        if !linksKept { do {
+        do {
             // A file made through the mount that has no row yet has no links read either.
-            if v.linksLoaded, !removed, let s, !TypeSchema.isBlobType(s.type), !store.isNewlyStaged(StagedKey(.item, r)) {
+            if !linksKept, v.linksLoaded, !removed, let s, !TypeSchema.isBlobType(s.type), !store.isNewlyStaged(StagedKey(.item, r)) {
                 after = try (facts.flatMap { $0.linksStale ? nil : .some($0.links) } ?? wrap { try store.links(rowid: r) }).map(VaultLinks.decode) ?? []
             }
-        } catch { catalog.vault = v; throw error } }
+        } catch { catalog.vault = v; throw error }
         if before != after {
             for k in v.linkKeysOf[r] ?? [] { v.linkers[k]?.remove(r) }
             v.setLinks(r, after)

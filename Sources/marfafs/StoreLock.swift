@@ -12,18 +12,14 @@ final class StoreLock {
         try FileManager.default.createDirectory(atPath: (store as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw CLIError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        // A daemon whose mount is gone, writing what it was last given, is waited for, as
+        // `marfafs umount` waits (after `umount` or `fusermount3 -u`, a mount again at once).
+        Self.waitIfFinishing(store: store)
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            let holder = Self.holder(path)
-            // A daemon whose mount is gone, writing what it was last given: waited for, as
-            // `marfafs umount` waits (after `umount` or `fusermount3 -u`, a mount again at once).
-            if holder.hasPrefix(Self.finishingPrefix) {
-                Self.sayWaiting(store, holder)
-                if Self.lock(fd, within: Self.finishingWait) { return }
-            }
             close(fd)
-            let now = Self.holder(path)
-            let why = now.hasPrefix(Self.finishingPrefix) ? "still finishing after \(Int(Self.finishingWait)) s; see its log" : "unmount it first"
-            throw CLIError("the store \(store) is in use\(now.isEmpty ? "" : " (\(now))"); \(why)", code: Exit.busy)
+            let holder = Self.holder(path)
+            let why = holder.hasPrefix(Self.finishingPrefix) ? "still finishing after \(Int(Self.finishingWait)) s; see its log" : "unmount it first"
+            throw CLIError("the store \(store) is in use\(holder.isEmpty ? "" : " (\(holder))"); \(why)", code: Exit.busy)
         }
     }
 
@@ -35,33 +31,19 @@ final class StoreLock {
     /// store's blob cache takes a minute on a slow disk).
     static let finishingWait: Double = 300
 
-    /// Before a mount's daemon is started: waits (saying so) while the store is held by a daemon
-    /// finishing its unmount, so the wait is the user's to see, not the new daemon's log's.
+    /// Waits (saying so) while the store is held by a daemon finishing its unmount. `mount` also
+    /// asks before it starts its daemon, so the wait is the user's to see, not the daemon's log's.
     static func waitIfFinishing(store: String) {
         // What a daemon that has exited left in the file says nothing: only a lock held counts.
         guard !waitUntilFree(store: store, seconds: 0) else { return }
         let holder = holder(store + ".lock")
         guard holder.hasPrefix(finishingPrefix) else { return }
-        sayWaiting(store, holder)
-        _ = waitUntilFree(store: store, seconds: finishingWait)
-    }
-
-    private static func sayWaiting(_ store: String, _ holder: String) {
         FileHandle.standardError.write(Data("marfafs: waiting for the daemon of \(store) to finish writing it (\(holder))\n".utf8))
+        _ = waitUntilFree(store: store, seconds: finishingWait)
     }
 
     private static func holder(_ path: String) -> String {
         (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
-    }
-
-    /// Takes the lock on `fd`, trying until `seconds` have passed.
-    private static func lock(_ fd: Int32, within seconds: Double) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            if Date() >= deadline { return false }
-            usleep(20_000)
-        }
-        return true
     }
 
     func record(_ text: String) {
@@ -76,7 +58,11 @@ final class StoreLock {
         let fd = open(store + ".lock", O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { return true }
         defer { close(fd) }
-        guard lock(fd, within: seconds) else { return false }
+        let deadline = Date().addingTimeInterval(seconds)
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            if Date() >= deadline { return false }
+            usleep(20_000)
+        }
         flock(fd, LOCK_UN)
         return true
     }

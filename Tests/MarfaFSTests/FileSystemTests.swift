@@ -324,6 +324,7 @@ extension FileSystemTests {
         let d = try c.ino(".marfafs/vault/d")
         try c.fs.unlink(parent: d, name: "n1.md")
         #expect(try c.names("backlinks/core.note").contains("hub.md") == false, "a note in the trash links to nothing")
+        #expect(try c.names(".marfafs/vault/d") == ["hub.md"] && c.names("trash/core.note") == ["n1.md"])
         try c.fs.rename(parent: try c.ino("trash/core.note"), name: "n1.md", newParent: try c.ino("types/core.note"), newName: "n1.md")
         try c.fs.locked { try c.fs.settleNow() }
         #expect(try c.names("backlinks/core.note/hub.md/references") == ["n1.md"], "restored, it links again")
