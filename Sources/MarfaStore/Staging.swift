@@ -10,13 +10,19 @@ import MarfaModel
 /// new files, or an editor's temporary file, thus costs one append per request instead of a
 /// transaction.
 ///
-/// The journal: an 8-byte header (`MFSJ`, format 1), then records of `length u32, checksum u32
-/// (FNV-1a of the payload), payload`. A record whose length or checksum does not hold ends the
-/// journal (a write torn by the kill). Each commit appends a record that begins the next
-/// generation (truncating the file first only once it has grown past `compactBytes`: a truncate
-/// costs as much as an fsync); the store's `meta` row `staging_generation` names the generation
-/// not yet committed. Recovery replays every generation from that one on: older ones were
-/// committed, and a later one follows a commit a power cut may have undone.
+/// The journal: a header (`MFSJ`, its format, its identity: JournalFile.swift), then records of
+/// `length u32, checksum u32 (FNV-1a of the payload), payload`. A record whose length or checksum
+/// does not hold ends the journal (a write torn by the kill). Each commit appends a record that
+/// begins the next generation (truncating the file first only once it has grown past
+/// `compactBytes`: a truncate costs as much as an fsync); the store's `meta` row
+/// `staging_generation` names the generation not yet committed. Recovery replays every
+/// generation from that one on: older ones were committed, and a later one follows a commit a
+/// power cut may have undone.
+///
+/// A disk short of room (FS-28) has no room for the files twice (in the journal and in the
+/// store), nor for the journal written again: commits are then made in place, a batch that fits
+/// at a time, with no new generation; the store names the batch's records dead (`Dead`) as it
+/// stores its files, and their blocks are punched out of the journal, for the next batch.
 ///
 /// The file is grown ahead of its records in written zeros (`growth` at a time), so an `fsync`
 /// writes the new records, not the file's size and blocks too. A zero length ends the records as
@@ -45,11 +51,8 @@ final class Staging: @unchecked Sendable {
     private let lock = NSCondition()
     /// The files of the commit in flight (`beginCommit`), if any.
     private var committing: Set<Key> = []
-    private var fd: Int32 = -1
-    /// Where the journal's records end (only this object writes it, always there). Zeros follow,
-    /// up to `allocated`, the file's size.
-    private var end: off_t = 0
-    private var allocated: off_t = 0
+    /// The file, and where each staged file's records are in it.
+    private var journalFile: JournalFile
     private var generationValue: Int64 = 0
     /// Whether an `fsync` made records of this generation durable: files that stay through a
     /// partial commit are then made durable again in the next one.
@@ -74,9 +77,9 @@ final class Staging: @unchecked Sendable {
     private let overlayLock = NSLock()
     private var overlays: Set<Int64> = []
 
-    init(path: String, debt: FullDiskDebt = FullDiskDebt()) { self.path = path; self.debt = debt }
+    init(path: String, debt: FullDiskDebt = FullDiskDebt()) { self.path = path; self.debt = debt; journalFile = JournalFile(path: path) }
 
-    deinit { if fd >= 0 { close(fd) } }
+    deinit { journalFile.close() }
 
     private func locked<T>(_ body: () throws -> T) rethrows -> T {
         lock.lock(); defer { lock.unlock() }
@@ -181,7 +184,7 @@ final class Staging: @unchecked Sendable {
     /// Makes every appended record durable (FS-15 `fsync` of a staged file). The lock is not held
     /// through the sync: writes go on meanwhile.
     func sync() throws {
-        let fd = try locked { try openIfNeeded(); syncedThisGeneration = true; return self.fd }
+        let fd = try locked { try journalFile.open(); syncedThisGeneration = true; return journalFile.fd }
         guard fdatasync(fd) == 0 else { throw StoreError.io("cannot sync \(path): \(String(cString: strerror(errno)))") }
     }
 
@@ -213,15 +216,16 @@ final class Staging: @unchecked Sendable {
     /// starts generation `g + 1`. The lock is held throughout, so no change falls between what
     /// was written and what is forgotten; a commit in flight ends first. `durable` makes the
     /// store's commit durable, called when the journal starts over (its records are gone then).
-    func commit(_ write: (_ files: [File], _ g: Int64) throws -> Void, durable: () throws -> Void) throws {
+    func commit(_ write: Write, durable: () throws -> Void) throws {
         try locked {
             while !committing.isEmpty { lock.wait() }
             let list = all
             if list.isEmpty { return }
             let g = generationValue
-            try openIfNeeded()   // where the records end (a journal just recovered is not open yet)
-            try write(list, g)
+            try journalFile.open()   // where the records end (a journal just recovered is not open yet)
+            try write(list, g, nil)
             files.removeAll()
+            journalFile.owned.removeAll()
             changedNs.removeAll()
             syncedThisGeneration = false
             totalBytesValue = 0
@@ -229,19 +233,11 @@ final class Staging: @unchecked Sendable {
             // Starting the journal over drops records an fsync may have made durable: the commit
             // that holds their files is made durable first, else they stay (owed). The store has
             // the files now: a generation not begun here is begun before the next record.
-            let wanted = end > Self.compactBytes || compactOwed
+            let wanted = journalFile.end > Self.compactBytes || compactOwed
             let compact = wanted && (try? durable()) != nil
             compactOwed = wanted && !compact
             try? startGenerationLocked(g + 1, startingOver: compact)
         }
-    }
-
-    /// A commit begun by `beginCommit`: its files, and the generation their records are in.
-    struct PendingCommit: Sendable {
-        let files: [File]
-        let generation: Int64
-        /// Those of `files` unchanged since `quiet.since` (the others were staged too long).
-        let quiet: Set<Key>
     }
 
     /// Begins the settler's commit (the lock held only for this step): the files that have not
@@ -252,38 +248,61 @@ final class Staging: @unchecked Sendable {
     /// begins generation `g + 1` with the files that stay, written whole; every change from now
     /// on is recorded there. The returned files are committing until `finishCommit`; nil if
     /// nothing is to be committed. One commit is in flight at a time.
-    func beginCommit(quiet: (since: Int64, stagedBefore: Int64)) throws -> PendingCommit? {
+    ///
+    /// `room`: the disk is short of room (FS-28), this many bytes to spare: the commit is made in
+    /// place (`beginInPlace`), unless the journal cannot be punched (an older build's format).
+    func beginCommit(quiet: (since: Int64, stagedBefore: Int64), room: Int? = nil) throws -> PendingCommit? {
         try locked {
             while !committing.isEmpty { lock.wait() }
             let list = all
             let stays = list.filter { staysStaged($0, quiet) }
             if stays.count == list.count { return nil }
+            if let room, let id = journalFile.id { return beginInPlace(list.filter { !staysStaged($0, quiet) }, room: room, journal: id, quiet: quiet) }
             let g = generationValue
-            let mark = end
+            let mark = journalFile.end, ownedBefore = journalFile.owned
             do {
                 try append(.begin(g + 1))
                 generationValue = g + 1
                 // The records that stay are durable again, if they were: later commits sync too.
-                if syncedThisGeneration, !stays.isEmpty {
-                    for rec in Self.records(of: stays) { try append(rec) }
-                    guard fdatasync(fd) == 0 else { throw StoreError.io("cannot sync \(path): \(String(cString: strerror(errno)))") }
-                } else {
-                    for rec in Self.records(of: stays) { try append(rec) }
-                    syncedThisGeneration = false
-                }
+                for rec in Self.records(of: stays) { try append(rec) }
+                if syncedThisGeneration, !stays.isEmpty { try journalFile.sync() } else { syncedThisGeneration = false }
             } catch {
                 // A full disk midway: the journal is cut back to where it was, all in generation
                 // `g`. Left as it was, a replay would take the new generation's half (a file's
                 // create without its bytes) after the file's whole records, and empty the file.
                 cutBack(to: mark)
+                journalFile.owned = ownedBefore
                 generationValue = g
                 throw error
             }
             let staying = Set(stays.map(\.key))
             let committed = list.filter { !staying.contains($0.key) }
             committing = Set(committed.map(\.key))
-            return PendingCommit(files: committed, generation: g, quiet: Set(committed.filter { changedNs[$0.key].map { $0.last <= quiet.since } ?? false }.map(\.key)))
+            return PendingCommit(files: committed, generation: g, quiet: quietOnes(committed, quiet), nextGeneration: mark, dead: nil)
         }
+    }
+
+    /// A commit in place (the lock held): the first of `candidates` whose bytes fit in half of
+    /// `room` (one at least), in the generation the journal is in, nothing written again: the
+    /// store names their records dead (`Dead`, in the same transaction as their rows), and their
+    /// blocks are given back once its commit is durable (`finishCommit`). A disk with no room
+    /// for the files twice over (journal and store) takes them a batch at a time, each batch's
+    /// room given back for the next.
+    private func beginInPlace(_ candidates: [File], room: Int, journal id: UInt64, quiet: (since: Int64, stagedBefore: Int64)) -> PendingCommit {
+        var chosen: [File] = [], bytes = 0
+        for f in candidates where chosen.isEmpty || bytes + f.bytes.count <= room / 2 {
+            chosen.append(f)
+            bytes += f.bytes.count
+        }
+        let made = chosen.flatMap { journalFile.owned[$0.key] ?? [] }
+        let after = Dead(journal: id, ranges: (journalFile.dead?.ranges ?? []) + made)
+        committing = Set(chosen.map(\.key))
+        return PendingCommit(files: chosen, generation: generationValue, quiet: quietOnes(chosen, quiet), nextGeneration: journalFile.end,
+                             dead: after, madeDead: made)
+    }
+
+    private func quietOnes(_ files: [File], _ quiet: (since: Int64, stagedBefore: Int64)) -> Set<Key> {
+        Set(files.filter { changedNs[$0.key].map { $0.last <= quiet.since } ?? false }.map(\.key))
     }
 
     /// Ends a commit begun by `beginCommit`: `write` puts its files in the store (naming
@@ -291,25 +310,43 @@ final class Staging: @unchecked Sendable {
     /// store's commit replays both generations; after it, `g + 1` alone, which holds every file
     /// that stayed and every change since the commit began. If `write` fails, the files stay
     /// staged (their records are in generation `g`, which the store still names).
-    func finishCommit(_ c: PendingCommit, _ write: (_ files: [File], _ g: Int64) throws -> Void,
-                      durable: () throws -> Void) throws {
+    ///
+    /// A commit in place makes the journal durable first: the records the store names dead are
+    /// then on disk wherever the journal's end is found after a crash, and a record appended
+    /// later never falls inside one.
+    func finishCommit(_ c: PendingCommit, _ write: Write, durable: () throws -> Void) throws {
         defer { locked { committing.removeAll(); lock.broadcast() } }
-        try write(c.files, c.generation)
+        if c.dead != nil { try locked { try journalFile.sync() } }
+        try write(c.files, c.generation, c.dead)
         let compact: Bool = locked {
-            for f in c.files { files.removeValue(forKey: f.key); changedNs.removeValue(forKey: f.key) }
+            for f in c.files {
+                files.removeValue(forKey: f.key); changedNs.removeValue(forKey: f.key); journalFile.owned.removeValue(forKey: f.key)
+            }
+            if let d = c.dead {
+                journalFile.named(d, madeDead: c.madeDead)
+            } else {
+                // The store names `g + 1`: records before it are history to a replay.
+                journalFile.owned = journalFile.owned.mapValues { $0.filter { $0.lowerBound >= c.nextGeneration } }
+            }
             totalBytesValue = files.values.reduce(0) { $0 + $1.bytes.count }
             let done = c.files.compactMap { f -> Int64? in if case .overlay = f.origin { return f.key.rowid }; return nil }
             overlayLock.lock(); overlays.subtract(done); overlayLock.unlock()
-            return end > Self.compactBytes || compactOwed
+            return c.dead != nil || journalFile.end > Self.compactBytes || compactOwed
         }
         guard compact else { return }
         // The records of generation `g` go only once the store's commit is durable (synced without
         // the lock: changes go on being appended, and no other commit begins meanwhile). Failing
         // that (a full disk), the journal stays whole for a later commit (or `compactIfOwed`) to
         // compact. It keeps every file still staged (those that stayed, and those made since).
+        // A commit in place gives back the blocks of what it made dead.
         let isDurable = (try? durable()) != nil
         locked {
-            if isDurable, (try? startOver(generation: c.generation + 1)) != nil { compactOwed = false } else { compactOwed = true }
+            if c.dead != nil {
+                if isDurable { journalFile.punchDead() }
+                // The WAL holds the batch: cut (`Store.reclaimAfterFullDisk`), its room is the next one's.
+                compactOwed = true
+                debt.wal.store(true, ordering: .relaxed)
+            } else if isDurable, (try? startOver(generation: c.generation + 1)) != nil { compactOwed = false } else { compactOwed = true }
         }
     }
 
@@ -324,53 +361,58 @@ final class Staging: @unchecked Sendable {
     /// Replaces the journal by one that holds generation `g` with `files` only (the lock held):
     /// written beside it, made durable, renamed over it. A crash leaves one or the other, whole.
     private func rewrite(generation g: Int64, _ files: [File]) throws {
-        let aside = path + ".new"
-        let newFD = open(aside, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard newFD >= 0 else { throw StoreError.io("cannot open \(aside): \(String(cString: strerror(errno)))") }
-        let oldFD = fd, oldEnd = end, oldAllocated = allocated
-        fd = newFD; end = 0; allocated = 0
+        let old = journalFile
         do {
-            try writeAll(Self.header)
+            journalFile = try JournalFile.new(at: path + ".new")
             try append(.begin(g))
             for rec in Self.records(of: files) { try append(rec) }
-            guard fdatasync(fd) == 0, rename(aside, path) == 0 else { throw Spool.error("cannot replace \(path)") }
+            try journalFile.sync()
+            guard journalFile.rename(over: path) else { throw Spool.error("cannot replace \(path)") }
         } catch {
-            close(newFD); unlink(aside)
-            fd = oldFD; end = oldEnd; allocated = oldAllocated
+            if journalFile.path != old.path { journalFile.close(); unlink(journalFile.path) }
+            journalFile = old
             throw error
         }
-        close(oldFD)
+        old.close()
         syncedThisGeneration = true
     }
 
     /// Appends go on in the recovered generation, its files staged (their commit met a full disk).
-    func resume() throws { try locked { try openIfNeeded(); resetTo = nil; ready = true; debt.met() } }
+    func resume() throws { try locked { try journalFile.open(); resetTo = nil; ready = true; debt.met() } }
 
     /// Drops the journal's committed records if a full disk left them there (`compactOwed`) and
     /// no commit is in flight (`durable` first, then `startOver`); failing, it stays owed. The
-    /// flag is read before the lock is taken: the settler asks at every pass.
+    /// flag is read before the lock is taken: the settler asks at every pass. Records a commit in
+    /// place made dead give their blocks back meanwhile.
     func compactIfOwed(durable: () throws -> Void) {
         guard compactOwed else { return }
         locked {
-            guard compactOwed, committing.isEmpty, fd >= 0, ready else { return }
-            do { try durable(); try startOver(generation: generationValue); compactOwed = false } catch {}
+            guard compactOwed, committing.isEmpty, journalFile.isOpen, ready else { return }
+            guard (try? durable()) != nil else { return }
+            journalFile.punchDead()
+            if (try? startOver(generation: generationValue)) != nil { compactOwed = false }
         }
     }
 
     /// Drops committed generations' records (the lock held, the store's commits durable): cut in
-    /// place with nothing staged (a full disk has no room for a new file), else `rewrite`.
+    /// place with nothing staged (a full disk has no room for a new file), else `rewrite`, if the
+    /// disk has room for what stays twice over (else the attempt would take the room requests
+    /// need, and fail: it waits until nothing is staged).
     private func startOver(generation g: Int64) throws {
-        if files.isEmpty { try startGenerationLocked(g, startingOver: true) } else { try rewrite(generation: g, all) }
+        if files.isEmpty { return try startGenerationLocked(g, startingOver: true) }
+        guard journalFile.freeBytes > 2 * (totalBytesValue + Int(Self.growth)) else { throw StoreError.noSpace("no room to write the staging journal again") }
+        try rewrite(generation: g, all)
     }
 
     /// Renames the journal aside, whole (`<journal>.unrecovered-<time>`), and forgets what it
     /// staged (its records name rows the store does not have); returns the new name.
     func setAside() throws -> String {
         try locked {
-            if fd >= 0 { close(fd); fd = -1 }
+            journalFile.close()
+            journalFile = JournalFile(path: path)
             let aside = path + ".unrecovered-\(Int(Date().timeIntervalSince1970))"
             guard rename(path, aside) == 0 else { throw StoreError.io("cannot set \(path) aside: \(String(cString: strerror(errno)))") }
-            files.removeAll(); changedNs.removeAll(); totalBytesValue = 0; end = 0; allocated = 0; ready = false
+            files.removeAll(); changedNs.removeAll(); totalBytesValue = 0; ready = false
             overlayLock.withLock { overlays.removeAll() }
             return aside
         }
@@ -398,102 +440,55 @@ final class Staging: @unchecked Sendable {
         ready = false
         resetTo = (g, startingOver)
         generationValue = g
-        try openIfNeeded()
-        if startingOver || end < 8 {
-            guard ftruncate(fd, 0) == 0 else { throw StoreError.io("cannot reset \(path): \(String(cString: strerror(errno)))") }
-            end = 0; allocated = 0
-            try writeAll(Self.header)
+        try journalFile.open()
+        if startingOver || journalFile.end < 8 {
+            try journalFile.startOver()
         }
         ready = true
         try append(.begin(g))
     }
 
     /// The files the journal holds from generation `g` on (the ones the store has not committed),
-    /// and the last generation it names.
-    func recover(generation g: Int64) throws -> (files: [File], last: Int64) {
-        try locked { try recoverLocked(generation: g) }
+    /// and the last generation it names; `dead`: the records the store names dead, skipped (if
+    /// they are this journal's).
+    func recover(generation g: Int64, dead named: Dead?) throws -> (files: [File], last: Int64) {
+        try locked { try recoverLocked(generation: g, dead: named) }
     }
 
-    private func recoverLocked(generation g: Int64) throws -> (files: [File], last: Int64) {
+    private func recoverLocked(generation g: Int64, dead named: Dead?) throws -> (files: [File], last: Int64) {
         guard let data = FileManager.default.contents(atPath: path) else { return ([], g) }
         let bytes = [UInt8](data)
-        guard let (out, current, pos) = Self.read(bytes, from: g) else { return ([], g) }
+        let id = JournalFile.readHeader(bytes[...])?.id
+        let skip = named.flatMap { $0.journal == id ? $0 : nil }
+        guard let found = Self.read(bytes, from: g, skipping: skip?.ranges ?? []) else { return ([], g) }
+        journalFile.dead = skip
+        journalFile.owned = found.owned
         // A record torn by the kill ends the journal: it is cut off, or the records appended from
         // now on would sit behind it, where the next recovery never reads; zeros after it go too.
-        if pos < bytes.count {
-            try openIfNeeded()
-            guard ftruncate(fd, off_t(pos)) == 0 else { throw Spool.error("cannot cut the torn end of \(path)") }
-            end = off_t(pos); allocated = off_t(pos)
+        if found.end < bytes.count {
+            try journalFile.open()
+            guard journalFile.cut(to: off_t(found.end)) else { throw Spool.error("cannot cut the torn end of \(path)") }
         }
-        guard let current, current >= g else { return ([], max(g, current ?? g)) }
-        return (Self.ordered(out), current)
+        guard let current = found.current, current >= g else { return ([], max(g, found.current ?? g)) }
+        return (Self.ordered(found.files), current)
     }
 
     // MARK: the file (the lock held)
 
-    /// Opens the journal, whose records end where the file does (recovery cut off what followed).
-    private func openIfNeeded() throws {
-        if fd >= 0 { return }
-        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw StoreError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
-        end = lseek(fd, 0, SEEK_END)
-        allocated = end
-    }
-
+    /// Appends `rec` where the records end; the file it leaves changed owns its range.
     private func append(_ rec: Record) throws {
         // Until the store's generation is known (recovery), or after a failed reset, nothing may be
         // appended: the records would belong to a generation recovery ignores.
         if !ready, let r = resetTo { try startGenerationLocked(r.generation, startingOver: r.startingOver) }
         guard ready else { throw StoreError.io("the staging journal \(path) is not ready") }
-        var out = rec.encoded(headroom: 8)
-        let payload = out.count - 8
-        let sum = Record.checksum(out[8...])
-        out.withUnsafeMutableBytes { b in
-            b.storeBytes(of: UInt32(payload).littleEndian, toByteOffset: 0, as: UInt32.self)
-            b.storeBytes(of: sum.littleEndian, toByteOffset: 4, as: UInt32.self)
-        }
-        let start = end
         do {
-            try writeAll(out)
+            try journalFile.append(rec)
         } catch {
-            // A record half written (a full disk) would end the journal for every later one: the
-            // file is cut back to the records before it (and grows again at the next one).
-            cutBack(to: start)
             if case StoreError.noSpace = error { debt.met() }
             throw error
         }
     }
 
     /// Ends the journal at `offset` (the lock held); the file grows again at the next record.
-    private func cutBack(to offset: off_t) { _ = ftruncate(fd, offset); end = offset; allocated = offset }
-
-    /// Writes `bytes` where the records end, growing the file first if they do not fit.
-    private func writeAll(_ bytes: [UInt8]) throws {
-        if end + off_t(bytes.count) > allocated { grow(toHold: off_t(bytes.count)) }
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, $0.count - done, end) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw Spool.error("cannot write \(path)")
-            }
-            done += n
-            end += off_t(n)
-        }
-        allocated = max(allocated, end)
-    }
-
-    /// Grows the journal in zeros to hold `count` more bytes and `growth` beyond. Failing that (a
-    /// full disk), it stays as it was: the record is written at its end all the same.
-    private func grow(toHold count: off_t) {
-        let target = end + count + Self.growth, zeros = [UInt8](repeating: 0, count: 64 << 10)
-        var at = allocated
-        while at < target {
-            let n = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress!, min($0.count, Int(target - at)), at) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { _ = ftruncate(fd, allocated); return }
-            at += off_t(n)
-        }
-        allocated = target
-    }
+    private func cutBack(to offset: off_t) { journalFile.cut(to: offset) }
 }

@@ -200,6 +200,24 @@ public struct StagedFile: Sendable {
 }
 
 extension Staging {
+    /// What writes staged files to the store (one transaction): `files`, in generation `g`; with
+    /// `dead` (a commit in place), the journal's dead records named instead of generation `g + 1`.
+    typealias Write = (_ files: [File], _ g: Int64, _ dead: Dead?) throws -> Void
+
+    /// A commit begun by `beginCommit`: its files, and the generation their records are in.
+    struct PendingCommit: Sendable {
+        let files: [File]
+        let generation: Int64
+        /// Those of `files` unchanged since `quiet.since` (the others were staged too long).
+        let quiet: Set<Key>
+        /// Where generation `g + 1` begins in the journal (a commit that starts it).
+        let nextGeneration: off_t
+        /// A commit in place: the journal's dead records once it is done, and those it makes dead
+        /// (`files`' records).
+        let dead: Dead?
+        var madeDead: [Range<off_t>] = []
+    }
+
     /// A staged file larger than this is committed and written on in the store.
     static let maxFileBytes = 1 << 20
     /// All staged bytes together; past this, everything staged is committed.
@@ -211,18 +229,60 @@ extension Staging {
     /// How far ahead of its records the journal is grown.
     static let growth: off_t = 1 << 20
 
-    /// What the journal begins with: `MFSJ`, then its format (1).
-    static let header: [UInt8] = { var h = Array("MFSJ".utf8); Record.putU32(&h, 1); return h }()
+    /// Records a commit in place made dead in journal `journal` (FS-28): their files are in the
+    /// store, their blocks given back (punched); a replay skips them, whatever they hold. Named in
+    /// the store's `meta` (`staging_dead`), in the transaction that stores their files.
+    struct Dead: Sendable, Equatable {
+        let journal: UInt64
+        /// Sorted, adjacent ones joined; each begins and ends where records do.
+        let ranges: [Range<off_t>]
+
+        init(journal: UInt64, ranges: [Range<off_t>]) {
+            self.journal = journal
+            var out: [Range<off_t>] = []
+            for r in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) where !r.isEmpty {
+                if let last = out.last, r.lowerBound <= last.upperBound {
+                    out[out.count - 1] = last.lowerBound..<max(last.upperBound, r.upperBound)
+                } else {
+                    out.append(r)
+                }
+            }
+            self.ranges = out
+        }
+
+        /// As `meta` holds it: the journal's identity, then `start-end` for each range.
+        var text: String { ([String(journal)] + ranges.map { "\($0.lowerBound)-\($0.upperBound)" }).joined(separator: " ") }
+
+        init?(text: String) {
+            let parts = text.split(separator: " ")
+            guard let first = parts.first, let id = UInt64(first) else { return nil }
+            var ranges: [Range<off_t>] = []
+            for p in parts.dropFirst() {
+                let ends = p.split(separator: "-")
+                guard ends.count == 2, let a = off_t(ends[0]), let b = off_t(ends[1]), a <= b else { return nil }
+                ranges.append(a..<b)
+            }
+            self.init(journal: id, ranges: ranges)
+        }
+    }
 
     /// What a journal's bytes hold from generation `g` on: the files (generations before `g` are
-    /// committed), the last generation named, and where its whole records end (a record torn by
-    /// a kill, or the zeros the file is grown in, end it). Nil: not a journal of this format.
-    static func read(_ bytes: [UInt8], from g: Int64) -> (files: [Key: File], current: Int64?, end: Int)? {
-        guard bytes.count >= header.count, Array(bytes[0..<header.count]) == header else { return nil }
-        var pos = header.count
-        var out: [Key: File] = [:]
+    /// committed), the last generation named, where its whole records end (a record torn by a
+    /// kill, or the zeros the file is grown in, end it), and where each file's records are
+    /// (`own`). The ranges in `skipping` (dead, `Dead`) are passed over. Nil: not a journal.
+    static func read(_ bytes: [UInt8], from g: Int64, skipping dead: [Range<off_t>] = [])
+        -> (files: [Key: File], current: Int64?, end: Int, owned: [Key: [Range<off_t>]])? {
+        guard let header = JournalFile.readHeader(bytes[...]) else { return nil }
+        var pos = header.length
+        var out: [Key: File] = [:], owned: [Key: [Range<off_t>]] = [:]
         var current: Int64?
-        while pos + 8 <= bytes.count {
+        var skip = dead[...]
+        while true {
+            while let d = skip.first, Int(d.lowerBound) <= pos {
+                pos = max(pos, Int(d.upperBound))
+                skip = skip.dropFirst()
+            }
+            guard pos + 8 <= bytes.count else { break }
             var h = Record.Reader(bytes: bytes, at: pos)
             guard let len = try? Int(h.u32()), let sum = try? h.u32(), pos + 8 + len <= bytes.count else { break }
             let payload = bytes[(pos + 8)..<(pos + 8 + len)]
@@ -230,13 +290,28 @@ extension Staging {
             if case .begin(let x) = rec {
                 // Generations before `g` are committed. A later one follows a commit the store
                 // may have lost (a power cut: its WAL was not synced): its files are kept too.
-                if x <= g { out.removeAll() }
+                if x <= g { out.removeAll(); owned.removeAll() }
                 current = max(current ?? x, x)
             }
             apply(rec, to: &out)
+            own(rec, off_t(pos)..<off_t(pos + 8 + len), &owned)
             pos += 8 + len
         }
-        return (out, current, pos)
+        return (out, current, min(pos, bytes.count), owned)
+    }
+
+    /// Which file's records `range` (holding `rec`) is among: the file the record leaves
+    /// changed, which takes a saved-over source's too; a dropped file's go with their generation.
+    static func own(_ rec: Record, _ range: Range<off_t>, _ owned: inout [Key: [Range<off_t>]]) {
+        switch rec {
+        case .begin: return
+        case .drop(let k): owned[k] = nil
+        case .saveOver(let k, let target, _):
+            let source = owned.removeValue(forKey: k) ?? []
+            owned[Key(.item, target), default: []] += source + [range]
+        case .create(let f): owned[f.key, default: []].append(range)
+        case .write(let k, _, _, _), .truncate(let k, _, _), .move(let k, _, _, _): owned[k, default: []].append(range)
+        }
     }
 
     /// Staged files in the order they are committed: items, then scratch files, by rowid.

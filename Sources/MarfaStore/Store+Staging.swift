@@ -109,7 +109,7 @@ extension Store {
     /// be staged meanwhile (the staging lock is held throughout); a commit in flight (the
     /// settler's) ends first.
     public func commitStaged() throws {
-        try staging.commit({ files, g in try writeStaged(files, generation: g) }, durable: { try syncDurably() })
+        try staging.commit({ files, g, _ in try writeStaged(files, generation: g) }, durable: { try syncDurably() })
     }
 
     /// The settler's commit, begun (`beginQuietCommit`) and not yet written.
@@ -127,8 +127,19 @@ extension Store {
     /// `changeFile`, `saveOver`, `syncFile`), waits for the end of the commit. Call it with the
     /// lock under which the mount asks and then acts (its requests' lock): no request's question
     /// and act fall on either side of it. Nil if nothing is to be committed.
+    ///
+    /// While a full disk's room is owed (`owesRoom`), the commit is made in place, a batch that
+    /// fits in the room the disk has at a time (`Staging.beginInPlace`).
     public func beginQuietCommit(_ quiet: (since: Int64, stagedBefore: Int64)) throws -> QuietCommit? {
-        try staging.beginCommit(quiet: quiet).map(QuietCommit.init)
+        try staging.beginCommit(quiet: quiet, room: owesRoom ? freeRoom() : nil).map(QuietCommit.init)
+    }
+
+    /// The bytes the store's file system has free for it.
+    func freeRoom() -> Int {
+        var sv = statvfs()
+        let dir = (path as NSString).deletingLastPathComponent
+        guard statvfs(dir.isEmpty ? "." : dir, &sv) == 0 else { return 0 }
+        return Int(sv.f_bavail) * Int(sv.f_frsize)
     }
 
     /// Writes what `beginQuietCommit` chose to the store in one transaction, with no lock of the
@@ -155,7 +166,7 @@ extension Store {
         // Nothing may throw before `finishCommit`, which ends the commit begun.
         let prepared = prepareSettled(c.pending.files.filter { c.pending.quiet.contains($0.key) })
         var settled: [Int64] = []
-        try staging.finishCommit(c.pending, { files, g in settled = try writeStaged(files, generation: g, settling: prepared) },
+        try staging.finishCommit(c.pending, { files, g, dead in settled = try writeStaged(files, generation: g, dead: dead, settling: prepared) },
                                  durable: { try syncDurably() })
         return settled
     }
@@ -178,16 +189,16 @@ extension Store {
     /// `files` written in one transaction, those `prepared` from the bytes they hold now written
     /// settled (with `modes`); returns their rows. When the disk refuses it, the same files go in
     /// unsettled at once, and commits settle nothing for `settleAtCommitPause` seconds.
-    private func writeStaged(_ files: [StagedFile], generation g: Int64, settling prepared: [StagedKey: PreparedItem],
-                             modes: [Int64: UInt16] = [:]) throws -> [Int64] {
+    private func writeStaged(_ files: [StagedFile], generation g: Int64, dead: Staging.Dead? = nil,
+                             settling prepared: [StagedKey: PreparedItem], modes: [Int64: UInt16] = [:]) throws -> [Int64] {
         var chosen: [StagedKey: PreparedItem] = [:]
         for f in files { if let p = prepared[f.key], p.new.content == f.bytes { chosen[f.key] = p } }
         do {
-            try writeStaged(files, generation: g, settled: chosen, modes: modes)
+            try writeStaged(files, generation: g, dead: dead, settled: chosen, modes: modes)
             return files.compactMap { chosen[$0.key] != nil ? $0.key.rowid : nil }
         } catch StoreError.noSpace where !chosen.isEmpty {
             settleAtCommitFrom.store(Self.ns(Date()) + Int64(Self.settleAtCommitPause * 1e9), ordering: .relaxed)
-            try writeStaged(files, generation: g)
+            try writeStaged(files, generation: g, dead: dead)
             return []
         }
     }
@@ -198,9 +209,10 @@ extension Store {
     static let settleAtCommitBytes = 32 << 10
 
     /// Staged files written in one transaction, which names generation `g + 1` as the journal's
-    /// generation not yet committed.
+    /// generation not yet committed, or with `dead` (a commit in place) the journal's records
+    /// that are dead now, its generation unchanged.
     /// `settled`: new items written settled, as prepared (`finishQuietCommit`), with `modes`.
-    private func writeStaged(_ files: [StagedFile], generation g: Int64, settled: [StagedKey: PreparedItem] = [:],
+    private func writeStaged(_ files: [StagedFile], generation g: Int64, dead: Staging.Dead? = nil, settled: [StagedKey: PreparedItem] = [:],
                              modes: [Int64: UInt16] = [:]) throws {
         try write { db in
             for f in files {
@@ -223,7 +235,11 @@ extension Store {
                     try putUnsettledBytes(db, f.bytes, into: f.key.rowid, mtimeNs: f.mtimeNs)
                 }
             }
-            try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('staging_generation', ?)", [String(g + 1)])
+            if let dead {
+                try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('staging_dead', ?)", [dead.text])
+            } else {
+                try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('staging_generation', ?)", [String(g + 1)])
+            }
         }
     }
 
@@ -235,12 +251,13 @@ extension Store {
     /// they are committed once there is room; without it the error is thrown.
     @discardableResult
     public func recoverStaged(keepOnFullDisk: Bool = false) throws -> Int {
-        let g = try pool.read { db in
-            try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'staging_generation'").flatMap { Int64($0) } ?? 0
+        let (g, dead) = try pool.read { db in
+            (try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'staging_generation'").flatMap { Int64($0) } ?? 0,
+             try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'staging_dead'").flatMap(Staging.Dead.init(text:)))
         }
         // Blob files a killed mount was writing settle from their spool files.
         try recoverSpools()
-        let (files, last) = try staging.recover(generation: g)
+        let (files, last) = try staging.recover(generation: g, dead: dead)
         guard !files.isEmpty else {
             try staging.startGeneration(g, fresh: true)
             return 0
@@ -248,6 +265,13 @@ extension Store {
         // The journal is left as it is until the commit has made it history; the commit starts
         // a generation past every one it names.
         staging.restore(files, generation: last)
+        // A disk without room for them twice over (journal and WAL) would be filled by the attempt
+        // to store them at once, its WAL left at its largest: the mount stores them in place, a
+        // batch at a time (`beginQuietCommit`), once the reserve is given back.
+        if keepOnFullDisk, freeRoom() < 2 * staging.totalBytes + Self.reserveBytes, !releaseReserve() || freeRoom() < 2 * staging.totalBytes + Self.reserveBytes {
+            try staging.resume()
+            return files.count
+        }
         do {
             try commitStaged()
         } catch StoreError.noSpace(let why) {
@@ -306,7 +330,7 @@ extension Store {
         guard keys.contains(where: staging.contains) else { return [] }
         let prepared = prepareSettled(keys.compactMap(staging.file))
         var settled: [Int64] = []
-        try staging.commit({ files, g in settled = try writeStaged(files, generation: g, settling: prepared, modes: modes) },
+        try staging.commit({ files, g, _ in settled = try writeStaged(files, generation: g, settling: prepared, modes: modes) },
                            durable: { try syncDurably() })
         return settled
     }

@@ -71,9 +71,7 @@ extension Store {
     /// Keeps a few MiB of disk for deleting when the disk is full (FS-28): made when there is room.
     public func ensureReserve() {
         if FileManager.default.fileExists(atPath: reservePath) { return }
-        var sv = statvfs()
-        let dir = (path as NSString).deletingLastPathComponent
-        guard statvfs(dir.isEmpty ? "." : dir, &sv) == 0, Int64(sv.f_bavail) * Int64(sv.f_frsize) > Int64(Self.reserveBytes) * 2 else { return }
+        guard freeRoom() > Self.reserveBytes * 2 else { return }
         let fd = open(reservePath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return }
         defer { close(fd) }

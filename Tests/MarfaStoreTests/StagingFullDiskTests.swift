@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import MarfaModel
 import MarfaTestSupport
 @testable import MarfaStore
@@ -115,6 +116,58 @@ import Testing
             after.reclaimAfterFullDisk()
             #expect(try StagingTests.recordsEnd(s.path + "-staged") < 4096, "cut in place on a full disk")
             #expect(try after.textContent(rowid: more.rowid) == Array(text.utf8))
+        }
+    }
+
+    /// FS-28, FS-15: a disk filled by staged files has no room to store them beside their journal
+    /// (nor to write the journal again): they are stored in place, a batch that fits at a time,
+    /// each batch's records named dead in the store and punched out of the journal, which gives
+    /// the next batch its room. A kill midway recovers the files not yet stored, once each, even
+    /// where a punch was cut short (the dead records skipped whatever they hold); at the end the
+    /// journal's room is given back, and every file is whole, stored once.
+    @Test func FS28_aJournalLargerThanTheRoomLeftIsStoredInPlaceABatchAtATime() throws {
+        try Self.onSmallDisk("16m") { s, disk in
+            #expect(Shell.run(["/bin/sh", "-c", "head -c 3000000 /dev/zero > '\(disk)'/filler"]).status == 0)
+            var notes: [(StagedKey, String)] = []
+            for i in 0..<400 {
+                let text = String(repeating: "line of note \(i), staged until the disk is full\n", count: 2_000)
+                guard let k = try? StagingTests.note(s, "n\(i).md", text) else { break }
+                notes.append((k, text))
+            }
+            #expect(notes.count > 80 && notes.count < 400, "the disk filled after \(notes.count) notes")
+            #expect(Shell.run(["/bin/rm", "-f", disk + "/filler"]).status == 0)
+            #expect(s.owesRoom)
+            let all = { Store.ns(Date()) }
+            func storeABatch(_ st: Store) {
+                try? StagingTests.commitQuiet(st, (since: all(), stagedBefore: all()))
+                st.reclaimAfterFullDisk()
+            }
+            storeABatch(s)
+            storeABatch(s)
+            let stored = try s.itemCount()
+            #expect(stored > 0 && stored < notes.count, "two batches store part of \(notes.count): \(stored)")
+            // A kill, and a punch cut short: part of the first dead range holds bytes (not records).
+            let dead = try #require(try s.pool.read { try String.fetchOne($0, sql: "SELECT value FROM meta WHERE key = 'staging_dead'") }.flatMap(Staging.Dead.init(text:)))
+            let first = try #require(dead.ranges.first)
+            #expect(first.count > 1 << 20, "\(dead.ranges)")
+            let fd = open(s.path + "-staged", O_WRONLY)
+            let junk = [UInt8](repeating: 0xA5, count: 4096)
+            #expect(junk.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, first.lowerBound + 100) } == junk.count)
+            close(fd)
+            let after = try Store(path: s.path)
+            let recovered = try after.recoverStaged(keepOnFullDisk: true)
+            #expect(recovered >= notes.count - stored && recovered <= notes.count - stored + 1, "\(recovered) recovered, \(stored) of \(notes.count) stored")
+            var passes = 0
+            while after.stagedFileCount > 0 && passes < 100 { storeABatch(after); passes += 1 }
+            #expect(after.stagedFileCount == 0 && passes > 2, "stored in \(passes) passes")
+            after.reclaimAfterFullDisk()
+            var st = stat()
+            #expect(stat(s.path + "-staged", &st) == 0 && Int(st.st_blocks) * 512 < 2 << 20, "the journal's room is given back: \(Shell.run(["/bin/ls", "-ls", disk]).out)")
+            let whole = try notes.filter { try after.textContent(rowid: $0.0.rowid) == Array($0.1.utf8) }.count
+            #expect(whole == notes.count)
+            // (The note the disk refused has its row too, empty.)
+            #expect(try after.itemCount() <= notes.count + 1)
+            #expect(try Store(path: s.path).recoverStaged() == 0, "nothing is replayed again")
         }
     }
 }

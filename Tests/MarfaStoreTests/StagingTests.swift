@@ -29,7 +29,7 @@ import Testing
     /// zero length.
     static func recordsEnd(_ path: String) throws -> Int {
         let b = [UInt8](try #require(FileManager.default.contents(atPath: path)))
-        var pos = 8
+        var pos = try #require(JournalFile.readHeader(b[...])).length
         while pos + 8 <= b.count {
             let len = Int(b[pos]) | Int(b[pos + 1]) << 8 | Int(b[pos + 2]) << 16 | Int(b[pos + 3]) << 24
             if len == 0 || pos + 8 + len > b.count { break }
