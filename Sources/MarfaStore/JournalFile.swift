@@ -28,6 +28,17 @@ struct JournalFile {
     /// blocks are still to be given back (their commit was not yet durable).
     var dead: Staging.Dead?
     private var unpunched: [Range<off_t>] = []
+    /// Where the generation the store names begins (its `begin` record): the records before it
+    /// are history to a replay (their files are in the store).
+    var namedFrom: off_t = 0
+    /// The history before `namedFrom`, if the store does not name it dead yet (a commit in place
+    /// names it: a journal that filled the disk holds the records of files committed before).
+    var history: [Range<off_t>] {
+        guard id != nil else { return [] }
+        let r = off_t(16)..<max(16, namedFrom)
+        if r.isEmpty || (dead?.ranges.contains { $0.lowerBound <= r.lowerBound && $0.upperBound >= r.upperBound } ?? false) { return [] }
+        return [r]
+    }
 
     init(path: String) { self.path = path }
 
@@ -75,7 +86,7 @@ struct JournalFile {
         try open()
         guard ftruncate(fd, 0) == 0 else { throw StoreError.io("cannot reset \(path): \(String(cString: strerror(errno)))") }
         end = 0; allocated = 0
-        owned = [:]; dead = nil; unpunched = []
+        owned = [:]; dead = nil; unpunched = []; namedFrom = 0
         let fresh = UInt64.random(in: 1...UInt64.max)
         try write(Self.header(id: fresh))
         id = fresh

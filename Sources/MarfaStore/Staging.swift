@@ -294,7 +294,7 @@ final class Staging: @unchecked Sendable {
             chosen.append(f)
             bytes += f.bytes.count
         }
-        let made = chosen.flatMap { journalFile.owned[$0.key] ?? [] }
+        let made = chosen.flatMap { journalFile.owned[$0.key] ?? [] } + journalFile.history
         let after = Dead(journal: id, ranges: (journalFile.dead?.ranges ?? []) + made)
         committing = Set(chosen.map(\.key))
         return PendingCommit(files: chosen, generation: generationValue, quiet: quietOnes(chosen, quiet), nextGeneration: journalFile.end,
@@ -327,6 +327,7 @@ final class Staging: @unchecked Sendable {
             } else {
                 // The store names `g + 1`: records before it are history to a replay.
                 journalFile.owned = journalFile.owned.mapValues { $0.filter { $0.lowerBound >= c.nextGeneration } }
+                journalFile.namedFrom = c.nextGeneration
             }
             totalBytesValue = files.values.reduce(0) { $0 + $1.bytes.count }
             let done = c.files.compactMap { f -> Int64? in if case .overlay = f.origin { return f.key.rowid }; return nil }
@@ -364,6 +365,7 @@ final class Staging: @unchecked Sendable {
         let old = journalFile
         do {
             journalFile = try JournalFile.new(at: path + ".new")
+            journalFile.namedFrom = journalFile.end
             try append(.begin(g))
             for rec in Self.records(of: files) { try append(rec) }
             try journalFile.sync()
@@ -445,7 +447,9 @@ final class Staging: @unchecked Sendable {
             try journalFile.startOver()
         }
         ready = true
+        let at = journalFile.end
         try append(.begin(g))
+        journalFile.namedFrom = at
     }
 
     /// The files the journal holds from generation `g` on (the ones the store has not committed),
@@ -463,6 +467,7 @@ final class Staging: @unchecked Sendable {
         guard let found = Self.read(bytes, from: g, skipping: skip?.ranges ?? []) else { return ([], g) }
         journalFile.dead = skip
         journalFile.owned = found.owned
+        journalFile.namedFrom = off_t(found.from)
         // A record torn by the kill ends the journal: it is cut off, or the records appended from
         // now on would sit behind it, where the next recovery never reads; zeros after it go too.
         if found.end < bytes.count {

@@ -268,14 +268,15 @@ extension Staging {
 
     /// What a journal's bytes hold from generation `g` on: the files (generations before `g` are
     /// committed), the last generation named, where its whole records end (a record torn by a
-    /// kill, or the zeros the file is grown in, end it), and where each file's records are
-    /// (`own`). The ranges in `skipping` (dead, `Dead`) are passed over. Nil: not a journal.
+    /// kill, or the zeros the file is grown in, end it), where each file's records are (`own`),
+    /// and where generation `g` begins. The ranges in `skipping` (dead, `Dead`) are passed over.
+    /// Nil: not a journal.
     static func read(_ bytes: [UInt8], from g: Int64, skipping dead: [Range<off_t>] = [])
-        -> (files: [Key: File], current: Int64?, end: Int, owned: [Key: [Range<off_t>]])? {
+        -> (files: [Key: File], current: Int64?, end: Int, owned: [Key: [Range<off_t>]], from: Int)? {
         guard let header = JournalFile.readHeader(bytes[...]) else { return nil }
         var pos = header.length
         var out: [Key: File] = [:], owned: [Key: [Range<off_t>]] = [:]
-        var current: Int64?
+        var current: Int64?, from = pos
         var skip = dead[...]
         while true {
             while let d = skip.first, Int(d.lowerBound) <= pos {
@@ -290,14 +291,14 @@ extension Staging {
             if case .begin(let x) = rec {
                 // Generations before `g` are committed. A later one follows a commit the store
                 // may have lost (a power cut: its WAL was not synced): its files are kept too.
-                if x <= g { out.removeAll(); owned.removeAll() }
+                if x <= g { out.removeAll(); owned.removeAll(); from = pos }
                 current = max(current ?? x, x)
             }
             apply(rec, to: &out)
             own(rec, off_t(pos)..<off_t(pos + 8 + len), &owned)
             pos += 8 + len
         }
-        return (out, current, min(pos, bytes.count), owned)
+        return (out, current, min(pos, bytes.count), owned, from)
     }
 
     /// Which file's records `range` (holding `rec`) is among: the file the record leaves

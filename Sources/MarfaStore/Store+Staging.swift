@@ -108,8 +108,32 @@ extension Store {
     /// (a save over it) as its unsettled file; then starts a new journal generation. Nothing can
     /// be staged meanwhile (the staging lock is held throughout); a commit in flight (the
     /// settler's) ends first.
+    ///
+    /// While a full disk's room is owed, they are committed in place, a batch that fits in the
+    /// room the disk has at a time (as the settler's commit is, `beginQuietCommit`), the WAL cut
+    /// after each: one transaction for them all would fill the disk with its WAL, and fail.
     public func commitStaged() throws {
-        try staging.commit({ files, g, _ in try writeStaged(files, generation: g) }, durable: { try syncDurably() })
+        guard owesRoom else {
+            return try staging.commit({ files, g, _ in try writeStaged(files, generation: g) }, durable: { try syncDurably() })
+        }
+        let everything = (since: Int64.max, stagedBefore: Int64.max)
+        while let c = try staging.beginCommit(quiet: everything, room: roomInPlace()) {
+            try finishBegun(c) { files, g, dead in try writeStaged(files, generation: g, dead: dead) }
+            reclaimAfterFullDisk()
+            // (A journal of an older build's format: committed whole, at once.)
+            if c.dead == nil { return }
+        }
+    }
+
+    /// Ends a commit begun with `room` (in place, if the journal can be punched); a batch the disk
+    /// refuses gives the reserve back for the next (the files already written come first).
+    private func finishBegun(_ c: Staging.PendingCommit, _ write: Staging.Write) throws {
+        do {
+            try staging.finishCommit(c, write, durable: { try syncDurably() })
+        } catch StoreError.noSpace(let why) where c.dead != nil {
+            _ = releaseReserve()
+            throw StoreError.noSpace(why)
+        }
     }
 
     /// The settler's commit, begun (`beginQuietCommit`) and not yet written.
@@ -131,7 +155,17 @@ extension Store {
     /// While a full disk's room is owed (`owesRoom`), the commit is made in place, a batch that
     /// fits in the room the disk has at a time (`Staging.beginInPlace`).
     public func beginQuietCommit(_ quiet: (since: Int64, stagedBefore: Int64)) throws -> QuietCommit? {
-        try staging.beginCommit(quiet: quiet, room: owesRoom ? freeRoom() : nil).map(QuietCommit.init)
+        try staging.beginCommit(quiet: quiet, room: owesRoom ? roomInPlace() : nil).map(QuietCommit.init)
+    }
+
+    /// The room a commit in place may take: what the disk has free, less what a WAL not cut since
+    /// the last batch may need in the database file when it is (its checkpoint). Committing more
+    /// into a log that cannot be cut moves room from the journal to the log, and what the log
+    /// holds needs room again in the database.
+    func roomInPlace() -> Int {
+        var st = stat()
+        let log = staging.debt.wal.load(ordering: .relaxed) && stat(path + "-wal", &st) == 0 ? Int(st.st_size) : 0
+        return max(0, freeRoom() - log)
     }
 
     /// The bytes the store's file system has free for it.
@@ -166,8 +200,7 @@ extension Store {
         // Nothing may throw before `finishCommit`, which ends the commit begun.
         let prepared = prepareSettled(c.pending.files.filter { c.pending.quiet.contains($0.key) })
         var settled: [Int64] = []
-        try staging.finishCommit(c.pending, { files, g, dead in settled = try writeStaged(files, generation: g, dead: dead, settling: prepared) },
-                                 durable: { try syncDurably() })
+        try finishBegun(c.pending) { files, g, dead in settled = try writeStaged(files, generation: g, dead: dead, settling: prepared) }
         return settled
     }
 

@@ -71,7 +71,8 @@ extension Store {
     /// Keeps a few MiB of disk for deleting when the disk is full (FS-28): made when there is room.
     public func ensureReserve() {
         if FileManager.default.fileExists(atPath: reservePath) { return }
-        guard freeRoom() > Self.reserveBytes * 2 else { return }
+        // Not while staged files wait for room to be stored (FS-28): theirs comes first.
+        guard freeRoom() > Self.reserveBytes * 2 + 2 * staging.totalBytes else { return }
         let fd = open(reservePath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return }
         defer { close(fd) }
