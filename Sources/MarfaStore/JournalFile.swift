@@ -140,6 +140,11 @@ struct JournalFile {
         Staging.own(rec, start..<end, &owned)
     }
 
+    /// The records named dead with `more` named too (nil for a journal with no identity).
+    func dead(adding more: [Range<off_t>]) -> Staging.Dead? {
+        id.map { Staging.Dead(journal: $0, ranges: (dead?.ranges ?? []) + more) }
+    }
+
     /// The store names `all` dead now, `made` among them (their blocks still taken).
     mutating func named(_ all: Staging.Dead, madeDead made: [Range<off_t>]) {
         dead = all

@@ -257,7 +257,7 @@ final class Staging: @unchecked Sendable {
             let list = all
             let stays = list.filter { staysStaged($0, quiet) }
             if stays.count == list.count { return nil }
-            if let room, let id = journalFile.id { return beginInPlace(list.filter { !staysStaged($0, quiet) }, room: room, journal: id, quiet: quiet) }
+            if let room, journalFile.id != nil { return beginInPlace(list.filter { !staysStaged($0, quiet) }, room: room, quiet: quiet) }
             let g = generationValue
             let mark = journalFile.end, ownedBefore = journalFile.owned
             do {
@@ -283,22 +283,19 @@ final class Staging: @unchecked Sendable {
     }
 
     /// A commit in place (the lock held): the first of `candidates` whose bytes fit in half of
-    /// `room` (one at least), in the generation the journal is in, nothing written again: the
-    /// store names their records dead (`Dead`, in the same transaction as their rows), and their
-    /// blocks are given back once its commit is durable (`finishCommit`). A disk with no room
-    /// for the files twice over (journal and store) takes them a batch at a time, each batch's
-    /// room given back for the next.
-    private func beginInPlace(_ candidates: [File], room: Int, journal id: UInt64, quiet: (since: Int64, stagedBefore: Int64)) -> PendingCommit {
+    /// `room` (one at least), in the journal's generation, nothing written again: the store names
+    /// their records dead (`Dead`, with their rows), and their blocks are given back once its
+    /// commit is durable (`finishCommit`), for the next batch.
+    private func beginInPlace(_ candidates: [File], room: Int, quiet: (since: Int64, stagedBefore: Int64)) -> PendingCommit {
         var chosen: [File] = [], bytes = 0
         for f in candidates where chosen.isEmpty || bytes + f.bytes.count <= room / 2 {
             chosen.append(f)
             bytes += f.bytes.count
         }
         let made = chosen.flatMap { journalFile.owned[$0.key] ?? [] } + journalFile.history
-        let after = Dead(journal: id, ranges: (journalFile.dead?.ranges ?? []) + made)
         committing = Set(chosen.map(\.key))
         return PendingCommit(files: chosen, generation: generationValue, quiet: quietOnes(chosen, quiet), nextGeneration: journalFile.end,
-                             dead: after, madeDead: made)
+                             dead: journalFile.dead(adding: made), madeDead: made)
     }
 
     private func quietOnes(_ files: [File], _ quiet: (since: Int64, stagedBefore: Int64)) -> Set<Key> {
@@ -310,10 +307,8 @@ final class Staging: @unchecked Sendable {
     /// store's commit replays both generations; after it, `g + 1` alone, which holds every file
     /// that stayed and every change since the commit began. If `write` fails, the files stay
     /// staged (their records are in generation `g`, which the store still names).
-    ///
-    /// A commit in place makes the journal durable first: the records the store names dead are
-    /// then on disk wherever the journal's end is found after a crash, and a record appended
-    /// later never falls inside one.
+    /// A commit in place syncs the journal first: what the store names dead is then on disk, and
+    /// no record appended after a crash falls inside it.
     func finishCommit(_ c: PendingCommit, _ write: Write, durable: () throws -> Void) throws {
         defer { locked { committing.removeAll(); lock.broadcast() } }
         if c.dead != nil { try locked { try journalFile.sync() } }
@@ -382,14 +377,19 @@ final class Staging: @unchecked Sendable {
     /// Appends go on in the recovered generation, its files staged (their commit met a full disk).
     func resume() throws { try locked { try journalFile.open(); resetTo = nil; ready = true; debt.met() } }
 
-    /// Drops the journal's committed records if a full disk left them there (`compactOwed`) and
-    /// no commit is in flight (`durable` first, then `startOver`); failing, it stays owed. The
-    /// flag is read before the lock is taken: the settler asks at every pass. Records a commit in
-    /// place made dead give their blocks back meanwhile.
-    func compactIfOwed(durable: () throws -> Void) {
+    /// Drops the journal's committed records if a full disk left them there (`compactOwed`, read
+    /// before the lock is taken: the settler asks at every pass) and no commit is in flight
+    /// (`durable` first, then `startOver`); failing, it stays owed. Meanwhile what commits in place
+    /// made dead gives its blocks back, and the history (`JournalFile.history`) is named dead by
+    /// `name` (the journal synced first) and given back: room a disk with none for a batch has.
+    func compactIfOwed(durable: () throws -> Void, name: (Dead) throws -> Void) {
         guard compactOwed else { return }
         locked {
             guard compactOwed, committing.isEmpty, journalFile.isOpen, ready else { return }
+            let history = journalFile.history
+            if !history.isEmpty, let all = journalFile.dead(adding: history), (try? journalFile.sync()) != nil, (try? name(all)) != nil {
+                journalFile.named(all, madeDead: history)
+            }
             guard (try? durable()) != nil else { return }
             journalFile.punchDead()
             if (try? startOver(generation: generationValue)) != nil { compactOwed = false }

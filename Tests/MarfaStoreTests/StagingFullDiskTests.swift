@@ -122,10 +122,11 @@ import Testing
     /// FS-28, FS-15: a disk filled by staged files has no room to store them beside their journal
     /// (nor to write the journal again): they are stored in place, a batch that fits at a time,
     /// each batch's records named dead in the store and punched out of the journal, which gives
-    /// the next batch its room. A kill midway recovers the files not yet stored, once each, even
-    /// where a punch was cut short (the dead records skipped whatever they hold). A commit of
-    /// everything staged (an unmount's) is made the same way. At the end the journal's room is
-    /// given back, and every file is whole, stored once.
+    /// the next batch its room; the records of files committed before the disk filled are given
+    /// back first, with no room at all. A kill midway recovers the files not yet stored, once
+    /// each, even where a punch was cut short (the dead records skipped whatever they hold). A
+    /// commit of everything staged (an unmount's) is made the same way. At the end the journal's
+    /// room is given back, and every file is whole, stored once.
     @Test func FS28_aJournalLargerThanTheRoomLeftIsStoredInPlaceABatchAtATime() throws {
         try Self.onSmallDisk("16m") { s, disk in
             #expect(Shell.run(["/bin/sh", "-c", "head -c 3000000 /dev/zero > '\(disk)'/filler"]).status == 0)
@@ -139,6 +140,11 @@ import Testing
                 if i < 30 && i % 10 == 9 { try s.commitStaged() }
             }
             #expect(notes.count > 80 && notes.count < 400, "the disk filled after \(notes.count) notes")
+            let blocks = { () -> Int in var st = stat(); _ = stat(s.path + "-staged", &st); return Int(st.st_blocks) * 512 }
+            // With no room for a batch, the history (the 30 notes committed before) is given back.
+            let full = blocks()
+            s.reclaimAfterFullDisk()
+            #expect(blocks() < full - (2 << 20), "\(full) bytes of journal, then \(blocks())")
             #expect(Shell.run(["/bin/rm", "-f", disk + "/filler"]).status == 0)
             #expect(s.owesRoom)
             let all = { Store.ns(Date()) }
