@@ -209,7 +209,9 @@ extension FileSystem {
                 if !settledByCommit.isEmpty { locked { settledUnseen.formUnion(settledByCommit) } }
             }
             let unseen: [Int64] = locked { Array(settledUnseen.prefix(batch)) }
-            let (settledNow, moreToSettle, held) = unseen.isEmpty ? try store.settleGivingWay(writtenBefore: before, limit: batch) : ([], true, false)
+            // (Not while a full disk's room is owed and short: `Store.roomToSettle`.)
+            let (settledNow, moreToSettle, held) = !unseen.isEmpty ? ([], true, false)
+                : store.roomToSettle ? try store.settleGivingWay(writtenBefore: before, limit: batch) : ([], false, false)
             let rows = unseen + settledNow
             // The rows as the store has them now are read before the lock is taken (the modes of
             // files committed since their `chmod` are stored first, as `settled` would): under

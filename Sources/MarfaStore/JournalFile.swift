@@ -28,6 +28,9 @@ struct JournalFile {
     /// blocks are still to be given back (their commit was not yet durable).
     var dead: Staging.Dead?
     private var unpunched: [Range<off_t>] = []
+    /// Whether the file is grown in zeros ahead of its records: not while a full disk's room is
+    /// owed (`trimGrowth`), where those zeros are room the store needs.
+    var growsAhead = true
     /// Where the generation the store names begins (its `begin` record): the records before it
     /// are history to a replay (their files are in the store).
     var namedFrom: off_t = 0
@@ -86,7 +89,7 @@ struct JournalFile {
         try open()
         guard ftruncate(fd, 0) == 0 else { throw StoreError.io("cannot reset \(path): \(String(cString: strerror(errno)))") }
         end = 0; allocated = 0
-        owned = [:]; dead = nil; unpunched = []; namedFrom = 0
+        owned = [:]; dead = nil; unpunched = []; namedFrom = 0; growsAhead = true
         let fresh = UInt64.random(in: 1...UInt64.max)
         try write(Self.header(id: fresh))
         id = fresh
@@ -151,6 +154,13 @@ struct JournalFile {
         unpunched += made
     }
 
+    /// Gives back the zeros grown ahead of the records (they need no record named dead: nothing
+    /// follows them) and grows no more ahead until `growsAhead` is set again.
+    mutating func trimGrowth() {
+        growsAhead = false
+        if fd >= 0, allocated > end { cut(to: end) }
+    }
+
     /// Gives back the blocks of records the store has made dead, its commit durable.
     mutating func punchDead() {
         if unpunched.isEmpty || punch(unpunched) { unpunched.removeAll() }
@@ -166,7 +176,7 @@ struct JournalFile {
 
     /// Writes `bytes` where the records end, growing the file first if they do not fit.
     mutating func write(_ bytes: [UInt8]) throws {
-        if end + off_t(bytes.count) > allocated { grow(toHold: off_t(bytes.count)) }
+        if end + off_t(bytes.count) > allocated, growsAhead { grow(toHold: off_t(bytes.count)) }
         var done = 0
         while done < bytes.count {
             let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, $0.count - done, end) }

@@ -282,16 +282,16 @@ final class Staging: @unchecked Sendable {
         }
     }
 
-    /// A commit in place (the lock held): the first of `candidates` whose bytes fit in half of
-    /// `room` (one at least), in the journal's generation, nothing written again: the store names
-    /// their records dead (`Dead`, with their rows), and their blocks are given back once its
-    /// commit is durable (`finishCommit`), for the next batch.
-    private func beginInPlace(_ candidates: [File], room: Int, quiet: (since: Int64, stagedBefore: Int64)) -> PendingCommit {
+    /// A commit in place (the lock held): the first of `candidates` that fit in half of `room`, or
+    /// one that fits in it (none: it waits for room), in the journal's generation: the store names
+    /// their records dead (`Dead`, with their rows), given back once it is durable (`finishCommit`).
+    private func beginInPlace(_ candidates: [File], room: Int, quiet: (since: Int64, stagedBefore: Int64)) -> PendingCommit? {
         var chosen: [File] = [], bytes = 0
-        for f in candidates where chosen.isEmpty || bytes + f.bytes.count <= room / 2 {
+        for f in candidates where bytes + f.bytes.count <= (chosen.isEmpty ? room : room / 2) {
             chosen.append(f)
             bytes += f.bytes.count
         }
+        guard !chosen.isEmpty else { return nil }
         let made = chosen.flatMap { journalFile.owned[$0.key] ?? [] } + journalFile.history
         committing = Set(chosen.map(\.key))
         return PendingCommit(files: chosen, generation: generationValue, quiet: quietOnes(chosen, quiet), nextGeneration: journalFile.end,
@@ -386,6 +386,7 @@ final class Staging: @unchecked Sendable {
         guard compactOwed else { return }
         locked {
             guard compactOwed, committing.isEmpty, journalFile.isOpen, ready else { return }
+            journalFile.trimGrowth()
             let history = journalFile.history
             if !history.isEmpty, let all = journalFile.dead(adding: history), (try? journalFile.sync()) != nil, (try? name(all)) != nil {
                 journalFile.named(all, madeDead: history)

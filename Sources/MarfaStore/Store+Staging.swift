@@ -123,6 +123,7 @@ extension Store {
             // (A journal of an older build's format: committed whole, at once.)
             if c.dead == nil { return }
         }
+        if !staging.isEmpty { throw StoreError.noSpace("no room yet to store the staged files (\(staging.totalBytes) bytes)") }
     }
 
     /// Ends a commit begun with `room` (in place, if the journal can be punched); a batch the disk
@@ -158,11 +159,18 @@ extension Store {
         try staging.beginCommit(quiet: quiet, room: owesRoom ? roomInPlace() : nil).map(QuietCommit.init)
     }
 
+    /// Whether settling may go on (FS-28): a settled file's row takes more room than an unsettled
+    /// one's, in the WAL first. While a full disk's room is owed and short, storing what is staged
+    /// and cutting the WAL come first; settling waits for 4 MiB of room in place.
+    public var roomToSettle: Bool { !owesRoom || roomInPlace() >= 4 << 20 }
+
     /// The room a commit in place may take: what the disk has free, less what a WAL not cut since
     /// the last batch may need in the database file when it is (its checkpoint). Committing more
     /// into a log that cannot be cut moves room from the journal to the log, and what the log
     /// holds needs room again in the database.
     func roomInPlace() -> Int {
+        // Cut first if owed: a log cut needs no room in the database file.
+        if staging.debt.wal.load(ordering: .relaxed) { truncateWAL() }
         var st = stat()
         let log = staging.debt.wal.load(ordering: .relaxed) && stat(path + "-wal", &st) == 0 ? Int(st.st_size) : 0
         return max(0, freeRoom() - log)

@@ -153,9 +153,8 @@ import Testing
                 st.reclaimAfterFullDisk()
             }
             storeABatch(s)
-            storeABatch(s)
             let stored = try s.itemCount()
-            #expect(stored > 30 && stored < notes.count, "two batches store part of \(notes.count): \(stored)")
+            #expect(stored > 30 && stored < notes.count, "a batch stores part of \(notes.count): \(stored)")
             // The journal's blocks are those of the files still staged: the stored ones' records
             // are punched out, and so is the history before them.
             var st = stat()
@@ -163,6 +162,8 @@ import Testing
             // A kill, and a punch cut short: part of the first dead range holds bytes (not records).
             let dead = try #require(try s.pool.read { try String.fetchOne($0, sql: "SELECT value FROM meta WHERE key = 'staging_dead'") }.flatMap(Staging.Dead.init(text:)))
             let first = try #require(dead.ranges.first)
+            // (Named for this journal: not one written again beside it.)
+            try #require(JournalFile.readHeader([UInt8](try #require(FileManager.default.contents(atPath: s.path + "-staged")))[...])?.id == dead.journal)
             #expect(first.count > 1 << 20, "\(dead.ranges)")
             let fd = open(s.path + "-staged", O_WRONLY)
             let junk = [UInt8](repeating: 0xA5, count: 4096)
