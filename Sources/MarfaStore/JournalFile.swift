@@ -38,7 +38,7 @@ struct JournalFile {
     /// names it: a journal that filled the disk holds the records of files committed before).
     var history: [Range<off_t>] {
         guard id != nil else { return [] }
-        let r = off_t(16)..<max(16, namedFrom)
+        let r = Self.headerLength..<max(Self.headerLength, namedFrom)
         if r.isEmpty || (dead?.ranges.contains { $0.lowerBound <= r.lowerBound && $0.upperBound >= r.upperBound } ?? false) { return [] }
         return [r]
     }
@@ -46,6 +46,9 @@ struct JournalFile {
     init(path: String) { self.path = path }
 
     var isOpen: Bool { fd >= 0 }
+
+    /// The length of a format 2 header.
+    static let headerLength: off_t = 16
 
     /// The header of a new journal with identity `id`.
     static func header(id: UInt64) -> [UInt8] {
@@ -58,14 +61,14 @@ struct JournalFile {
     /// A journal's header: its length and identity (nil for format 1); nil if `bytes` do not
     /// begin with one.
     static func readHeader(_ bytes: ArraySlice<UInt8>) -> (length: Int, id: UInt64?)? {
-        let b = Array(bytes.prefix(16))
+        let b = Array(bytes.prefix(Int(headerLength)))
         guard b.count >= 8, Array(b[0..<4]) == Array("MFSJ".utf8) else { return nil }
         var r = Record.Reader(bytes: b, at: 4)
         switch try? r.u32() {
         case 1: return (8, nil)
         case 2:
             guard let id = try? r.i64() else { return nil }
-            return (16, UInt64(bitPattern: id))
+            return (Int(headerLength), UInt64(bitPattern: id))
         default: return nil
         }
     }
@@ -77,8 +80,8 @@ struct JournalFile {
         guard fd >= 0 else { throw StoreError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
         end = lseek(fd, 0, SEEK_END)
         allocated = end
-        var head = [UInt8](repeating: 0, count: 16)
-        let n = head.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, 16, 0) }
+        var head = [UInt8](repeating: 0, count: Int(Self.headerLength))
+        let n = head.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, $0.count, 0) }
         id = n > 0 ? Self.readHeader(head[0..<n])?.id : nil
     }
 
