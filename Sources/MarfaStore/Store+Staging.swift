@@ -277,11 +277,16 @@ extension Store {
                 }
             }
             if let dead {
-                try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('staging_dead', ?)", [dead.text])
+                try Self.nameDead(db, dead)
             } else {
                 try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('staging_generation', ?)", [String(g + 1)])
             }
         }
+    }
+
+    /// Names `dead` the journal's dead records (`Staging.Dead`), read back by `recoverStaged`.
+    static func nameDead(_ db: Database, _ dead: Staging.Dead) throws {
+        try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('staging_dead', ?)", [dead.text])
     }
 
     /// Commits what a killed mount left staged (its journal), before the store is used for
@@ -309,7 +314,8 @@ extension Store {
         // A disk without room for them twice over (journal and WAL) would be filled by the attempt
         // to store them at once, its WAL left at its largest: the mount stores them in place, a
         // batch at a time (`beginQuietCommit`), once the reserve is given back.
-        if keepOnFullDisk, freeRoom() < 2 * staging.totalBytes + Self.reserveBytes, !releaseReserve() || freeRoom() < 2 * staging.totalBytes + Self.reserveBytes {
+        let short = { self.freeRoom() < 2 * self.staging.totalBytes + Self.reserveBytes }
+        if keepOnFullDisk, short(), !releaseReserve() || short() {
             try staging.resume()
             return files.count
         }

@@ -54,9 +54,7 @@ extension Store {
     /// committed records and the WAL (the settler calls this at each pass; nothing to do costs
     /// two atomic loads). Failing (the disk still full), it is tried again at the next pass.
     public func reclaimAfterFullDisk() {
-        staging.compactIfOwed(durable: { try syncDurably() }, name: { dead in
-            try write { db in try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('staging_dead', ?)", [dead.text]) }
-        })
+        staging.compactIfOwed(durable: { try syncDurably() }, name: { dead in try write { db in try Self.nameDead(db, dead) } })
         // A reader of the log (another program's `sqlite3`, a backup) may hold it at every pass:
         // the cut waits for it a moment rather than only trying.
         if staging.debt.wal.load(ordering: .relaxed) { truncateWAL(readerWaitMs: 250) }
