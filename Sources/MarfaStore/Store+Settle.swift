@@ -97,10 +97,24 @@ extension Store {
 
     /// Settles every unsettled item, in one transaction; returns their rowids.
     @discardableResult
+    /// On a disk with little room (FS-28), in batches that fit in it (`settleBudget`): one
+    /// transaction for all of them needed room for all of them in the WAL and again in the
+    /// database file, failed, and left the log at its largest, the disk full, every time.
     public func settle() throws -> [Int64] {
         guard try hasUnsettled() else { return [] }
-        return try settlingWrite({ db in try settle(db) }, settled: { $0 })
+        var all: [Int64] = []
+        while true {
+            let budget = settleBudget()
+            let done = try settlingWrite({ db in try settle(db, writtenBefore: .max, limit: .max, givingWay: false, budget: budget) }, settled: \.rows)
+            all += done.rows
+            guard done.more, !done.rows.isEmpty else { return all }
+        }
     }
+
+    /// The bytes of files one settling transaction may take (FS-28): a settled file's row is
+    /// written in the WAL, then again in the database file at the checkpoint, before the room of
+    /// its unsettled bytes is free again; a quarter of the room the disk has leaves that twice.
+    func settleBudget() -> Int64 { Int64(roomInPlace() / 4) }
 
     func settle(_ db: Database) throws -> [Int64] {
         try settle(db, writtenBefore: .max, limit: .max, givingWay: false).rows
@@ -122,7 +136,8 @@ extension Store {
     /// still sent); anything that needs it settled (`settleNow`, `settledWrite`) settles it at once.
     public func settleGivingWay(writtenBefore: Int64, limit: Int) throws -> (rows: [Int64], more: Bool, held: Bool) {
         guard try hasUnsettled() else { return ([], false, false) }
-        return try settlingWrite({ db in try settle(db, writtenBefore: writtenBefore, limit: limit, givingWay: true) }, settled: \.rows)
+        let budget = settleBudget()
+        return try settlingWrite({ db in try settle(db, writtenBefore: writtenBefore, limit: limit, givingWay: true, budget: budget) }, settled: \.rows)
     }
 
     /// How long a save in place must be left alone before the settler takes it, and how long one
@@ -131,8 +146,9 @@ extension Store {
     static let inPlaceSaveLongestNs: Int64 = 4_000_000_000
 
     /// Settles the unsettled items last written at or before `writtenBefore`, oldest first, at
-    /// most `limit` of them; `givingWay` as `settleGivingWay` (saves in place wait for their writer).
-    private func settle(_ db: Database, writtenBefore: Int64, limit: Int, givingWay: Bool) throws -> (rows: [Int64], more: Bool, held: Bool) {
+    /// most `limit` of them and as many as fit in `budget` bytes (one at least); `givingWay` as
+    /// `settleGivingWay` (saves in place wait for their writer).
+    private func settle(_ db: Database, writtenBefore: Int64, limit: Int, givingWay: Bool, budget: Int64 = .max) throws -> (rows: [Int64], more: Bool, held: Bool) {
         var held: [Int64] = []
         if givingWay {
             let now = Self.ns(Date())
@@ -141,10 +157,17 @@ extension Store {
                 if let t, now - t < Self.inPlaceSaveQuietNs { held.append(r) }
             }
         }
-        let rows = try Int64.fetchAll(db.cachedStatement(sql: "SELECT rowid FROM items INDEXED BY items_unsettled WHERE unsettled = 1 AND mtime_ns <= ? ORDER BY mtime_ns, rowid LIMIT ?"),
-                                      arguments: [writtenBefore, limit + held.count]).filter { !held.contains($0) }.prefix(limit)
-        let done = try settle(db, rows: Array(rows), givingWay: givingWay)
-        return (done, done.count < rows.count || rows.count == limit, !held.isEmpty)
+        let sized = try Row.fetchAll(db.cachedStatement(sql: "SELECT rowid, size FROM items INDEXED BY items_unsettled WHERE unsettled = 1 AND mtime_ns <= ? ORDER BY mtime_ns, rowid LIMIT ?"),
+                                     arguments: [writtenBefore, limit == .max ? -1 : limit + held.count])
+            .map { (rowid: $0[0] as Int64, size: $0[1] as Int64) }.filter { !held.contains($0.rowid) }.prefix(limit)
+        var taken = 0, bytes: Int64 = 0
+        for f in sized {
+            guard taken == 0 || bytes + f.size <= budget else { break }
+            bytes += f.size; taken += 1
+        }
+        let rows = sized.prefix(taken).map(\.rowid)
+        let done = try settle(db, rows: rows, givingWay: givingWay)
+        return (done, done.count < rows.count || taken < sized.count || rows.count == limit, !held.isEmpty)
     }
 
     /// Settles those of items `rowids` that are unsettled, in one transaction; returns them.

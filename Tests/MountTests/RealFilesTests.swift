@@ -328,6 +328,45 @@ import Testing
         #expect(h2.sh(same).out == "\(written)")
     }
 
+    /// FS-28, FS-15: a daemon killed while it stores a full disk's journal a batch at a time in
+    /// place (records named dead in the store, then punched out of the journal). The next mount
+    /// reads every file from the store or the journal, never a record a stored batch named dead
+    /// (punched or not), and stores the rest once there is room; nothing is stored twice.
+    @Test func FS28_aDaemonKilledWhileItStoresAFullDisksJournalInPlaceLosesNothing() throws {
+        try Self.onSmallDisk("24m") { h2, disk, src in try Self.killedWhileStoringInPlace(h2, disk: disk, src: src) }
+    }
+
+    static func killedWhileStoringInPlace(_ h2: MountHarness, disk: String, src: String) throws {
+        #expect(Shell.run(["/bin/sh", "-c", "for i in $(seq 0 299); do head -c 60000 /dev/urandom | base64 -w 100 > '\(src)'/f$i.md; done"]).status == 0)
+        // Room held back by another program, given back once the disk has filled.
+        #expect(Shell.run(["/bin/sh", "-c", "head -c 9000000 /dev/zero > '\(disk)'/ballast"]).status == 0)
+        try h2.mount()
+        let fill = h2.sh("i=0; while [ $i -lt 300 ] && cp '\(src)'/f$i.md vault/f$i.md 2>/dev/null; do i=$((i+1)); done; echo $i")
+        let written = Int(fill.out) ?? 0
+        #expect(written > 20 && written < 300, "the disk filled after \(written) files")
+        let stored = { Int(h2.sql("SELECT count(*) FROM items WHERE unsettled = 0 AND type = 'core.note'")) ?? 0 }
+        let before = stored()
+        #expect(before < written, "\(before) of \(written) stored while the disk was full")
+        #expect(Shell.run(["/bin/rm", "-f", disk + "/ballast"]).status == 0)
+        // The first batch stored in place (its records named dead): the daemon is killed while it
+        // punches them out, or goes on with the next batch, or settles what it stored.
+        let batch = MountHarness.eventually(timeout: 60) { h2.sql("SELECT count(*) FROM meta WHERE key = 'staging_dead'") == "1" }
+        #expect(batch, "a batch was stored in place: \(stored()) of \(written); \(h2.daemonLog(last: 1500))")
+        h2.killDaemon()
+        let afterKill = stored()
+        try h2.mount()
+        let same = "n=0; for i in $(seq 0 \(written - 1)); do cmp -s '\(src)'/f$i.md vault/f$i.md && n=$((n+1)); done; echo $n"
+        #expect(h2.sh(same).out == "\(written)", "every file reads back after the kill (\(afterKill) of \(written) were stored)")
+        #expect(MountHarness.eventually(timeout: 60) { stored() >= written },
+                "\(stored()) of \(written) stored; \(h2.sh("cat .marfafs/status").out.prefix(300))\n\(h2.daemonLog(last: 2000))")
+        // (The copy the disk refused may have left its name, and what it wrote, too.)
+        let notes = Int(h2.sql("SELECT count(*) FROM items WHERE type = 'core.note'")) ?? 0
+        #expect(notes == written || notes == written + 1, "\(notes) notes for \(written) files: none stored twice")
+        h2.unmount()
+        try h2.mount()
+        #expect(h2.sh(same).out == "\(written)")
+    }
+
     @Test func FS28_aLocalStoreKeepsNoPayloadsUntilItMeetsAServer() throws {
         let s = try ServerHarness()
         let (key, serverOptions) = try s.mountKey()
