@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Synchronization
 import GRDB
+import GRDBSQLite
 import Logging
 import MarfaLayout
 import MarfaModel
@@ -356,14 +357,23 @@ public final class Store: Sendable {
     /// database file are synced (a commit is in one or, checkpointed, in the other; SQLite syncs
     /// the log before a checkpoint copies it back). Nothing is written, so a full disk does not
     /// refuse it. Taken as the store's writer: no commit is halfway meanwhile.
+    ///
+    /// Synced through SQLite's own handles of the two files (`SQLITE_FCNTL_JOURNAL_POINTER`,
+    /// `SQLITE_FCNTL_FILE_POINTER`), never a descriptor of the mount's: closing any descriptor of a
+    /// file drops every POSIX lock the process holds on it, SQLite's shared lock on the database
+    /// among them, and the next `sqlite3` of another program to close the store then took it for
+    /// the last user: it checkpointed and deleted the WAL and shared memory the mount was still
+    /// writing to, and what the mount wrote after was gone at its next start.
     public func syncDurably() throws {
-        try pool.writeWithoutTransaction { _ in
-            for file in [path + "-wal", path] {
-                let fd = open(file, O_RDONLY | O_CLOEXEC)
-                if fd < 0 && errno == ENOENT { continue }
-                guard fd >= 0 else { throw Spool.error("cannot open \(file) to sync it") }
-                defer { close(fd) }
-                guard fdatasync(fd) == 0 else { throw Spool.error("cannot sync \(file)") }
+        try pool.writeWithoutTransaction { db in
+            for (op, name) in [(SQLITE_FCNTL_JOURNAL_POINTER, "-wal"), (SQLITE_FCNTL_FILE_POINTER, "")] {
+                var file: UnsafeMutablePointer<sqlite3_file>?
+                guard sqlite3_file_control(db.sqliteConnection, "main", op, &file) == SQLITE_OK else {
+                    throw Spool.error("cannot reach \(path + name) to sync it")
+                }
+                // A log not open (none since the last cut) has nothing to sync.
+                guard let file, let sync = file.pointee.pMethods?.pointee.xSync else { continue }
+                guard sync(file, SQLITE_SYNC_NORMAL) == SQLITE_OK else { throw Spool.error("cannot sync \(path + name)") }
             }
         }
     }

@@ -127,4 +127,28 @@ extension MountTests {
         #expect(h.sh("ls vault/a | sort | tr '\\n' ' '").out == "kept.md n7.md")
         #expect(h.sh("cat vault/a/n7.md").out == "n7")
     }
+
+    /// FS-15: an `fsync` syncs the store through SQLite's own handles. Syncing it through a
+    /// descriptor of the daemon's own, closed after, dropped SQLite's lock on the database: the
+    /// next program to open and close the store with `sqlite3` took itself for its last user and
+    /// deleted the WAL the mount went on writing to, and a kill lost what was stored after.
+    @Test func FS15_anotherProgramReadingTheStoreAfterAnFsyncLeavesTheMountsLogInPlace() throws {
+        let h = try MountHarness()
+        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
+        try h.mount()
+        #expect(h.sh("printf 'a\\n' > vault/a.md").status == 0)
+        h.settle()
+        // An editor's save: the file, then its folder, synced.
+        #expect(h.sh("python3 -c \"import os; [os.fsync(os.open(p, os.O_RDONLY)) for p in ('vault/a.md', 'vault')]\"").status == 0)
+        // Another program's `sqlite3` (not read-only: a backup, a query), opened and closed.
+        #expect(Shell.run(["/usr/bin/sqlite3", h.store, "SELECT count(*) FROM items WHERE file_name = 'a.md'"]).stdout == "1\n")
+        let pid = h.daemonPID ?? 0
+        let fds = Shell.run(["/bin/sh", "-c", "ls -l /proc/\(pid)/fd | grep -c 'sqlite-wal (deleted)'"]).out
+        #expect(fds == "0", "the mount's WAL was deleted under it")
+        #expect(h.sh("printf 'b\\n' > vault/b.md").status == 0)
+        h.settle()
+        h.killDaemon()
+        try h.mount()
+        #expect(h.sh("cat vault/a.md vault/b.md").out == "a\nb", "\(h.sh("ls vault").out)")
+    }
 }
