@@ -95,11 +95,11 @@ extension Store {
         return t
     }
 
-    /// Settles every unsettled item, in one transaction; returns their rowids.
+    /// Settles every unsettled item; returns their rowids. In one transaction, or on a disk with
+    /// little room (FS-28) in as many as fit in it (`settleBudget`): one transaction for all of
+    /// them needed room for all of them in the WAL and again in the database file, failed, and
+    /// left the log at its largest, the disk full, every time.
     @discardableResult
-    /// On a disk with little room (FS-28), in batches that fit in it (`settleBudget`): one
-    /// transaction for all of them needed room for all of them in the WAL and again in the
-    /// database file, failed, and left the log at its largest, the disk full, every time.
     public func settle() throws -> [Int64] {
         guard try hasUnsettled() else { return [] }
         var all: [Int64] = []
