@@ -140,7 +140,11 @@ extension MountTests {
         h.settle()
         // An editor's save: the file, then its folder, synced.
         #expect(h.sh("python3 -c \"import os; [os.fsync(os.open(p, os.O_RDONLY)) for p in ('vault/a.md', 'vault')]\"").status == 0)
-        // Another program's `sqlite3` (not read-only: a backup, a query), opened and closed.
+        // Another program's `sqlite3`, opened and closed: the backup marfafs(1) gives for a
+        // mounted store, then a query.
+        let copy = h.root + "/backup.sqlite"
+        #expect(Shell.run(["/usr/bin/sqlite3", h.store, ".backup '\(copy)'"]).status == 0)
+        #expect(Shell.run(["/usr/bin/sqlite3", copy, "SELECT count(*) FROM items WHERE file_name = 'a.md'"]).stdout == "1\n")
         #expect(Shell.run(["/usr/bin/sqlite3", h.store, "SELECT count(*) FROM items WHERE file_name = 'a.md'"]).stdout == "1\n")
         let pid = h.daemonPID ?? 0
         let fds = Shell.run(["/bin/sh", "-c", "ls -l /proc/\(pid)/fd | grep -c 'sqlite-wal (deleted)'"]).out
