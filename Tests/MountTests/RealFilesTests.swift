@@ -345,8 +345,6 @@ import Testing
         let written = Int(fill.out) ?? 0
         #expect(written > 20 && written < 300, "the disk filled after \(written) files")
         let stored = { Int(h2.sql("SELECT count(*) FROM items WHERE unsettled = 0 AND type = 'core.note'")) ?? 0 }
-        let before = stored()
-        #expect(before < written, "\(before) of \(written) stored while the disk was full")
         #expect(Shell.run(["/bin/rm", "-f", disk + "/ballast"]).status == 0)
         // The first batch stored in place (its records named dead): the daemon is killed while it
         // punches them out, or goes on with the next batch, or settles what it stored.
