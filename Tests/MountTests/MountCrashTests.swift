@@ -149,10 +149,13 @@ extension MountTests {
         let pid = h.daemonPID ?? 0
         let fds = Shell.run(["/bin/sh", "-c", "ls -l /proc/\(pid)/fd | grep -c 'sqlite-wal (deleted)'"]).out
         #expect(fds == "0", "the mount's WAL was deleted under it")
-        #expect(h.sh("printf 'b\\n' > vault/b.md").status == 0)
+        // What the mount stores after: a folder, a rename and an attribute (none of them in the
+        // staging journal), and a new file.
+        #expect(h.sh("mkdir vault/d && mv vault/a.md vault/c.md && setfattr -n user.note -v kept vault/c.md && printf 'b\\n' > vault/b.md").status == 0)
         h.settle()
         h.killDaemon()
         try h.mount()
-        #expect(h.sh("cat vault/a.md vault/b.md").out == "a\nb", "\(h.sh("ls vault").out)")
+        #expect(h.sh("ls vault | tr '\\n' ' '").out == "b.md c.md d", "what was stored after the backup is there after a kill")
+        #expect(h.sh("cat vault/c.md vault/b.md; getfattr --only-values -n user.note vault/c.md").out == "a\nb\nkept")
     }
 }
