@@ -133,9 +133,10 @@ extension MountTests {
     /// next program to open and close the store with `sqlite3` took itself for its last user and
     /// deleted the WAL the mount went on writing to, and a kill lost what was stored after.
     @Test func FS15_anotherProgramReadingTheStoreAfterAnFsyncLeavesTheMountsLogInPlace() throws {
-        let h = try MountHarness()
-        defer { h.unmount(); try? FileManager.default.removeItem(atPath: h.root) }
-        try h.mount()
+        try MountHarness.with { h in try Self.readByAnotherProgramAfterAnFsync(h) }
+    }
+
+    static func readByAnotherProgramAfterAnFsync(_ h: MountHarness) throws {
         #expect(h.sh("printf 'a\\n' > vault/a.md").status == 0)
         h.settle()
         // An editor's save: the file, then its folder, synced.
@@ -146,7 +147,7 @@ extension MountTests {
         #expect(Shell.run(["/usr/bin/sqlite3", h.store, ".backup '\(copy)'"]).status == 0)
         #expect(Shell.run(["/usr/bin/sqlite3", copy, "SELECT count(*) FROM items WHERE file_name = 'a.md'"]).stdout == "1\n")
         #expect(Shell.run(["/usr/bin/sqlite3", h.store, "SELECT count(*) FROM items WHERE file_name = 'a.md'"]).stdout == "1\n")
-        let pid = h.daemonPID ?? 0
+        let pid = try #require(h.daemonPID)
         let fds = Shell.run(["/bin/sh", "-c", "ls -l /proc/\(pid)/fd | grep -c 'sqlite-wal (deleted)'"]).out
         #expect(fds == "0", "the mount's WAL was deleted under it")
         // What the mount stores after: a folder, a rename and an attribute (none of them in the
