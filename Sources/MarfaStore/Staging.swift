@@ -374,6 +374,18 @@ final class Staging: @unchecked Sendable {
         syncedThisGeneration = true
     }
 
+    /// Gives back the blocks of the records the recovered store names dead that a killed mount
+    /// had not punched yet (the store durable first: `durable`). A disk that filled holds them
+    /// still, and the room they take is what the rest of the journal needs to be stored in place.
+    func punchRecoveredDead(durable: () throws -> Void) throws {
+        try locked {
+            guard journalFile.dead != nil else { return }
+            try durable()
+            try journalFile.open()
+            journalFile.punchDead()
+        }
+    }
+
     /// Appends go on in the recovered generation, its files staged (their commit met a full disk).
     func resume() throws { try locked { try journalFile.open(); resetTo = nil; ready = true; debt.met() } }
 
@@ -461,12 +473,14 @@ final class Staging: @unchecked Sendable {
     }
 
     private func recoverLocked(generation g: Int64, dead named: Dead?) throws -> (files: [File], last: Int64) {
+        // A rewrite the kill cut short (`rewrite`): the journal it was to replace is whole.
+        unlink(path + ".new")
         guard let data = FileManager.default.contents(atPath: path) else { return ([], g) }
         let bytes = [UInt8](data)
         let id = JournalFile.readHeader(bytes[...])?.id
         let skip = named.flatMap { $0.journal == id ? $0 : nil }
         guard let found = Self.read(bytes, from: g, skipping: skip?.ranges ?? []) else { return ([], g) }
-        journalFile.dead = skip
+        journalFile.recovered(dead: skip)
         journalFile.owned = found.owned
         journalFile.namedFrom = off_t(found.from)
         // A record torn by the kill ends the journal: it is cut off, or the records appended from

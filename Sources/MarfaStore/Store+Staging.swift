@@ -309,7 +309,9 @@ extension Store {
             return 0
         }
         // The journal is left as it is until the commit has made it history; the commit starts
-        // a generation past every one it names.
+        // a generation past every one it names. What a commit in place stored before the kill
+        // gives its room back first.
+        try staging.punchRecoveredDead(durable: { try syncDurably() })
         staging.restore(files, generation: last)
         // A disk without room for them twice over (journal and WAL) would be filled by the attempt
         // to store them at once, its WAL left at its largest: the mount stores them in place, a

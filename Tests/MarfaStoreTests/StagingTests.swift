@@ -80,6 +80,18 @@ import Testing
         #expect(try Store(path: t.store.path).recoverStaged() == 0)
     }
 
+    /// A journal being written again beside itself (`<journal>.new`, renamed over it once whole)
+    /// when the mount was killed: the journal it was to replace is whole, and the half-written one
+    /// is removed by the recovery, its room given back.
+    @Test func FS15_aJournalHalfWrittenAgainAtAKillIsRemoved() throws {
+        let t = try TempStore()
+        let after = try Self.killed(t) { s in _ = try Self.note(s, "kept.md", "kept") }
+        let half = t.store.path + "-staged.new"
+        #expect(FileManager.default.createFile(atPath: half, contents: Data(repeating: 7, count: 1 << 20)))
+        #expect(try after.recoverStaged() == 1)
+        #expect(!FileManager.default.fileExists(atPath: half))
+    }
+
     /// The settler commits only the files quiet since a time (FS-14): a file still being written
     /// (`rsync`'s temporary file between its writes and its rename) stays staged, written again
     /// at the head of the journal's next generation. After a kill the journal gives back exactly
