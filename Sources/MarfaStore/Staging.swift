@@ -374,18 +374,6 @@ final class Staging: @unchecked Sendable {
         syncedThisGeneration = true
     }
 
-    /// Gives back the blocks of the records the recovered store names dead that a killed mount
-    /// had not punched yet (the store durable first: `durable`). A disk that filled holds them
-    /// still, and the room they take is what the rest of the journal needs to be stored in place.
-    func punchRecoveredDead(durable: () throws -> Void) throws {
-        try locked {
-            guard journalFile.dead != nil else { return }
-            try durable()
-            try journalFile.open()
-            journalFile.punchDead()
-        }
-    }
-
     /// Appends go on in the recovered generation, its files staged (their commit met a full disk).
     func resume() throws { try locked { try journalFile.open(); resetTo = nil; ready = true; debt.met() } }
 
@@ -467,30 +455,28 @@ final class Staging: @unchecked Sendable {
 
     /// The files the journal holds from generation `g` on (the ones the store has not committed),
     /// and the last generation it names; `dead`: the records the store names dead, skipped (if
-    /// they are this journal's).
-    func recover(generation g: Int64, dead named: Dead?) throws -> (files: [File], last: Int64) {
-        try locked { try recoverLocked(generation: g, dead: named) }
-    }
-
-    private func recoverLocked(generation g: Int64, dead named: Dead?) throws -> (files: [File], last: Int64) {
-        // A rewrite the kill cut short (`rewrite`): the journal it was to replace is whole.
-        unlink(path + ".new")
-        guard let data = FileManager.default.contents(atPath: path) else { return ([], g) }
-        let bytes = [UInt8](data)
-        let id = JournalFile.readHeader(bytes[...])?.id
-        let skip = named.flatMap { $0.journal == id ? $0 : nil }
-        guard let found = Self.read(bytes, from: g, skipping: skip?.ranges ?? []) else { return ([], g) }
-        journalFile.recovered(dead: skip)
-        journalFile.owned = found.owned
-        journalFile.namedFrom = off_t(found.from)
-        // A record torn by the kill ends the journal: it is cut off, or the records appended from
-        // now on would sit behind it, where the next recovery never reads; zeros after it go too.
-        if found.end < bytes.count {
-            try journalFile.open()
-            guard journalFile.cut(to: off_t(found.end)) else { throw Spool.error("cannot cut the torn end of \(path)") }
+    /// they are this journal's) and punched again, the store `durable` (a kill before the punch).
+    func recover(generation g: Int64, dead named: Dead?, durable: () throws -> Void) throws -> (files: [File], last: Int64) {
+        try locked {
+            // A rewrite the kill cut short (`rewrite`): the journal it was to replace is whole.
+            unlink(path + ".new")
+            guard let data = FileManager.default.contents(atPath: path) else { return ([], g) }
+            let bytes = [UInt8](data)
+            let id = JournalFile.readHeader(bytes[...])?.id
+            let skip = named.flatMap { $0.journal == id ? $0 : nil }
+            guard let found = Self.read(bytes, from: g, skipping: skip?.ranges ?? []) else { return ([], g) }
+            journalFile.recovered(dead: skip)
+            journalFile.owned = found.owned
+            journalFile.namedFrom = off_t(found.from)
+            if skip != nil { try durable(); try journalFile.open(); journalFile.punchDead() }
+            // A record torn by the kill ends the journal: cut off (appended behind it, no record is read).
+            if found.end < bytes.count {
+                try journalFile.open()
+                guard journalFile.cut(to: off_t(found.end)) else { throw Spool.error("cannot cut the torn end of \(path)") }
+            }
+            guard let current = found.current, current >= g else { return ([], max(g, found.current ?? g)) }
+            return (Self.ordered(found.files), current)
         }
-        guard let current = found.current, current >= g else { return ([], max(g, found.current ?? g)) }
-        return (Self.ordered(found.files), current)
     }
 
     // MARK: the file (the lock held)

@@ -303,15 +303,13 @@ extension Store {
         }
         // Blob files a killed mount was writing settle from their spool files.
         try recoverSpools()
-        let (files, last) = try staging.recover(generation: g, dead: dead)
+        let (files, last) = try staging.recover(generation: g, dead: dead, durable: { try syncDurably() })
         guard !files.isEmpty else {
             try staging.startGeneration(g, fresh: true)
             return 0
         }
         // The journal is left as it is until the commit has made it history; the commit starts
-        // a generation past every one it names. What a commit in place stored before the kill
-        // gives its room back first.
-        try staging.punchRecoveredDead(durable: { try syncDurably() })
+        // a generation past every one it names.
         staging.restore(files, generation: last)
         // A disk without room for them twice over (journal and WAL) would be filled by the attempt
         // to store them at once, its WAL left at its largest: the mount stores them in place, a
