@@ -157,14 +157,6 @@ struct JournalFile {
         unpunched += made
     }
 
-    /// Read back by recovery: the store names `all` dead. Their blocks may still be taken (the
-    /// mount was killed between the store's commit and the punch): they are punched again, which
-    /// gives back what is left and changes nothing where holes are already.
-    mutating func recovered(dead all: Staging.Dead?) {
-        dead = all
-        unpunched = all?.ranges ?? []
-    }
-
     /// Gives back the zeros grown ahead of the records (they need no record named dead: nothing
     /// follows them) and grows no more ahead until `growsAhead` is set again.
     mutating func trimGrowth() {

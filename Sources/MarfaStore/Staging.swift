@@ -465,10 +465,10 @@ final class Staging: @unchecked Sendable {
             let id = JournalFile.readHeader(bytes[...])?.id
             let skip = named.flatMap { $0.journal == id ? $0 : nil }
             guard let found = Self.read(bytes, from: g, skipping: skip?.ranges ?? []) else { return ([], g) }
-            journalFile.recovered(dead: skip)
+            journalFile.dead = skip
             journalFile.owned = found.owned
             journalFile.namedFrom = off_t(found.from)
-            if skip != nil { try durable(); try journalFile.open(); journalFile.punchDead() }
+            if let skip { journalFile.named(skip, madeDead: skip.ranges); try durable(); try journalFile.open(); journalFile.punchDead() }
             // A record torn by the kill ends the journal: cut off (appended behind it, no record is read).
             if found.end < bytes.count {
                 try journalFile.open()

@@ -20,10 +20,16 @@ extension Store {
     /// says so (`server`, or `local_only` once a store was found to have none); only a store from
     /// before that record is looked through (a scan of its items and queue), once.
     func isBound(_ db: Database) throws -> Bool {
-        if try db.exists("SELECT 1 FROM meta WHERE key = 'server'") { return true }
-        if try db.exists("SELECT 1 FROM meta WHERE key = 'local_only'") { return false }
+        if let bound = try Self.recordedBinding(db) { return bound }
         if try db.exists("SELECT 1 FROM items WHERE version > 0 LIMIT 1") { return true }
         return try db.exists("SELECT 1 FROM mutations WHERE state != 'pending' LIMIT 1")
+    }
+
+    /// What `meta` says: bound to a server (true), local-only (false), or nothing yet (nil).
+    static func recordedBinding(_ db: Database) throws -> Bool? {
+        if try db.exists("SELECT 1 FROM meta WHERE key = 'server'") { return true }
+        if try db.exists("SELECT 1 FROM meta WHERE key = 'local_only'") { return false }
+        return nil
     }
 
     /// A mount or import with no server: a store no server has seen keeps its queue without

@@ -156,7 +156,7 @@ public final class Store: Sendable {
         // A store known to be local-only (`useLocalOnly`) is so from its opening on, until it is
         // bound to a server: what is queued before the mount says so (the recovery of a journal,
         // the settler's first passes) keeps no payload either.
-        let local = try pool.read { db in try db.exists("SELECT 1 FROM meta WHERE key = 'local_only'") && !db.exists("SELECT 1 FROM meta WHERE key = 'server'") }
+        let local = try pool.read { try Self.recordedBinding($0) } == false
         localOnly.withLock { $0 = local }
         blobs = try BlobReader(path: path)
         staging = Staging(path: path + "-staged")
