@@ -39,6 +39,30 @@ import Testing
         }
     }
 
+    /// FS-18: while a read waits for a server that does not answer (`.marfafs/flush`), the mount
+    /// answers every other program: the worker whose answer waits holds no other request back
+    /// (the request loop's watcher takes the lead from it when a request waits).
+    @Test func FS18_aReadWaitingForTheServerHoldsNoOtherRequestBack() throws {
+        let (s, _, keyFile, _) = try setUp()
+        _ = s.stop()
+        try MountHarness.with(options: ["--server", "http://127.0.0.1:9", "--key-file", keyFile]) { m in
+            #expect(m.sh("printf 'kept\\n' > vault/offline.md").status == 0)
+            let started = Date()
+            // (`sh` runs its command after `cd mountpoint &&`: the reader goes to the background on a line of its own.)
+            let meanwhile = m.sh("""
+                :
+                timeout 4 cat .marfafs/flush > /dev/null 2>&1 & w=$!; sleep 0.5
+                for i in $(seq 1 20); do
+                  timeout 2 ls vault > /dev/null 2>&1 || echo "ls $?"; timeout 2 cat vault/offline.md > /dev/null 2>&1 || echo "cat $?"
+                  timeout 2 sh -c "echo $i > vault/n$i.md" 2>&1 || echo "write $?"
+                done
+                kill -0 $w 2>/dev/null && echo waiting; wait $w; echo "flush $?"
+                """)
+            #expect(meanwhile.out == "waiting\nflush 124" && Date().timeIntervalSince(started) < 10, "\(meanwhile.out)")
+            #expect(m.sh("cat vault/n20.md").out == "20")
+        }
+    }
+
     @Test func W5_theServerFollowsTheMountCreatesEditsTagsEdgesAndDeletes() throws {
         let (s, key, _, options) = try setUp()
         try MountHarness.with(options: options) { m in
