@@ -372,12 +372,20 @@ extension FileSystem {
         replaying.withLock { $0 }?.walk.first(where: { $0.at.names(parent, name) })?.attr
     }
 
-    /// The directories on `r`'s way (`Replay.walk`) that are gone from the tree (their numbers
-    /// retired): the notifier drops their names before trying a failed replay again (a program may
-    /// have looked one up since, leaving a negative entry), never those still there, which a
-    /// process may have for its working directory (FS-31).
+    /// The directories on `r`'s way (`Replay.walk`) that the tree no longer shows there: the
+    /// notifier drops their names before trying a failed replay again. A program may have looked
+    /// one up since it went (a watcher's rescan), leaving a negative entry the kernel answers from
+    /// for a second; a folder gone from the tree keeps its number while a deeper removal is
+    /// replayed through it, so the test is the name, not the number. Never those still there,
+    /// which a process may have for its working directory (FS-31).
     public func goneOnTheWay(_ r: Replay) -> [Replay.Place] {
-        locked { r.walk.filter { inodes.node($0.attr.ino) == nil }.map(\.at) }
+        locked {
+            r.walk.filter { g in
+                guard inodes.node(g.attr.ino) != nil, let parent = inodes.node(g.at.parent),
+                      let child = try? childNode(parent, g.at.name) else { return true }
+                return knownIno(child) != g.attr.ino
+            }.map(\.at)
+        }
     }
 
     /// What inode `ino` showed to the replay being made, if it is one of the directories on its

@@ -159,11 +159,13 @@ public struct MountPair {
     public let b: MountHarness
 
     /// Starts the server and both mounts, runs `body`, and unmounts everything whatever happens.
-    public static func with(serverOptions: [String] = [], mountOptions: [String] = [], _ body: (MountPair) throws -> Void) throws {
+    /// `environment`: the daemons' (both).
+    public static func with(serverOptions: [String] = [], mountOptions: [String] = [], environment: [String: String] = [:],
+                            _ body: (MountPair) throws -> Void) throws {
         let s = try ServerHarness(options: serverOptions)
         let (key, options) = try s.mountKey()
-        try MountHarness.with(options: options + mountOptions + ["--device", "dev-a"]) { a in
-            try MountHarness.with(options: options + mountOptions + ["--device", "dev-b"]) { b in
+        try MountHarness.with(options: options + mountOptions + ["--device", "dev-a"], environment: environment) { a in
+            try MountHarness.with(options: options + mountOptions + ["--device", "dev-b"], environment: environment) { b in
                 try body(MountPair(server: s, key: key, a: a, b: b))
             }
         }

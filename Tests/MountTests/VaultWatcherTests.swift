@@ -131,6 +131,38 @@ import Testing
         }
     }
 
+    /// A remote `rm -rf` whose files are replayed after their folders left the tree, while a
+    /// program keeps looking those folders up (a watcher's rescan: each look answered "no such
+    /// file" and kept by the kernel for a second). The folders keep their numbers while deeper
+    /// removals are replayed through them; the replays drop the names looked up since and are
+    /// all heard. (Failed with the names dropped only for folders whose numbers had retired: the
+    /// top folder's stale "no such file" answered the replays of everything under it.)
+    @Test func FS30_aFolderLookedUpAfterItLeftTheTreeDoesNotHideTheDeletesUnderIt() throws {
+        try MountPair.with(environment: ["MARFAFS_NOTIFY_DELAY_MS": "300"]) { p in
+            let (a, b) = (p.a, p.b)
+            let folders = 6, perFolder = 20
+            #expect(b.sh("for d in $(seq 1 \(folders)); do mkdir -p vault/top/d$d; for i in $(seq 1 \(perFolder)); do printf 'n %s\\n' $i > vault/top/d$d/n$i.md; done; done").status == 0)
+            #expect(MountHarness.eventually(timeout: 60) { a.sh("find vault/top -name '*.md' | wc -l").out == "\(folders * perFolder)" },
+                    "A sees \(a.sh("find vault/top -name '*.md' | wc -l").out)")
+            #expect(b.sh("cat .marfafs/flush > /dev/null").status == 0)
+            let ino = b.root + "/top.log", err = b.root + "/top.err"
+            let pid = Shell.spawn(["inotifywait", "-m", "-r", "-e", "delete", "--format", "%e %w%f", b.path("vault/top")], stdout: ino, stderr: err)
+            defer { pid.map(Shell.killAndReap) }
+            #expect(MountHarness.eventually { read(err).contains("Watches established") }, "\(read(err))")
+            let v = b.path("vault/top")
+            let looks = (1...folders).map { "\(v)/d\($0)" }.joined(separator: " ")
+            let prober = Shell.spawn(["/bin/sh", "-c", "while :; do stat \(v) \(looks) >/dev/null 2>&1; done"])
+            defer { prober.map(Shell.killAndReap) }
+            #expect(a.sh("rm -rf vault/top").status == 0)
+            let want = Set((1...folders).flatMap { d in (1...perFolder).map { "DELETE \(v)/d\(d)/n\($0).md" } } + (1...folders).map { "DELETE,ISDIR \(v)/d\($0)" })
+            func heard() -> Set<String> { Set(lines(ino)).intersection(want) }
+            #expect(MountHarness.eventually(timeout: 60) { heard() == want },
+                    "\(want.subtracting(heard()).count) of \(want.count) DELETEs not heard, e.g. \(want.subtracting(heard()).sorted().prefix(5))")
+            let log = b.daemonLog(last: 1 << 22).split(separator: "\n").filter { $0.contains("not replayed") }
+            #expect(log.isEmpty, "\(log.count) not replayed: \(log.prefix(3))")
+        }
+    }
+
     @Test func FS30_remoteChangesRaiseTheirEventsInTheVaultTree() throws {
         try MountPair.with { p in
             let (a, b) = (p.a, p.b)
