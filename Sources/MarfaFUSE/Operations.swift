@@ -12,6 +12,30 @@ private func reader(_ req: fuse_req_t?) -> Int32 {
     fuse_req_ctx(req).map { Int32($0.pointee.pid) } ?? 0
 }
 
+/// Whether the thread that made a request has gone, asked while its answer waits
+/// (`.marfafs/flush`). A read of a file's first bytes goes through the page cache: the kernel
+/// sends it as read-ahead, in the background, and a signal to the reader never interrupts it; a
+/// reader killed while it waited would leave that page locked, every later reader of the file
+/// stuck uninterruptibly until the answer came. Its `/proc/<tid>/stat` tells: gone, a zombie, or
+/// a thread started at another time (the number used again).
+final class RequestOrigin {
+    let tid: Int32
+    private var started: Substring?
+
+    init(_ tid: Int32) { self.tid = tid }
+
+    var isGone: Bool {
+        guard tid > 0 else { return false }
+        guard let stat = try? String(contentsOfFile: "/proc/\(tid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return true }
+        // After the name: state, then 18 fields to the start time (proc(5): fields 3 and 22).
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 19, fields[0] != "Z", fields[0] != "X" else { return true }
+        if started == nil { started = fields[19] }
+        return started != fields[19]
+    }
+}
+
 @inline(__always)
 private func owner(_ req: fuse_req_t?) -> FuseMount {
     Unmanaged<FuseMount>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
@@ -251,8 +275,9 @@ extension FuseMount {
         }
         ops.read = { req, ino, size, off, _ in
             guarded(req, .read) { m in
-                let bytes = try m.fs.read(ino, offset: Int64(off), size: size, reader: reader(req)) {
-                    fuse_req_interrupted(req) != 0 || m.session.map { fuse_session_exited($0) != 0 } ?? true
+                let origin = RequestOrigin(reader(req))
+                let bytes = try m.fs.read(ino, offset: Int64(off), size: size, reader: origin.tid) {
+                    fuse_req_interrupted(req) != 0 || m.session.map { fuse_session_exited($0) != 0 } ?? true || origin.isGone
                 }
                 _ = bytes.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
             }

@@ -39,6 +39,36 @@ import Testing
         }
     }
 
+    /// FS-18: a reader of `.marfafs/flush` killed while it waits lets the next one in. The kernel
+    /// reads the file's first page as read-ahead, which no signal interrupts: the page stayed
+    /// locked while the daemon waited for the queue, and the second `cat` hung uninterruptibly
+    /// (state D, deaf to its `timeout`, the unmount busy) until the daemon was killed. The wait
+    /// now ends when the thread that asked is gone.
+    @Test func FS18_aFlushReaderKilledWhileItWaitsDoesNotHoldTheFileForTheNext() throws {
+        let (s, _, keyFile, _) = try setUp()
+        _ = s.stop()
+        try MountHarness.with(options: ["--server", "http://127.0.0.1:9", "--key-file", keyFile]) { m in
+            #expect(m.sh("printf 'kept\\n' > vault/offline.md").status == 0)
+            #expect(m.sh("timeout 2 cat .marfafs/flush").status == 124)
+            for round in 1...2 {
+                let reader = try #require(Shell.spawn(["/bin/cat", m.path(".marfafs/flush")]))
+                usleep(1_000_000)
+                var status: Int32 = 0
+                #expect(waitpid(reader, &status, WNOHANG) == 0, "reader \(round) waits for the server")
+                kill(reader, SIGKILL)
+                let ended = MountHarness.eventually(timeout: 10) { waitpid(reader, &status, WNOHANG) == reader }
+                #expect(ended, "reader \(round) killed, yet still there (\((try? String(contentsOfFile: "/proc/\(reader)/stat", encoding: .utf8)) ?? ""))")
+                if !ended {
+                    m.killDaemon()
+                    _ = waitpid(reader, &status, 0)
+                    return
+                }
+            }
+            let r = m.sh("timeout 2 cat .marfafs/pending")
+            #expect(r.status == 0 && r.out.contains("offline.md"), "\(r.status) \(r.out)")
+        }
+    }
+
     /// FS-18: while a read waits for a server that does not answer (`.marfafs/flush`), the mount
     /// answers every other program: the worker whose answer waits holds no other request back
     /// (the request loop's watcher takes the lead from it when a request waits).
