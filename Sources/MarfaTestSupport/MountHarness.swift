@@ -66,14 +66,28 @@ public final class MountHarness: @unchecked Sendable {
     /// Takes charge of a mount made here by other means (`marfafs mount` run by the test).
     public func adoptMount() { mounted = true }
 
-    /// Unmounts whatever is mounted here, cleanly if the daemon is alive, by force otherwise.
+    /// Unmounts whatever is mounted here, cleanly if the daemon is alive, by force otherwise. A
+    /// daemon still running 5 s after a forced unmount (a program stuck on the detached mount
+    /// keeps its connection open) is killed: no test leaves a daemon or a stuck program behind.
     public func unmount() {
+        let pid = daemonPID
         if mounted {
             mounted = false
             _ = Shell.run([Self.binary, "unmount", mountpoint])
         }
         let listed = (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8))?.contains(" \(mountpoint) ") ?? false
-        if listed { Self.forceUnmount(mountpoint) }
+        if listed {
+            Self.forceUnmount(mountpoint)
+            // (The pid checked to be this store's daemon still: a number may have been used again.)
+            func ours(_ pid: pid_t) -> Bool {
+                guard let cmd = try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline")) else { return false }
+                return String(decoding: cmd.map { $0 == 0 ? 32 : $0 }, as: UTF8.self).contains(" --store \(store)")
+            }
+            if let pid, ours(pid) {
+                for _ in 0..<1000 where ours(pid) { usleep(5_000) }
+                if ours(pid) { kill(pid, SIGKILL) }
+            }
+        }
         reportCrash()
     }
 
