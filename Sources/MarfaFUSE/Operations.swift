@@ -17,14 +17,15 @@ private func reader(_ req: fuse_req_t?) -> Int32 {
 /// sends it as read-ahead, in the background, and a signal to the reader never interrupts it; a
 /// reader killed while it waited would leave that page locked, every later reader of the file
 /// stuck uninterruptibly until the answer came. Its `/proc/<tid>/stat` tells: gone, a zombie, or
-/// a thread started at another time (the number used again).
-final class RequestOrigin {
+/// a thread started at another time (the number used again). A value on the request's stack:
+/// nothing is read or allocated unless an answer waits.
+struct RequestOrigin {
     let tid: Int32
     private var started: Substring?
 
     init(_ tid: Int32) { self.tid = tid }
 
-    var isGone: Bool {
+    mutating func isGone() -> Bool {
         guard tid > 0 else { return false }
         guard let stat = try? String(contentsOfFile: "/proc/\(tid)/stat", encoding: .utf8),
               let close = stat.lastIndex(of: ")") else { return true }
@@ -275,9 +276,9 @@ extension FuseMount {
         }
         ops.read = { req, ino, size, off, _ in
             guarded(req, .read) { m in
-                let origin = RequestOrigin(reader(req))
+                var origin = RequestOrigin(reader(req))
                 let bytes = try m.fs.read(ino, offset: Int64(off), size: size, reader: origin.tid) {
-                    fuse_req_interrupted(req) != 0 || m.session.map { fuse_session_exited($0) != 0 } ?? true || origin.isGone
+                    fuse_req_interrupted(req) != 0 || m.session.map { fuse_session_exited($0) != 0 } ?? true || origin.isGone()
                 }
                 _ = bytes.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
             }

@@ -13,6 +13,17 @@ import Testing
         return (s, key, s.root + "/key", options)
     }
 
+    /// A mount whose server does not answer (stopped; the mount points at a closed port), with
+    /// one note written, `vault/offline.md`, waiting in its queue.
+    func withOfflineNote(_ body: (MountHarness) throws -> Void) throws {
+        let (s, _, keyFile, _) = try setUp()
+        _ = s.stop()
+        try MountHarness.with(options: ["--server", "http://127.0.0.1:9", "--key-file", keyFile]) { m in
+            #expect(m.sh("printf 'kept\\n' > vault/offline.md").status == 0)
+            try body(m)
+        }
+    }
+
     func serverItem(_ s: ServerHarness, _ key: String, _ id: String) -> [String: JSONValue] {
         s.call("GET", "/items/\(id)", key: key).item
     }
@@ -23,10 +34,7 @@ import Testing
     /// worker that served the read kept waiting for the queue to empty: the unmount's daemon
     /// never exited, and held the store until it was killed.)
     @Test func FS18_aFlushWaitingForAServerThatDoesNotAnswerEndsWithItsReaderAndNeverHoldsTheUnmount() throws {
-        let (s, _, keyFile, _) = try setUp()
-        _ = s.stop()
-        try MountHarness.with(options: ["--server", "http://127.0.0.1:9", "--key-file", keyFile]) { m in
-            #expect(m.sh("printf 'kept\\n' > vault/offline.md").status == 0)
+        try withOfflineNote { m in
             let started = Date()
             let r = m.sh("timeout 2 cat .marfafs/flush")
             #expect(r.status != 0 && Date().timeIntervalSince(started) < 10, "\(r.status) \(r.out)")
@@ -45,10 +53,7 @@ import Testing
     /// (state D, deaf to its `timeout`, the unmount busy) until the daemon was killed. The wait
     /// now ends when the thread that asked is gone.
     @Test func FS18_aFlushReaderKilledWhileItWaitsDoesNotHoldTheFileForTheNext() throws {
-        let (s, _, keyFile, _) = try setUp()
-        _ = s.stop()
-        try MountHarness.with(options: ["--server", "http://127.0.0.1:9", "--key-file", keyFile]) { m in
-            #expect(m.sh("printf 'kept\\n' > vault/offline.md").status == 0)
+        try withOfflineNote { m in
             #expect(m.sh("timeout 2 cat .marfafs/flush").status == 124)
             for round in 1...2 {
                 let reader = try #require(Shell.spawn(["/bin/cat", m.path(".marfafs/flush")]))
@@ -73,10 +78,7 @@ import Testing
     /// answers every other program: the worker whose answer waits holds no other request back
     /// (the request loop's watcher takes the lead from it when a request waits).
     @Test func FS18_aReadWaitingForTheServerHoldsNoOtherRequestBack() throws {
-        let (s, _, keyFile, _) = try setUp()
-        _ = s.stop()
-        try MountHarness.with(options: ["--server", "http://127.0.0.1:9", "--key-file", keyFile]) { m in
-            #expect(m.sh("printf 'kept\\n' > vault/offline.md").status == 0)
+        try withOfflineNote { m in
             let started = Date()
             // (`sh` runs its command after `cd mountpoint &&`: the reader goes to the background on a line of its own.)
             let meanwhile = m.sh("""
