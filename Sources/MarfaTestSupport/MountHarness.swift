@@ -84,7 +84,9 @@ public final class MountHarness: @unchecked Sendable {
                 return String(decoding: cmd.map { $0 == 0 ? 32 : $0 }, as: UTF8.self).contains(" --store \(store)")
             }
             if let pid, ours(pid) {
-                for _ in 0..<1000 where ours(pid) { usleep(5_000) }
+                // Up to 5 s for it to exit on its own.
+                var polls = 0
+                while polls < 1000, ours(pid) { usleep(5_000); polls += 1 }
                 if ours(pid) { kill(pid, SIGKILL) }
             }
         }
